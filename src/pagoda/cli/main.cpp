@@ -1,0 +1,2 @@
+#include "pagoda/core/tensor.h"
+int main(){}

@@ -1,0 +1,45 @@
+// Element types of tensors and weights, their sizes, and scalar conversions between fp32, fp16 and bf16.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace pagoda {
+
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kI32,
+  kI64,
+  kU8,
+  kQ8_0,  // GGML block format: 32 values = f16 scale + 32 x int8 (34 bytes)
+  kQ4_0,  // GGML block format: 32 values = f16 scale + 16 bytes of 4-bit values (18 bytes)
+};
+
+std::string_view dtype_name(DType dtype);
+
+// Number of elements per storage block (1 for plain types, 32 for GGML block formats).
+int64_t dtype_block_elems(DType dtype);
+// Bytes per storage block.
+int64_t dtype_block_bytes(DType dtype);
+// Bytes needed to hold `numel` elements (numel must be a multiple of the block size).
+int64_t dtype_storage_bytes(DType dtype, int64_t numel);
+bool dtype_is_quantized(DType dtype);
+
+inline float bf16_to_f32(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
+
+inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+}  // namespace pagoda

@@ -1,0 +1,44 @@
+// load_model: the one entry point that turns a path (HF safetensors directory or .gguf file) into a
+// ModelConfig, ModelWeights and Tokenizer, or fails with a one-line LoadError naming file and problem.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pagoda/core/buffer.h"
+#include "pagoda/core/mapped_file.h"
+#include "pagoda/loader/model_config.h"
+#include "pagoda/loader/model_weights.h"
+#include "pagoda/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+enum class LoadFormat {
+  kAuto,   // directory with config.json + *.safetensors, or a .gguf file
+  kDummy,  // config only (directory with config.json, or a .gguf's metadata); random weights, for speed runs
+};
+
+struct LoadOptions {
+  std::string model_path;
+  LoadFormat format = LoadFormat::kAuto;
+  uint64_t dummy_seed = 0;
+  bool show_progress = true;  // progress bar on stderr for large checkpoints
+};
+
+struct LoadedModel {
+  std::string source;  // the path given
+  std::string format;  // "safetensors", "gguf", "dummy"
+  ModelConfig config;
+  GenerationDefaults generation;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;  // null only for a dummy load without tokenizer files
+  // Storage the weight views point into.
+  std::vector<std::shared_ptr<const MappedFile>> mappings;
+  std::vector<HostTensor> owned;
+};
+
+LoadedModel load_model(const LoadOptions& options);
+
+}  // namespace pagoda

@@ -1,0 +1,37 @@
+// ModelWeights: the tensors of a Llama-family model under canonical names, as views into storage owned
+// by LoadedModel (mmap'd checkpoint or converted host copies). Linear weights are [out_features,
+// in_features] row-major (PyTorch convention); Q and K rows use HF's rotate-half RoPE layout (GGUF
+// files are un-permuted at load).
+#pragma once
+
+#include <vector>
+
+#include "pagoda/core/tensor.h"
+
+namespace pagoda {
+
+// A weight tensor. dtype is F32, F16, BF16, Q8_0 or Q4_0 (quantized blocks run along in_features).
+struct Weight {
+  Tensor data;
+};
+
+struct LayerWeights {
+  Weight attn_norm;  // [hidden]
+  Weight wq;         // [num_heads * head_dim, hidden]
+  Weight wk;         // [num_kv_heads * head_dim, hidden]
+  Weight wv;         // [num_kv_heads * head_dim, hidden]
+  Weight wo;         // [hidden, num_heads * head_dim]
+  Weight ffn_norm;   // [hidden]
+  Weight w_gate;     // [intermediate, hidden]
+  Weight w_up;       // [intermediate, hidden]
+  Weight w_down;     // [hidden, intermediate]
+};
+
+struct ModelWeights {
+  Weight embed_tokens;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  Weight final_norm;  // [hidden]
+  Weight lm_head;     // [vocab, hidden]; the same view as embed_tokens when tied
+};
+
+}  // namespace pagoda

@@ -1,0 +1,40 @@
+// SafetensorsCheckpoint: the tensors of one .safetensors file or of a sharded checkpoint
+// (model.safetensors.index.json), mmap'd, by HF name.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pagoda/core/dtype.h"
+#include "pagoda/core/mapped_file.h"
+
+namespace pagoda {
+
+struct SafetensorsTensor {
+  std::string name;
+  DType dtype;                 // F32, F16 or BF16 (others are rejected with a LoadError)
+  std::vector<int64_t> shape;  // row-major
+  const std::byte* data;
+  size_t nbytes;
+  std::string file;  // which shard
+};
+
+class SafetensorsCheckpoint {
+ public:
+  // `path` is a directory (model.safetensors or model.safetensors.index.json inside) or one file.
+  // Throws LoadError naming the file: truncated, bad header JSON, offsets outside the file, bad dtype,
+  // shape/size mismatch, missing shard.
+  static SafetensorsCheckpoint open(const std::string& path);
+
+  const SafetensorsTensor* find(const std::string& name) const;
+  const std::map<std::string, SafetensorsTensor>& tensors() const { return tensors_; }
+  const std::vector<std::shared_ptr<const MappedFile>>& mappings() const { return mappings_; }
+
+ private:
+  std::map<std::string, SafetensorsTensor> tensors_;
+  std::vector<std::shared_ptr<const MappedFile>> mappings_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,31 @@
+// SamplingParams: how one request turns logits into tokens and when it stops. Field names and
+// semantics follow vLLM's SamplingParams (and so the OpenAI API).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pagoda/core/types.h"
+
+namespace pagoda {
+
+struct SamplingParams {
+  double temperature = 1.0;        // 0 (or below 1e-5) = greedy
+  int top_k = 0;                   // <= 0: off (vLLM uses -1 for off; both accepted)
+  double top_p = 1.0;              // (0, 1]
+  double min_p = 0.0;              // [0, 1]: drop tokens with p < min_p * p_max
+  std::optional<uint64_t> seed;    // per-request generator; unset: drawn from the engine's RNG
+  double repetition_penalty = 1.0; // > 0; applies to prompt and output tokens (HF/vLLM semantics)
+  double presence_penalty = 0.0;   // [-2, 2]; output tokens only (OpenAI semantics)
+  double frequency_penalty = 0.0;  // [-2, 2]; output tokens only
+  int max_tokens = 16;
+  std::vector<TokenId> stop_token_ids;
+  bool ignore_eos = false;
+  int logprobs = -1;         // top-k logprobs per generated token; -1 = none
+  int prompt_logprobs = -1;  // top-k logprobs per prompt token; -1 = none
+
+  bool is_greedy() const { return temperature < 1e-5; }
+};
+
+}  // namespace pagoda
