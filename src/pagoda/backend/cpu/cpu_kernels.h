@@ -1,0 +1,31 @@
+// The CPU backend's kernels as plain functions over raw pointers, so they can be tested and timed
+// one by one. Activations are fp32; weights may be F32, F16, BF16, Q8_0 or Q4_0.
+#pragma once
+
+#include <cstdint>
+
+#include "pagoda/backend/forward_batch.h"
+#include "pagoda/backend/ops.h"
+#include "pagoda/core/dtype.h"
+#include "pagoda/kv/kv_cache.h"
+
+namespace pagoda::cpu {
+
+// out[k] = row[k] as fp32 for k in [0, num_cols). `row` points at the start of a row of `dtype`.
+void dequantize_row(const void* row, DType dtype, int64_t num_cols, float* out);
+
+// out [num_tokens, n] = x [num_tokens, k] · w [n, k]^T, w of any weight dtype. OpenMP over rows of w.
+void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n, int64_t k);
+
+void rms_norm_f32(float* out, const float* x, const float* weight, int64_t num_rows, int64_t dim, float eps);
+
+// Rotate-half RoPE in place on x [num_tokens, num_heads, head_dim].
+void rope_f32(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+              const float* inv_freq);
+
+// Causal paged attention: out, q [num_tokens, num_heads, head_dim]; K/V cache layer tensors
+// [num_blocks, block_size, num_kv_heads, head_dim] fp32.
+void paged_attention_f32(float* out, const float* q, const float* k_cache, const float* v_cache,
+                         const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale);
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,150 @@
+// CpuOps: argument checks and dispatch to the kernels in cpu_kernels.h.
+#include "pagoda/backend/cpu/cpu_ops.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "pagoda/backend/cpu/cpu_kernels.h"
+
+namespace pagoda {
+
+CpuOps::CpuOps(const CpuOpsOptions& options) {
+  if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+}
+
+Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor t(nullptr, dtype, dims);
+  const size_t nbytes = (static_cast<size_t>(t.nbytes()) + 63) / 64 * 64;
+  bytes_requested_ += nbytes;
+  if (chunks_.empty() || chunk_used_ + nbytes > chunks_.back().size()) {
+    chunks_.emplace_back(std::max<size_t>(nbytes, 1 << 20));
+    chunk_used_ = 0;
+  }
+  t.data = static_cast<char*>(chunks_.back().data()) + chunk_used_;
+  chunk_used_ += nbytes;
+  return t;
+}
+
+void CpuOps::reset_workspace() {
+  if (chunks_.size() > 1) {  // settle into one chunk big enough for the largest step seen
+    const size_t want = bytes_requested_;
+    chunks_.clear();
+    chunks_.emplace_back(std::max<size_t>(want, 1 << 20));
+  }
+  chunk_used_ = 0;
+  bytes_requested_ = 0;
+}
+
+void CpuOps::embedding(Tensor out, Tensor ids, const Weight& table) {
+  const int64_t num_tokens = ids.dim(0);
+  const int64_t hidden = table.data.dim(1);
+  const int64_t vocab = table.data.dim(0);
+  PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == hidden);
+  const int64_t row_bytes = table.data.row_bytes();
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = ids.ptr<int32_t>()[t];
+    PAGODA_CHECK(id >= 0 && id < vocab, "token id {} outside the vocabulary of {}", id, vocab);
+    cpu::dequantize_row(static_cast<const char*>(table.data.data) + id * row_bytes, table.data.dtype, hidden,
+                        out.ptr<float>() + t * hidden);
+  }
+}
+
+namespace {
+const float* norm_weight_f32(const Weight& w, std::vector<float>& scratch) {
+  if (w.data.dtype == DType::kF32) return w.data.ptr<float>();
+  scratch.resize(static_cast<size_t>(w.data.numel()));
+  cpu::dequantize_row(w.data.data, w.data.dtype, w.data.numel(), scratch.data());
+  return scratch.data();
+}
+}  // namespace
+
+void CpuOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
+  std::vector<float> scratch;
+  cpu::rms_norm_f32(out.ptr<float>(), x.ptr<float>(), norm_weight_f32(w, scratch), x.dim(0), x.dim(1), eps);
+}
+
+void CpuOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {
+  const int64_t n = residual.numel();
+  float* r = residual.ptr<float>();
+  const float* xv = x.ptr<float>();
+  for (int64_t i = 0; i < n; ++i) r[i] += xv[i];
+  rms_norm(out, residual, w, eps);
+}
+
+void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
+  const int64_t num_tokens = x.dim(0);
+  const int64_t k = x.dim(1);
+  const int64_t n = w.data.dim(0);
+  PAGODA_CHECK(w.data.dim(1) == k, "linear: x {} vs w {}", x.shape_string(), w.data.shape_string());
+  PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == n);
+  cpu::linear_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w.data.data, w.data.dtype, n, k);
+}
+
+void CpuOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) {
+  const int64_t num_tokens = q.dim(0);
+  const int64_t head_dim = q.dim(2);
+  PAGODA_CHECK(static_cast<int64_t>(params.inv_freq.size()) * 2 == head_dim);
+  cpu::rope_f32(q.ptr<float>(), positions.ptr<int32_t>(), num_tokens, q.dim(1), head_dim, params.inv_freq.data());
+  cpu::rope_f32(k.ptr<float>(), positions.ptr<int32_t>(), num_tokens, k.dim(1), head_dim, params.inv_freq.data());
+}
+
+void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
+  const int64_t row = static_cast<int64_t>(cache.spec.num_kv_heads) * cache.spec.head_dim;
+  const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
+  float* kc = cache.k[layer].ptr<float>();
+  float* vc = cache.v[layer].ptr<float>();
+  for (int64_t t = 0; t < k.dim(0); ++t) {
+    PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
+    std::memcpy(kc + slots[t] * row, k.ptr<float>() + t * row, row * sizeof(float));
+    std::memcpy(vc + slots[t] * row, v.ptr<float>() + t * row, row * sizeof(float));
+  }
+}
+
+void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
+                       float scale) {
+  cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), cache.k[layer].ptr<float>(),
+                           cache.v[layer].ptr<float>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
+}
+
+void CpuOps::silu_mul(Tensor out, Tensor gate, Tensor up) {
+  const int64_t n = out.numel();
+  float* o = out.ptr<float>();
+  const float* g = gate.ptr<float>();
+  const float* u = up.ptr<float>();
+#pragma omp parallel for if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void CpuOps::gather_rows(Tensor out, Tensor x, Tensor rows) {
+  const int64_t row_bytes = x.row_bytes();
+  for (int64_t r = 0; r < rows.dim(0); ++r) {
+    const int32_t src = rows.ptr<int32_t>()[r];
+    PAGODA_CHECK(src >= 0 && src < x.dim(0));
+    std::memcpy(static_cast<char*>(out.data) + r * row_bytes, static_cast<const char*>(x.data) + src * row_bytes,
+                row_bytes);
+  }
+}
+
+void CpuOps::download_f32(Tensor host_out, Tensor x) {
+  PAGODA_CHECK(x.dtype == DType::kF32 && host_out.numel() == x.numel());
+  std::memcpy(host_out.data, x.data, static_cast<size_t>(x.nbytes()));
+}
+
+KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
+  PAGODA_CHECK(spec.dtype == DType::kF32, "the CPU backend keeps its KV cache in F32");
+  KvCache cache;
+  cache.spec = spec;
+  for (int l = 0; l < spec.num_layers; ++l) {
+    for (auto* list : {&cache.k, &cache.v}) {
+      Tensor t(nullptr, DType::kF32, {spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim});
+      kv_storage_.emplace_back(static_cast<size_t>(t.nbytes()));
+      t.data = kv_storage_.back().data();
+      list->push_back(t);
+    }
+  }
+  return cache;
+}
+
+}  // namespace pagoda

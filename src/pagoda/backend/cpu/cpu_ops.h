@@ -1,0 +1,48 @@
+// CpuOps: the reference backend. fp32 activations and KV cache, weights read in their stored dtype,
+// OpenMP across rows and heads.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "pagoda/backend/ops.h"
+#include "pagoda/core/buffer.h"
+
+namespace pagoda {
+
+struct CpuOpsOptions {
+  int num_threads = 0;  // 0: OpenMP's default (all cores)
+};
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(const CpuOpsOptions& options = {});
+
+  Device device() const override { return Device::kCpu; }
+  DType activation_dtype() const override { return DType::kF32; }
+  Tensor alloc(DType dtype, std::initializer_list<int64_t> dims) override;
+  void reset_workspace() override;
+  Tensor upload(const Tensor& host) override { return host; }
+
+  void embedding(Tensor out, Tensor ids, const Weight& table) override;
+  void rms_norm(Tensor out, Tensor x, const Weight& w, float eps) override;
+  void add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) override;
+  void linear(Tensor out, Tensor x, const Weight& w) override;
+  void rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) override;
+  void store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) override;
+  void attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
+                 float scale) override;
+  void silu_mul(Tensor out, Tensor gate, Tensor up) override;
+  void gather_rows(Tensor out, Tensor x, Tensor rows) override;
+  void download_f32(Tensor host_out, Tensor x) override;
+  KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
+
+ private:
+  // A bump allocator: chunks are kept across steps, so steady-state forwards allocate nothing.
+  std::vector<Buffer> chunks_;
+  size_t chunk_used_ = 0;
+  size_t bytes_requested_ = 0;
+  std::vector<Buffer> kv_storage_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,26 @@
+// ForwardBatch: one model step as flat, backend-neutral arrays. Sequences are laid out back to back in
+// the token arrays; each sequence's KV lives in the pages listed by its block table (CSR form). Kernels
+// see only these arrays: no sequence objects, no maps.
+#pragma once
+
+#include "pagoda/core/tensor.h"
+
+namespace pagoda {
+
+struct ForwardBatch {
+  Tensor token_ids;      // [num_tokens] I32
+  Tensor positions;      // [num_tokens] I32: position of each token in its sequence
+  Tensor query_start;    // [num_seqs + 1] I32: offsets of each sequence's tokens in the token arrays
+  Tensor seq_lens;       // [num_seqs] I32: KV length of each sequence after this step (context + new)
+  Tensor kv_page_start;  // [num_seqs + 1] I32: offsets into kv_pages
+  Tensor kv_pages;       // [total_pages] I32: block ids, in order, for every sequence
+  Tensor slot_mapping;   // [num_tokens] I32: cache slot (block * block_size + offset) for each new K/V
+  Tensor logits_rows;    // [num_sampled] I32: token rows whose logits are needed
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;
+  int max_seq_len = 0;
+  bool decode_only = false;  // every sequence contributes exactly one token
+};
+
+}  // namespace pagoda

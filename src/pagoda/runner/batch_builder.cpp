@@ -1,0 +1,67 @@
+// Flattening sequence chunks into ForwardBatch arrays.
+#include "pagoda/runner/batch_builder.h"
+
+#include <algorithm>
+
+#include "pagoda/core/check.h"
+
+namespace pagoda {
+namespace {
+Tensor i32_view(std::vector<int32_t>& v) {
+  return Tensor(v.data(), DType::kI32, {static_cast<int64_t>(v.size())});
+}
+}  // namespace
+
+const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, int block_size) {
+  for (auto* v : {&token_ids_, &positions_, &query_start_, &seq_lens_, &page_start_, &pages_, &slots_,
+                  &logits_rows_})
+    v->clear();
+  query_start_.push_back(0);
+  page_start_.push_back(0);
+  int max_query_len = 0;
+  int max_seq_len = 0;
+  bool decode_only = true;
+  for (const SequenceChunk& c : chunks) {
+    const int n = static_cast<int>(c.tokens.size());
+    const int seq_len = c.start_position + n;
+    PAGODA_CHECK(n > 0, "a sequence chunk without tokens");
+    PAGODA_CHECK(static_cast<int64_t>(c.block_table.size()) * block_size >= seq_len,
+                 "block table of {} blocks cannot hold {} tokens", c.block_table.size(), seq_len);
+    const int row0 = static_cast<int>(token_ids_.size());
+    for (int i = 0; i < n; ++i) {
+      const int pos = c.start_position + i;
+      token_ids_.push_back(c.tokens[i]);
+      positions_.push_back(pos);
+      slots_.push_back(c.block_table[pos / block_size] * block_size + pos % block_size);
+    }
+    if (c.logits == LogitsWanted::kAll) {
+      for (int i = 0; i < n; ++i) logits_rows_.push_back(row0 + i);
+    } else if (c.logits == LogitsWanted::kLast) {
+      logits_rows_.push_back(row0 + n - 1);
+    }
+    const int num_pages = (seq_len + block_size - 1) / block_size;
+    pages_.insert(pages_.end(), c.block_table.begin(), c.block_table.begin() + num_pages);
+    query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
+    page_start_.push_back(static_cast<int32_t>(pages_.size()));
+    seq_lens_.push_back(seq_len);
+    max_query_len = std::max(max_query_len, n);
+    max_seq_len = std::max(max_seq_len, seq_len);
+    decode_only = decode_only && n == 1;
+  }
+  batch_.token_ids = i32_view(token_ids_);
+  batch_.positions = i32_view(positions_);
+  batch_.query_start = i32_view(query_start_);
+  batch_.seq_lens = i32_view(seq_lens_);
+  batch_.kv_page_start = i32_view(page_start_);
+  batch_.kv_pages = i32_view(pages_);
+  batch_.slot_mapping = i32_view(slots_);
+  batch_.logits_rows = i32_view(logits_rows_);
+  batch_.num_seqs = static_cast<int>(chunks.size());
+  batch_.num_tokens = static_cast<int>(token_ids_.size());
+  batch_.max_query_len = max_query_len;
+  batch_.max_seq_len = max_seq_len;
+  batch_.decode_only = decode_only && !chunks.empty();
+  return batch_;
+}
+
+}  // namespace pagoda
