@@ -1,0 +1,13 @@
+// The `pagoda` subcommands. Each registers its options on the app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pagoda::cli {
+
+void add_generate_command(CLI::App& app);
+void add_tokenize_commands(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+
+}  // namespace pagoda::cli

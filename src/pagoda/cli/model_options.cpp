@@ -1,0 +1,46 @@
+// Shared model options and the bundled model lookup.
+#include "pagoda/cli/model_options.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+
+#include "pagoda/core/error.h"
+
+namespace pagoda::cli {
+namespace fs = std::filesystem;
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model, "HF safetensors directory or .gguf file (default: the bundled stories260K)");
+  cmd.add_option("--load-format", load_format, "auto | dummy (random weights of the config's shape, for speed runs)")
+      ->check(CLI::IsMember({"auto", "dummy"}));
+  cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)");
+}
+
+LoadOptions ModelOptions::load_options() const {
+  LoadOptions opts;
+  opts.model_path = model.empty() ? default_model_path() : model;
+  opts.format = load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
+  return opts;
+}
+
+std::string default_model_path() {
+  constexpr const char* kRelative = "models/stories260K.gguf";
+  std::array<char, 4096> exe{};
+  std::vector<fs::path> candidates;
+  const ssize_t n = ::readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (n > 0) {
+    fs::path dir = fs::path(std::string(exe.data(), static_cast<size_t>(n))).parent_path();
+    for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) candidates.push_back(dir / kRelative);
+  }
+  candidates.push_back(fs::path(PAGODA_SOURCE_DIR) / kRelative);
+  candidates.push_back(fs::current_path() / kRelative);
+  for (const fs::path& p : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  throw Error("the bundled model models/stories260K.gguf was not found; pass --model PATH");
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,25 @@
+// Options every model-using subcommand shares (--model, --load-format, --threads), and where the
+// bundled default model is found.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "pagoda/loader/model_loader.h"
+
+namespace pagoda::cli {
+
+struct ModelOptions {
+  std::string model;  // empty: the bundled stories260K
+  std::string load_format = "auto";
+  int threads = 0;
+
+  void add_to(CLI::App& cmd);
+  LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing
+};
+
+// models/stories260K.gguf: next to the binary's build tree, in the source tree, or in ./models.
+std::string default_model_path();
+
+}  // namespace pagoda::cli
