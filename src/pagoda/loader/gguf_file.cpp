@@ -168,7 +168,8 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
   const uint64_t num_tensors = r.read<uint64_t>("tensor count");
   const uint64_t num_kv = r.read<uint64_t>("metadata count");
   // A KV pair takes >= 8 (key length) + 4 (type) + 1 bytes; a tensor info >= 8 + 4 + 8 + 4 + 8.
-  if (num_kv > r.remaining() / 13) r.fail(fmt::format("metadata count {} is larger than the file can hold (truncated or corrupt)", num_kv));
+  if (num_kv > r.remaining() / 13)
+    r.fail(fmt::format("metadata count {} is larger than the file can hold (truncated or corrupt)", num_kv));
   for (uint64_t i = 0; i < num_kv; ++i) {
     std::string key = r.read_string("metadata key");
     const uint32_t type = r.read<uint32_t>("metadata value type");
@@ -292,7 +293,8 @@ std::optional<std::vector<std::string>> GgufFile::get_strings(const std::string&
   out.reserve(a->values.size());
   for (const GgufValue& e : a->values) {
     const auto* s = std::get_if<std::string>(&e);
-    if (s == nullptr) throw LoadError(path(), fmt::format("metadata {}: array of {}, expected strings", key, value_kind(e)));
+    if (s == nullptr)
+      throw LoadError(path(), fmt::format("metadata {}: array of {}, expected strings", key, value_kind(e)));
     out.push_back(*s);
   }
   return out;
