@@ -1,0 +1,146 @@
+"""`pagoda generate` / `tokenize` / `detokenize` on the bundled stories260K model against llama2.c's
+greedy references, the vLLM prompt-logprobs convention checked against run.c's logits, and errors."""
+import math
+import os
+import shutil
+import struct
+import tempfile
+import unittest
+
+import pagoda_cli
+from pagoda_cli import read_jsonl, run, run_json
+
+
+def data(*parts):
+    return os.path.join(pagoda_cli.ARGS.data, *parts)
+
+
+def log_softmax_at(row, token):
+    m = max(row)
+    lse = m + math.log(sum(math.exp(v - m) for v in row))
+    return row[token] - lse
+
+
+class GenerateGolden(unittest.TestCase):
+    def test_text_prompts_reproduce_llama2c(self):
+        for ref in read_jsonl(data("refs", "stories260K_greedy.jsonl")):
+            n = len(ref["output_ids"])
+            out = run_json("generate", "--json", "--ignore-eos", "--max-tokens", str(n), "--prompt", ref["prompt"])
+            self.assertEqual(out["prompt_ids"], ref["prompt_ids"], ref["prompt"])
+            self.assertEqual(out["output_ids"], ref["output_ids"], ref["prompt"])
+            self.assertEqual(ref["prompt"] + out["text"], ref["output_text"], ref["prompt"])
+            self.assertEqual(out["finish_reason"], "length")
+
+    def test_prompt_ids_reproduce_llamacpp(self):
+        for ref in read_jsonl(data("refs", "stories260K_llamacpp_greedy.jsonl")):
+            ids = ",".join(map(str, ref["prompt_ids"]))
+            out = run_json("generate", "--json", "--ignore-eos", "--max-tokens", str(len(ref["output_ids"])),
+                           "--prompt-ids", ids)
+            self.assertEqual(out["output_ids"], ref["output_ids"], ref["prompt"])
+
+    def test_eos_stops_generation(self):
+        # Without --ignore-eos the run stops at EOS (id 2) or at max tokens; either way it says which.
+        out = run_json("generate", "--json", "--max-tokens", "400", "--prompt", "Once upon a time")
+        self.assertIn(out["finish_reason"], ("stop", "length"))
+        if out["finish_reason"] == "stop":
+            self.assertEqual(out["output_ids"][-1], 2)
+        self.assertNotIn(2, out["output_ids"][:-1])
+
+
+class Logprobs(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import json
+        with open(data("refs", "stories260K_runc_logits.json")) as f:
+            cls.meta = json.load(f)[0]
+        rows, vocab = cls.meta["shape"]
+        with open(data("refs", cls.meta["file"]), "rb") as f:
+            flat = struct.unpack(f"<{rows * vocab}f", f.read())
+        cls.logits = [flat[r * vocab:(r + 1) * vocab] for r in range(rows)]
+
+    def test_prompt_logprobs_follow_vllm_convention(self):
+        ids = self.meta["input_ids"][:12]
+        out = run_json("generate", "--json", "--max-tokens", "1", "--prompt-logprobs", "3",
+                       "--prompt-ids", ",".join(map(str, ids)))
+        plp = out["prompt_logprobs"]
+        self.assertEqual(len(plp), len(ids))
+        self.assertIsNone(plp[0])
+        for i in range(1, len(ids)):
+            entries = {e["id"]: e["logprob"] for e in plp[i]}
+            self.assertIn(ids[i], entries, f"prompt token {i} missing from its entry")
+            self.assertGreaterEqual(len(entries), 3)
+            for tok, lp in entries.items():
+                self.assertAlmostEqual(lp, log_softmax_at(self.logits[i - 1], tok), delta=1e-4)
+
+    def test_generated_logprobs_are_raw_distribution(self):
+        ids = self.meta["prompt_ids"]
+        out = run_json("generate", "--json", "--max-tokens", "3", "--logprobs", "2",
+                       "--prompt-ids", ",".join(map(str, ids)))
+        self.assertEqual(len(out["logprobs"]), 3)
+        for step, entries in enumerate(out["logprobs"]):
+            self.assertEqual(entries[0]["id"], out["output_ids"][step])  # greedy: the top entry was sampled
+            row = self.logits[len(ids) - 1 + step]
+            for e in entries:
+                self.assertAlmostEqual(e["logprob"], log_softmax_at(row, e["id"]), delta=1e-4)
+
+
+class Sampling(unittest.TestCase):
+    def test_seeded_sampling_is_reproducible(self):
+        args = ["generate", "--json", "--max-tokens", "40", "--temperature", "0.9", "--top-p", "0.95",
+                "--prompt", "Once upon a time"]
+        a = run_json(*args, "--seed", "11")
+        b = run_json(*args, "--seed", "11")
+        c = run_json(*args, "--seed", "12")
+        self.assertEqual(a["output_ids"], b["output_ids"])
+        self.assertNotEqual(a["output_ids"], c["output_ids"])
+
+
+class Tokenize(unittest.TestCase):
+    def test_jsonl_round_trip(self):
+        refs = read_jsonl(data("refs", "stories260K_greedy.jsonl"))
+        import json
+        stdin = "".join(json.dumps({"text": r["prompt"]}) + "\n" for r in refs)
+        lines = run("tokenize", "--jsonl", "--add-special-tokens", stdin=stdin).stdout.splitlines()
+        self.assertEqual([json.loads(l)["ids"] for l in lines], [r["prompt_ids"] for r in refs])
+        stdin = "".join(json.dumps({"ids": r["output_ids"]}) + "\n" for r in refs)
+        lines = run("detokenize", "--jsonl", stdin=stdin).stdout.splitlines()
+        for r, line in zip(refs, lines):
+            text = json.loads(line)["text"]
+            self.assertTrue(r["output_text"].endswith(text.lstrip(" ")), r["prompt"])
+
+
+class Errors(unittest.TestCase):
+    def test_missing_model_is_one_line_error(self):
+        p = run("generate", "--model", "/nonexistent/model.gguf", "--prompt", "hi", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("/nonexistent/model.gguf", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_truncated_gguf_is_reported_not_crashed(self):
+        src = data("..", "..", "models", "stories260K.gguf")
+        with tempfile.TemporaryDirectory() as tmp:
+            for size in (10, 2000, 600000):
+                path = os.path.join(tmp, f"cut{size}.gguf")
+                with open(src, "rb") as f, open(path, "wb") as g:
+                    g.write(f.read(size))
+                p = run("generate", "--model", path, "--prompt", "hi", check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(path, p.stderr)
+
+    def test_out_of_vocabulary_prompt_id(self):
+        p = run("generate", "--prompt-ids", "1,99999", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("99999", p.stderr)
+
+    def test_prompt_longer_than_context(self):
+        p = run("generate", "--max-model-len", "4", "--prompt", "Once upon a time there was", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("max_model_len", p.stderr)
+
+    def test_prompt_and_prompt_ids_are_exclusive(self):
+        p = run("generate", "--prompt", "hi", "--prompt-ids", "1", check=False)
+        self.assertEqual(p.returncode, 1)
+
+
+if __name__ == "__main__":
+    pagoda_cli.main()

@@ -1,0 +1,57 @@
+// Shared helpers for the golden-output tests: reading reference files and running a model on the CPU.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/loader/model_loader.h"
+#include "pagoda/model/llama_model.h"
+#include "pagoda/runner/batch_builder.h"
+
+namespace pagoda::testing {
+
+inline std::string data_path(const std::string& relative) { return std::string(PAGODA_TEST_DATA_DIR) + "/" + relative; }
+inline std::string bundled_model_path() { return data_path("../../models/stories260K.gguf"); }
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Runs `ids` through the model in chunks of `chunk` tokens and returns the logits of every position,
+// [ids.size() * vocab]. Chunking exercises attention over KV written by earlier steps.
+inline std::vector<float> all_position_logits(const LoadedModel& loaded, const std::vector<TokenId>& ids,
+                                              int chunk) {
+  CpuOps ops;
+  LlamaModel model(loaded.config, loaded.weights);
+  const int block_size = 16;
+  const int num_blocks = static_cast<int>(ids.size()) / block_size + 1;
+  KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(num_blocks, block_size, DType::kF32));
+  std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
+  for (int i = 0; i < num_blocks; ++i) blocks[i] = num_blocks - 1 - i;  // deliberately not in order
+  const int64_t vocab = loaded.config.vocab_size;
+  std::vector<float> out(ids.size() * static_cast<size_t>(vocab));
+  BatchBuilder builder;
+  for (size_t start = 0; start < ids.size(); start += static_cast<size_t>(chunk)) {
+    const size_t n = std::min(ids.size() - start, static_cast<size_t>(chunk));
+    SequenceChunk c{std::span(ids).subspan(start, n), static_cast<int>(start), blocks, LogitsWanted::kAll};
+    const ForwardBatch& batch = builder.build(std::span(&c, 1), block_size);
+    Tensor logits = model.forward(ops, batch, cache);
+    ops.download_f32(Tensor(out.data() + start * vocab, DType::kF32, {static_cast<int64_t>(n), vocab}), logits);
+  }
+  return out;
+}
+
+}  // namespace pagoda::testing
