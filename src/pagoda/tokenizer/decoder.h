@@ -10,8 +10,8 @@ namespace pagoda {
 struct DecoderStep {
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
   Kind kind;
-  std::string pattern;  // kReplace: the text replaced; kMetaspace: the replacement char ("▁")
-  std::string content;  // kReplace: the replacement; kStrip: the single character stripped
+  std::string pattern{};  // kReplace: the text replaced; kMetaspace: the replacement char ("▁")
+  std::string content{};  // kReplace: the replacement; kStrip: the single character stripped
   int start = 0;        // kStrip: characters stripped from the left of each token
   int stop = 0;         // kStrip: characters stripped from the right
   bool strip_first_space = false;  // kMetaspace: drop the leading space of the first token

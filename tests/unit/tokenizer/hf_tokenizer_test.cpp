@@ -1,0 +1,191 @@
+// HF tokenizer.json loading: encode/decode against reference vectors produced by HF tokenizers, for the
+// byte-level (Llama-3) and SentencePiece-style (Mistral) families, and load errors on malformed files.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "pagoda/core/error.h"
+#include "tokenizer_test_util.h"
+
+namespace pagoda::test {
+namespace {
+
+constexpr EncodeOptions kNoSpecial{.add_special_tokens = false, .parse_special = true};
+constexpr EncodeOptions kWithSpecial{.add_special_tokens = true, .parse_special = true};
+
+void check_hf_refs(const Tokenizer& tok, const std::string& ref_file) {
+  nlohmann::json refs = read_json(data_path("refs/" + ref_file));
+  ASSERT_GE(refs["tokenizer_vectors"].size(), 10u);
+  for (const auto& v : refs["tokenizer_vectors"]) {
+    std::string text = v["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(tok.encode(text, kNoSpecial), ids_of(v["ids"]));
+    EXPECT_EQ(tok.encode(text, kWithSpecial), ids_of(v["ids_with_special"]));
+    EXPECT_EQ(tok.decode(ids_of(v["ids"]), false), v["decoded"].get<std::string>());
+  }
+}
+
+TEST(HfTokenizer, Llama3ReferenceVectors) { check_hf_refs(llama3_tokenizer(), "hf_tiny-llama3-hf.json"); }
+
+TEST(HfTokenizer, MistralReferenceVectors) { check_hf_refs(mistral_tokenizer(), "hf_tiny-mistral-spm-hf.json"); }
+
+TEST(HfTokenizer, Llama3ChatPromptsParseSpecialTokens) {
+  nlohmann::json refs = read_json(data_path("refs/hf_tiny-llama3-hf.json"));
+  ASSERT_FALSE(refs["chat"].empty());
+  for (const auto& c : refs["chat"]) {
+    std::string prompt = c["prompt"];
+    SCOPED_TRACE(prompt);
+    EXPECT_EQ(llama3_tokenizer().encode(prompt, kNoSpecial), ids_of(c["ids"]));
+  }
+}
+
+void check_jsonl_vectors(const Tokenizer& tok, const std::string& ref_file) {
+  auto rows = read_jsonl(data_path("refs/" + ref_file));
+  ASSERT_GE(rows.size(), 10u);
+  for (const auto& v : rows) {
+    std::string text = v["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(tok.encode(text, kNoSpecial), ids_of(v["ids"]));
+    EXPECT_EQ(tok.encode(text, kWithSpecial), ids_of(v["ids_add_special"]));
+    EXPECT_EQ(tok.decode(ids_of(v["ids"]), false), v["decoded"].get<std::string>());
+    if (v.contains("decoded_skip_special")) {
+      EXPECT_EQ(tok.decode(ids_of(v["ids"]), true), v["decoded_skip_special"].get<std::string>());
+    }
+  }
+}
+
+TEST(HfTokenizer, Llama3TokenizerVectors) { check_jsonl_vectors(llama3_tokenizer(), "llama3_tokenizer_vectors.jsonl"); }
+
+TEST(HfTokenizer, MistralTokenizerVectors) {
+  check_jsonl_vectors(mistral_tokenizer(), "lenml_llama2pkg_mistral_spm_tokenizer_vectors.jsonl");
+}
+
+TEST(HfTokenizer, SpecialTokenMetadata) {
+  const Tokenizer& llama3 = llama3_tokenizer();
+  nlohmann::json l3 = read_json(data_path("refs/hf_tiny-llama3-hf.json"))["config"];
+  EXPECT_EQ(llama3.vocab_size(), l3["vocab_size"].get<int>());
+  EXPECT_EQ(llama3.bos_token_id(), l3["bos_token_id"].get<TokenId>());
+  EXPECT_TRUE(llama3.is_special(*llama3.bos_token_id()));
+  EXPECT_EQ(llama3.token_string(*llama3.bos_token_id()), "<|begin_of_text|>");
+  ASSERT_FALSE(llama3.eos_token_ids().empty());
+  EXPECT_EQ(llama3.token_string(llama3.eos_token_ids()[0]), "<|end_of_text|>");
+
+  const Tokenizer& mistral = mistral_tokenizer();
+  nlohmann::json m = read_json(data_path("refs/hf_tiny-mistral-spm-hf.json"))["config"];
+  EXPECT_EQ(mistral.vocab_size(), m["vocab_size"].get<int>());
+  EXPECT_EQ(mistral.bos_token_id(), m["bos_token_id"].get<TokenId>());
+  EXPECT_EQ(mistral.eos_token_ids(), std::vector<TokenId>{m["eos_token_id"].get<TokenId>()});
+  EXPECT_NE(mistral.summary().find("32000 tokens"), std::string::npos);
+}
+
+TEST(HfTokenizer, SkipSpecialTokensDropsThem) {
+  const Tokenizer& tok = llama3_tokenizer();
+  auto ids = tok.encode("<|begin_of_text|>Hi<|eot_id|>", kNoSpecial);
+  EXPECT_EQ(tok.decode(ids, false), "<|begin_of_text|>Hi<|eot_id|>");
+  EXPECT_EQ(tok.decode(ids, true), "Hi");
+}
+
+TEST(HfTokenizer, ParseSpecialOffTreatsSpecialTokensAsText) {
+  const Tokenizer& tok = llama3_tokenizer();
+  auto ids = tok.encode("<|eot_id|>", {.add_special_tokens = false, .parse_special = false});
+  EXPECT_GT(ids.size(), 1u);
+  for (TokenId id : ids) EXPECT_FALSE(tok.is_special(id));
+  EXPECT_EQ(tok.decode(ids, true), "<|eot_id|>");
+}
+
+TokenId find_token(const Tokenizer& tok, std::string_view text) {
+  for (TokenId id = 0; id < tok.vocab_size(); ++id) {
+    if (tok.token_string(id) == text) return id;
+  }
+  ADD_FAILURE() << "no token " << text;
+  return -1;
+}
+
+TEST(HfTokenizer, InvalidUtf8DecodesToReplacementCharacter) {
+  const std::string kFffd = "\xEF\xBF\xBD";
+  // Byte-level: "ä" is the alphabet's spelling of byte 0xE4, the first byte of "你" (E4 BD A0). Alone it
+  // is an incomplete sequence, which HF's lossy decode turns into one U+FFFD.
+  const Tokenizer& llama3 = llama3_tokenizer();
+  TokenId e4 = find_token(llama3, "\u00e4");
+  EXPECT_EQ(llama3.decode(std::vector<TokenId>{e4}, false), kFffd);
+  std::vector<TokenId> hello_e4 = llama3.encode("Hi", kNoSpecial);
+  hello_e4.push_back(e4);
+  EXPECT_EQ(llama3.decode(hello_e4, false), "Hi" + kFffd);
+
+  // SentencePiece byte fallback: an invalid byte run becomes one U+FFFD per byte (HF ByteFallback).
+  const Tokenizer& spm = mistral_tokenizer();
+  std::vector<TokenId> ni = spm.encode("你", kNoSpecial);
+  ASSERT_EQ(spm.decode(ni, false), "你");
+  TokenId b_e4 = find_token(spm, "<0xE4>"), b_bd = find_token(spm, "<0xBD>"), b_a0 = find_token(spm, "<0xA0>");
+  EXPECT_EQ(spm.decode(std::vector<TokenId>{b_e4, b_bd}, false), kFffd + kFffd);
+  EXPECT_EQ(spm.decode(std::vector<TokenId>{b_e4, b_bd, b_a0}, false), "你");
+  // Broken input text is repaired to U+FFFD before encoding, as HF only accepts valid strings.
+  EXPECT_EQ(spm.decode(spm.encode("a\xE4", kNoSpecial), false), "a" + kFffd);
+}
+
+TEST(HfTokenizer, Llama3LoadsQuickly) {
+  auto start = std::chrono::steady_clock::now();
+  std::string dir = data_path("models/tiny-llama3-hf/");
+  auto tok = load_hf_tokenizer(dir + "tokenizer.json", "");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("load_seconds", std::to_string(seconds));
+  EXPECT_EQ(tok->vocab_size(), 128256);
+#ifdef NDEBUG
+  EXPECT_LT(seconds, 2.0);  // generous for a loaded shared machine; typically well under 1 s
+#endif
+}
+
+class MalformedTokenizerJson : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("pagoda_tok_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json"))
+                .string();
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void write(const std::string& content) {
+    std::ofstream out(path_);
+    out << content;
+  }
+  void expect_load_error(const std::string& needle) {
+    try {
+      load_hf_tokenizer(path_, "");
+      FAIL() << "no LoadError";
+    } catch (const LoadError& e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find(path_), std::string::npos) << message;
+      EXPECT_NE(message.find(needle), std::string::npos) << message;
+    }
+  }
+  std::string path_;
+};
+
+TEST_F(MalformedTokenizerJson, BadJson) {
+  write("{\"model\": {\"type\": \"BPE\", ");
+  expect_load_error("invalid JSON");
+}
+
+TEST_F(MalformedTokenizerJson, UnknownModelType) {
+  write(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+  expect_load_error("WordPiece");
+}
+
+TEST_F(MalformedTokenizerJson, MergeOutsideVocabulary) {
+  write(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})");
+  expect_load_error("merge");
+}
+
+TEST_F(MalformedTokenizerJson, MissingFile) {
+  try {
+    load_hf_tokenizer(path_ + ".missing", "");
+    FAIL() << "no LoadError";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find(path_ + ".missing"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::test
