@@ -1,0 +1,86 @@
+// HF directory -> LoadedModel: weights are zero-copy views into the mmap'd safetensors, in their stored
+// dtype, each checked by name and shape against config.json.
+#include "pagoda/loader/hf_loader.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/loader/hf_config.h"
+#include "pagoda/loader/progress_bar.h"
+#include "pagoda/loader/safetensors.h"
+#include "pagoda/loader/weight_mapping.h"
+#include "pagoda/loader/weight_transforms.h"
+
+namespace pagoda {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file to name when a tensor is missing: the index of a sharded checkpoint, else model.safetensors.
+std::string checkpoint_name(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path index = dir / "model.safetensors.index.json";
+  return (fs::exists(index, ec) ? index : dir / "model.safetensors").string();
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer_if_present(const std::string& dir) {
+  std::error_code ec;
+  const fs::path tokenizer_json = fs::path(dir) / "tokenizer.json";
+  if (!fs::exists(tokenizer_json, ec)) return nullptr;
+  const fs::path tokenizer_config = fs::path(dir) / "tokenizer_config.json";
+  return load_hf_tokenizer(tokenizer_json.string(),
+                           fs::exists(tokenizer_config, ec) ? tokenizer_config.string() : std::string());
+}
+
+LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
+  const fs::path root(dir);
+  std::error_code ec;
+  if (!fs::exists(root / "config.json", ec)) throw LoadError(dir, "no config.json in the model directory");
+
+  LoadedModel model;
+  model.source = dir;
+  model.format = "safetensors";
+  model.config = parse_hf_config((root / "config.json").string());
+  model.generation = parse_generation_config((root / "generation_config.json").string());
+
+  const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
+  const std::string ckpt_name = checkpoint_name(root);
+  const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
+  int64_t total_bytes = 0;
+  for (const WeightSlot& slot : slots) {
+    const std::string name = hf_weight_name(slot);
+    const SafetensorsTensor* t = ckpt.find(name);
+    if (t == nullptr) throw LoadError(ckpt_name, fmt::format("missing tensor {}", name));
+    check_weight_shape(t->file, name, t->shape, slot);
+    // The mapping is read-only; Weight views are never written through.
+    slot.target->data = Tensor::from_span(const_cast<std::byte*>(t->data), t->dtype, t->shape);
+    total_bytes += static_cast<int64_t>(t->nbytes);
+  }
+  tie_lm_head(model.config, model.weights);
+  model.mappings = ckpt.mappings();
+
+  // Fault the weights in now, so load time is paid here and not inside the first request.
+  ProgressBar bar("loading " + fs::path(dir).filename().string(), total_bytes, options.show_progress);
+  uint64_t sink = 0;
+  for (const WeightSlot& slot : slots) {
+    const Tensor& t = slot.target->data;
+    sink += touch_pages(t.data, static_cast<size_t>(t.nbytes()));
+    bar.advance(t.nbytes());
+  }
+  bar.finish();
+  spdlog::debug("{}: pre-faulted {} bytes (checksum {})", dir, total_bytes, sink);
+
+  model.tokenizer = load_hf_tokenizer_if_present(dir);
+  if (model.tokenizer) {
+    if (!model.config.bos_token_id) model.config.bos_token_id = model.tokenizer->bos_token_id();
+    if (model.config.eos_token_ids.empty()) model.config.eos_token_ids = model.tokenizer->eos_token_ids();
+  }
+  return model;
+}
+
+}  // namespace pagoda

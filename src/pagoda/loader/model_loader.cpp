@@ -1,0 +1,86 @@
+// load_model: picks the reader for a path (HF directory, .gguf file, or dummy weights from either's config)
+// and logs what was loaded.
+#include "pagoda/loader/model_loader.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/loader/dummy_weights.h"
+#include "pagoda/loader/gguf_loader.h"
+#include "pagoda/loader/hf_config.h"
+#include "pagoda/loader/hf_loader.h"
+
+namespace pagoda {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has_gguf_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+enum class Source { kHfDirectory, kGguf };
+
+Source classify(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw LoadError(path, "no such file or directory");
+  if (fs::is_directory(path, ec)) return Source::kHfDirectory;
+  if (fs::path(path).extension() == ".gguf" || has_gguf_magic(path)) return Source::kGguf;
+  if (fs::path(path).extension() == ".safetensors")
+    throw LoadError(path, "pass the checkpoint directory (with config.json), not a .safetensors file");
+  throw LoadError(path, "not a model: expected an HF checkpoint directory or a .gguf file");
+}
+
+LoadedModel load_dummy(const LoadOptions& options) {
+  const std::string& path = options.model_path;
+  LoadedModel model;
+  model.source = path;
+  model.format = "dummy";
+  if (classify(path) == Source::kHfDirectory) {
+    const fs::path dir(path);
+    std::error_code ec;
+    if (!fs::exists(dir / "config.json", ec)) throw LoadError(path, "no config.json in the model directory");
+    model.config = parse_hf_config((dir / "config.json").string());
+    model.generation = parse_generation_config((dir / "generation_config.json").string());
+    model.tokenizer = load_hf_tokenizer_if_present(path);
+  } else {
+    const GgufFile file(path);
+    model.config = gguf_model_config(file);
+    model.tokenizer = load_gguf_tokenizer_if_present(file);
+    model.generation.eos_token_ids = model.config.eos_token_ids;
+  }
+  make_dummy_weights(model, options.dummy_seed, options.show_progress);
+  return model;
+}
+
+}  // namespace
+
+LoadedModel load_model(const LoadOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  LoadedModel model;
+  if (options.format == LoadFormat::kDummy) {
+    model = load_dummy(options);
+  } else if (classify(options.model_path) == Source::kHfDirectory) {
+    model = load_hf_model(options.model_path, options);
+  } else {
+    model = load_gguf_model(options.model_path, options);
+  }
+  const ModelConfig& c = model.config;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("loaded {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters, {} in "
+               "{:.2f} s{}",
+               model.source, model.format, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
+               static_cast<double>(c.num_parameters()) / 1e6, dtype_name(model.weights.embed_tokens.data.dtype), secs,
+               model.tokenizer ? "" : " (no tokenizer)");
+  return model;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,36 @@
+// The list of weights a Llama-family model needs, with their expected shapes, canonical slots in
+// ModelWeights, and their names in HF safetensors and GGUF checkpoints.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pagoda/loader/model_config.h"
+#include "pagoda/loader/model_weights.h"
+
+namespace pagoda {
+
+enum class WeightRole { kEmbedTokens, kAttnNorm, kWq, kWk, kWv, kWo, kFfnNorm, kGate, kUp, kDown, kFinalNorm, kLmHead };
+
+struct WeightSlot {
+  WeightRole role;
+  int layer;                   // -1 for weights outside the layer stack
+  std::vector<int64_t> shape;  // expected, row-major ([out_features, in_features] for linear weights)
+  Weight* target;              // where the loaded view goes
+};
+
+// Every weight `config` needs, in checkpoint order; sizes weights.layers. lm_head is left out when tied
+// (bind it with tie_lm_head once embed_tokens is loaded).
+std::vector<WeightSlot> weight_slots(const ModelConfig& config, ModelWeights& weights);
+void tie_lm_head(const ModelConfig& config, ModelWeights& weights);
+
+std::string hf_weight_name(const WeightSlot& slot);    // "model.layers.3.self_attn.q_proj.weight"
+std::string gguf_weight_name(const WeightSlot& slot);  // "blk.3.attn_q.weight"
+bool is_norm(WeightRole role);
+
+// Throws LoadError(file, "tensor X has shape [..], expected [..]").
+void check_weight_shape(const std::string& file, const std::string& name, std::span<const int64_t> shape,
+                        const WeightSlot& slot);
+
+}  // namespace pagoda
