@@ -1,0 +1,122 @@
+// BlockManager: allocation, prefix matching and publishing over the BlockPool.
+#include "pagoda/kv/block_manager.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "pagoda/core/check.h"
+
+namespace pagoda {
+
+BlockManager::BlockManager(const BlockManagerOptions& options)
+    : BlockManager(options, make_eviction_policy(options.eviction_policy, options.num_blocks)) {}
+
+BlockManager::BlockManager(const BlockManagerOptions& options, std::unique_ptr<EvictionPolicy> policy)
+    : options_(options), pool_(options.num_blocks, std::move(policy)) {
+  PAGODA_CHECK(options.block_size > 0, "block_size {}", options.block_size);
+}
+
+double BlockManager::usage() const {
+  return static_cast<double>(num_blocks() - num_free_blocks()) / static_cast<double>(num_blocks());
+}
+
+PrefixHit BlockManager::match_prefix(std::span<const TokenId> tokens, std::string_view salt) const {
+  PrefixHit hit;
+  if (!options_.enable_prefix_caching) return hit;
+  const int bs = block_size();
+  const int num_full = static_cast<int>(tokens.size()) / bs;
+  std::optional<BlockHash> parent;
+  // The chain stops at the first miss: a block's hash depends on every block before it.
+  for (int i = 0; i < num_full; ++i) {
+    const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), salt);
+    const std::optional<BlockId> block_id = pool_.lookup(hash);
+    if (!block_id) break;
+    hit.blocks.push_back(*block_id);
+    hit.hashes.push_back(hash);
+    parent = hash;
+  }
+  hit.num_tokens = static_cast<int>(hit.blocks.size()) * bs;
+  return hit;
+}
+
+void BlockManager::record_prefix_lookup(int num_queried_tokens, int num_hit_tokens) {
+  PAGODA_CHECK(num_hit_tokens >= 0 && num_hit_tokens <= num_queried_tokens);
+  ++stats_.num_queries;
+  stats_.num_queried_tokens += static_cast<uint64_t>(num_queried_tokens);
+  stats_.num_hit_tokens += static_cast<uint64_t>(num_hit_tokens);
+}
+
+int BlockManager::num_new_blocks_needed(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix) const {
+  PAGODA_CHECK(prefix.blocks.empty() || seq.block_table_.empty(), "a prefix hit is only for a sequence with no blocks");
+  PAGODA_CHECK(prefix.num_tokens <= num_tokens, "prefix of {} tokens for {} tokens", prefix.num_tokens, num_tokens);
+  const int have = seq.num_blocks() + static_cast<int>(prefix.blocks.size());
+  return std::max(0, num_blocks_for(num_tokens) - have);
+}
+
+bool BlockManager::can_allocate(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix) const {
+  const int num_new = num_new_blocks_needed(seq, num_tokens, prefix);
+  // Evictable prefix blocks are counted as free now but stop being free once referenced.
+  const auto num_evictable_hits = std::count_if(prefix.blocks.begin(), prefix.blocks.end(),
+                                                [&](BlockId b) { return pool_.is_evictable(b); });
+  return num_new <= num_free_blocks() - static_cast<int>(num_evictable_hits);
+}
+
+bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix) {
+  if (!can_allocate(seq, num_tokens, prefix)) return false;
+  const int num_new = num_new_blocks_needed(seq, num_tokens, prefix);
+  // Prefix blocks first: referencing them takes them out of the evictable set before any eviction.
+  for (size_t i = 0; i < prefix.blocks.size(); ++i) {
+    const BlockId block_id = prefix.blocks[i];
+    const std::optional<BlockHash> hash = pool_.hash_of(block_id);
+    PAGODA_CHECK(hash && *hash == prefix.hashes[i], "stale prefix hit: block {} changed since match_prefix", block_id);
+    pool_.add_ref(block_id);
+    seq.block_table_.push_back(block_id);
+    seq.block_hashes_.push_back(prefix.hashes[i]);
+  }
+  pool_.take_fresh(num_new, seq.block_table_);
+  return true;
+}
+
+void BlockManager::publish_full_blocks(SequenceBlocks& seq, std::span<const TokenId> tokens, int num_computed_tokens) {
+  if (!options_.enable_prefix_caching) return;
+  PAGODA_CHECK(num_computed_tokens >= 0 && static_cast<size_t>(num_computed_tokens) <= tokens.size(),
+               "{} computed tokens of {}", num_computed_tokens, tokens.size());
+  const int bs = block_size();
+  const int num_full = std::min(num_computed_tokens / bs, seq.num_blocks());
+  for (int i = seq.num_hashed_blocks(); i < num_full; ++i) {
+    const std::optional<BlockHash> parent =
+        i == 0 ? std::nullopt : std::optional<BlockHash>(seq.block_hashes_[i - 1]);
+    const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), seq.salt_);
+    seq.block_hashes_.push_back(hash);
+    // A false result means an identical block is already cached; this copy stays private.
+    (void)pool_.publish(seq.block_table_[i], hash, CachedBlockInfo{i, seq.salt_key_});
+  }
+}
+
+void BlockManager::free(SequenceBlocks& seq) {
+  for (auto it = seq.block_table_.rbegin(); it != seq.block_table_.rend(); ++it) pool_.release(*it);
+  seq.block_table_.clear();
+  seq.block_hashes_.clear();
+}
+
+std::string BlockManager::check_invariants(std::span<const SequenceBlocks* const> seqs) const {
+  std::vector<int> ref_counts(num_blocks(), 0);
+  for (const SequenceBlocks* seq : seqs) {
+    if (seq->num_hashed_blocks() > seq->num_blocks()) return "a sequence has more hashes than blocks";
+    std::vector<BlockId> sorted(seq->block_table_);
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return "a block table holds a block twice";
+    for (int i = 0; i < seq->num_blocks(); ++i) {
+      const BlockId b = seq->block_table_[i];
+      if (b < 0 || b >= num_blocks()) return fmt::format("block table holds invalid block {}", b);
+      ++ref_counts[b];
+      const std::optional<BlockHash> hash = pool_.hash_of(b);
+      if (hash && (i >= seq->num_hashed_blocks() || !(*hash == seq->block_hashes_[i]))) {
+        return fmt::format("cached block {} at table index {} disagrees with the sequence's hash chain", b, i);
+      }
+    }
+  }
+  return pool_.check_invariants(ref_counts);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,98 @@
+// BlockManager: gives sequences KV blocks, shares computed full blocks between sequences through the
+// prefix cache (chained block hashes), and takes blocks back. Metadata only: it never touches the KV
+// tensors. Owned and used by the engine thread alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pagoda/core/types.h"
+#include "pagoda/kv/block_pool.h"
+#include "pagoda/kv/sequence_blocks.h"
+
+namespace pagoda {
+
+struct BlockManagerOptions {
+  int num_blocks = 0;
+  int block_size = 16;
+  bool enable_prefix_caching = true;
+  EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
+};
+
+// Cached blocks that already hold the first num_tokens tokens of a sequence.
+struct PrefixHit {
+  std::vector<BlockId> blocks;
+  std::vector<BlockHash> hashes;  // [blocks.size()], to check the hit is still valid when taken
+  int num_tokens = 0;             // blocks.size() * block_size
+};
+
+// Prefix-cache counters, in tokens, as vLLM reports them (queries = hits + misses).
+struct PrefixCacheStats {
+  uint64_t num_queries = 0;  // recorded lookups (one per admitted sequence)
+  uint64_t num_queried_tokens = 0;
+  uint64_t num_hit_tokens = 0;
+};
+
+class BlockManager {
+ public:
+  explicit BlockManager(const BlockManagerOptions& options);
+  // With a custom eviction policy (options.eviction_policy is then ignored).
+  BlockManager(const BlockManagerOptions& options, std::unique_ptr<EvictionPolicy> policy);
+
+  int block_size() const { return options_.block_size; }
+  int num_blocks() const { return pool_.num_blocks(); }
+  // Free plus evictable (cached, unreferenced) blocks: what allocations can use.
+  int num_free_blocks() const { return pool_.num_free_blocks(); }
+  int num_evictable_blocks() const { return pool_.num_evictable_blocks(); }
+  // Fraction of blocks referenced by sequences (vLLM's kv_cache_usage_perc), in [0, 1].
+  double usage() const;
+  bool prefix_caching_enabled() const { return options_.enable_prefix_caching; }
+  const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+  const BlockPool& pool() const { return pool_; }
+
+  int num_blocks_for(int num_tokens) const { return (num_tokens + block_size() - 1) / block_size(); }
+
+  // The longest run of cached full blocks holding a prefix of `tokens` (whole blocks only). Pure: it
+  // changes no state and counts nothing; empty when prefix caching is off. Callers that must compute
+  // at least one token pass tokens without the last one.
+  PrefixHit match_prefix(std::span<const TokenId> tokens, std::string_view salt) const;
+  // Adds one lookup to the prefix-cache counters (the scheduler calls it when it admits a sequence).
+  void record_prefix_lookup(int num_queried_tokens, int num_hit_tokens);
+
+  // Fresh blocks that allocate(seq, num_tokens, prefix) would take, and whether they are available
+  // (evictable prefix blocks count against the free blocks, since taking them makes them referenced).
+  int num_new_blocks_needed(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {}) const;
+  [[nodiscard]] bool can_allocate(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {}) const;
+
+  // Makes `seq` hold blocks for its first `num_tokens` token positions: first the blocks of `prefix`
+  // (a match_prefix result, only for a sequence holding no blocks yet; their reference counts go up),
+  // then fresh blocks. All or nothing: on false nothing changed.
+  [[nodiscard]] bool allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {});
+
+  // Publishes to the prefix cache the blocks of `seq` that became full now that its first
+  // `num_computed_tokens` tokens are in the KV cache. `tokens` holds at least those tokens.
+  void publish_full_blocks(SequenceBlocks& seq, std::span<const TokenId> tokens, int num_computed_tokens);
+
+  // Drops the sequence's references, last block first so that its tail is evicted before its head.
+  // Cached blocks become evictable; the sequence is left holding nothing.
+  void free(SequenceBlocks& seq);
+
+  // Forgets every evictable cached block; returns how many. Blocks in use stay cached.
+  int reset_prefix_cache() { return pool_.drop_evictable(); }
+
+  // Consistency check for tests: `seqs` must be every sequence holding blocks. Returns "" when every
+  // block is exactly one of free / evictable / referenced, reference counts equal the number of block
+  // tables holding the block, and hashes agree; otherwise the first violation.
+  std::string check_invariants(std::span<const SequenceBlocks* const> seqs) const;
+
+ private:
+  BlockManagerOptions options_;
+  BlockPool pool_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,64 @@
+// EvictionPolicy: which cached-but-unreferenced KV block to give up when a fresh block is needed.
+// The block pool tells the policy when a cached block becomes evictable (its last reference dropped)
+// and when it is referenced again (a prefix hit); the policy picks victims. LRU is implemented.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pagoda/kv/block_id.h"
+
+namespace pagoda {
+
+// What the pool knows about a cached block, for policies that weigh more than recency (LRU-K keeps
+// its own access history from these calls; per-tenant weights use salt_key).
+struct CachedBlockInfo {
+  int chain_index = 0;    // position of the block in its sequence (0 = first block)
+  uint64_t salt_key = 0;  // see salt_key() in block_hash.h
+};
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+
+  // `block_id` (cached, reference count now 0) may be evicted from now on.
+  virtual void on_evictable(BlockId block_id, const CachedBlockInfo& info) = 0;
+  // `block_id`, evictable until now, was referenced again and must leave the evictable set.
+  virtual void on_referenced(BlockId block_id) = 0;
+  // Chooses a victim among the evictable blocks and removes it from the set. Requires num_evictable() > 0.
+  virtual BlockId evict() = 0;
+  // Drops every evictable block at once (prefix cache reset); returns them in eviction order.
+  virtual std::vector<BlockId> evict_all() = 0;
+
+  virtual int num_evictable() const = 0;
+  virtual bool contains(BlockId block_id) const = 0;
+};
+
+enum class EvictionPolicyKind : uint8_t { kLru };
+
+// Least recently freed first. O(1) per call: an intrusive doubly linked list over block ids.
+class LruEvictionPolicy final : public EvictionPolicy {
+ public:
+  explicit LruEvictionPolicy(int num_blocks);
+
+  void on_evictable(BlockId block_id, const CachedBlockInfo& info) override;
+  void on_referenced(BlockId block_id) override;
+  BlockId evict() override;
+  std::vector<BlockId> evict_all() override;
+  int num_evictable() const override { return num_evictable_; }
+  bool contains(BlockId block_id) const override;
+
+ private:
+  void unlink(BlockId block_id);
+
+  // Node i < num_blocks is block i; node num_blocks is the sentinel (next = oldest, prev = newest).
+  std::vector<int32_t> prev_, next_;
+  std::vector<bool> linked_;
+  int32_t sentinel_;
+  int num_evictable_ = 0;
+};
+
+std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionPolicyKind kind, int num_blocks);
+
+}  // namespace pagoda
