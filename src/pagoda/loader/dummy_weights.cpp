@@ -51,7 +51,8 @@ void fill_chunk(const Chunk& c, uint64_t seed) {
     for (int64_t i = c.begin; i < c.end; ++i) store(*c.tensor, i, 1.0f);
     return;
   }
-  uint64_t state = seed ^ (c.tensor_index * 0xd1b54a32d192ed03ull) ^ (static_cast<uint64_t>(c.begin) * 0x8cb92ba72f3d8dd7ull);
+  uint64_t state =
+      seed ^ (c.tensor_index * 0xd1b54a32d192ed03ull) ^ (static_cast<uint64_t>(c.begin) * 0x8cb92ba72f3d8dd7ull);
   splitmix64(state);
   // Box-Muller: two normals per pair of uniforms.
   for (int64_t i = c.begin; i < c.end; i += 2) {
@@ -67,7 +68,8 @@ void fill_chunk(const Chunk& c, uint64_t seed) {
 void make_dummy_weights(LoadedModel& model, uint64_t seed, bool show_progress) {
   const DType dtype = model.config.dtype;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)
-    throw LoadError(model.source, fmt::format("dummy weights need an F32, F16 or BF16 dtype, not {}", dtype_name(dtype)));
+    throw LoadError(model.source,
+                    fmt::format("dummy weights need an F32, F16 or BF16 dtype, not {}", dtype_name(dtype)));
   const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
   model.owned.reserve(model.owned.size() + slots.size());
   std::vector<Chunk> chunks;

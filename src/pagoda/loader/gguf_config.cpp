@@ -15,7 +15,8 @@ namespace {
 
 int positive(const GgufFile& f, const std::string& key, std::optional<int64_t> v) {
   if (!v) throw LoadError(f.path(), fmt::format("missing metadata {}", key));
-  if (*v <= 0 || *v > (int64_t{1} << 30)) throw LoadError(f.path(), fmt::format("metadata {} = {} is invalid", key, *v));
+  if (*v <= 0 || *v > (int64_t{1} << 30))
+    throw LoadError(f.path(), fmt::format("metadata {} = {} is invalid", key, *v));
   return static_cast<int>(*v);
 }
 
@@ -130,11 +131,13 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     const auto v = f.get_int(key);
     // llama.cpp writes -1 (often as u32 0xffffffff) for "no such token".
     if (!v || *v == -1 || *v == 0xffffffffll) return std::nullopt;
-    if (*v < 0 || *v >= c.vocab_size) throw LoadError(f.path(), fmt::format("metadata {} = {} is out of range", key, *v));
+    if (*v < 0 || *v >= c.vocab_size)
+      throw LoadError(f.path(), fmt::format("metadata {} = {} is out of range", key, *v));
     return static_cast<TokenId>(*v);
   };
   c.bos_token_id = token("tokenizer.ggml.bos_token_id");
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+  for (const char* key :
+       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     const auto id = token(key);
     if (id && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), *id) == c.eos_token_ids.end())
       c.eos_token_ids.push_back(*id);

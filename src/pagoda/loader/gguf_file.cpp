@@ -16,6 +16,7 @@ constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian uin
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxArrayDepth = 8;   // GGUF writers nest at most one level; deeper is surely corrupt
 constexpr uint32_t kMaxDims = 4;    // GGML_MAX_DIMS
+constexpr uint64_t kMaxArrayElems = uint64_t{1} << 24;
 
 enum class ValueType : uint32_t {
   kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
@@ -85,6 +86,10 @@ GgufValue read_array(Reader& r, const std::string& key, int depth) {
   const uint64_t count = r.read<uint64_t>("array length");
   const uint64_t min_size = min_encoded_size(elem_type);
   if (min_size == 0) r.fail(fmt::format("metadata {}: unknown array element type {}", key, elem_type));
+  // Real vocabularies have a few hundred thousand entries; a larger count is corrupt, and refusing it keeps
+  // memory bounded (each value takes ~40 bytes in memory however small it is on disk).
+  if (count > kMaxArrayElems)
+    r.fail(fmt::format("metadata {}: array of {} elements is larger than supported ({})", key, count, kMaxArrayElems));
   if (count > r.remaining() / min_size)
     r.fail(fmt::format("metadata {}: array of {} elements does not fit in the {} bytes left (truncated or corrupt)",
                        key, count, r.remaining()));

@@ -53,9 +53,11 @@ TEST(LoadGguf, Stories260K) {
     ASSERT_EQ(l.wq.data.shape_string(), "[64, 64]");
     ASSERT_EQ(l.wk.data.shape_string(), "[32, 64]");
     for (int64_t r = 0; r < 64; ++r)
-      EXPECT_EQ(std::memcmp(row(l.wq.data, r), reinterpret_cast<const float*>(q->data) + gguf_rope_row(r, 8) * 64, 256), 0);
+      EXPECT_EQ(std::memcmp(row(l.wq.data, r), reinterpret_cast<const float*>(q->data) + gguf_rope_row(r, 8) * 64, 256),
+                0);
     for (int64_t r = 0; r < 32; ++r)
-      EXPECT_EQ(std::memcmp(row(l.wk.data, r), reinterpret_cast<const float*>(k->data) + gguf_rope_row(r, 8) * 64, 256), 0);
+      EXPECT_EQ(std::memcmp(row(l.wk.data, r), reinterpret_cast<const float*>(k->data) + gguf_rope_row(r, 8) * 64, 256),
+                0);
     EXPECT_NE(std::memcmp(l.wq.data.data, q->data, q->nbytes), 0);  // really permuted
     EXPECT_EQ(std::memcmp(l.wv.data.data, v->data, v->nbytes), 0);
   }
@@ -87,9 +89,11 @@ TEST(LoadGguf, UnpermutesSyntheticQK) {
   const auto& gk = g.f32.at("blk.0.attn_k.weight");
   const std::vector<int> q_rows = {0, 2, 1, 3, 4, 6, 5, 7}, k_rows = {0, 2, 1, 3};
   for (int r = 0; r < 8; ++r)
-    for (int c = 0; c < 8; ++c) EXPECT_EQ(row(m.weights.layers[0].wq.data, r)[c], gq[static_cast<size_t>(q_rows[r] * 8 + c)]);
+    for (int c = 0; c < 8; ++c)
+      EXPECT_EQ(row(m.weights.layers[0].wq.data, r)[c], gq[static_cast<size_t>(q_rows[r] * 8 + c)]);
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 8; ++c) EXPECT_EQ(row(m.weights.layers[0].wk.data, r)[c], gk[static_cast<size_t>(k_rows[r] * 8 + c)]);
+    for (int c = 0; c < 8; ++c)
+      EXPECT_EQ(row(m.weights.layers[0].wk.data, r)[c], gk[static_cast<size_t>(k_rows[r] * 8 + c)]);
 }
 
 // RoPE on one head vector: interleaved pairs (2i, 2i+1) as llama.cpp does, or rotate-half pairs (i, i+hd/2).
@@ -108,7 +112,8 @@ std::vector<double> rope(std::vector<double> x, int pos, bool interleaved) {
 std::vector<double> matvec_head(const float* w, int head, int hd, int cols, const std::vector<double>& x) {
   std::vector<double> y(static_cast<size_t>(hd));
   for (int r = 0; r < hd; ++r)
-    for (int c = 0; c < cols; ++c) y[static_cast<size_t>(r)] += w[(head * hd + r) * cols + c] * x[static_cast<size_t>(c)];
+    for (int c = 0; c < cols; ++c)
+      y[static_cast<size_t>(r)] += w[(head * hd + r) * cols + c] * x[static_cast<size_t>(c)];
   return y;
 }
 
@@ -174,13 +179,16 @@ TEST(LoadGguf, Q8KeptAndQ4Dequantised) {
   ASSERT_EQ(l.wq.data.dtype, DType::kQ8_0);
   EXPECT_EQ(l.wq.data.shape_string(), "[32, 32]");
   for (int r = 0; r < 32; ++r)
-    EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(l.wq.data.data) + r * 34, q8.data() + gguf_rope_row(r, 16) * 34, 34), 0) << r;
+    EXPECT_EQ(
+        std::memcmp(static_cast<const uint8_t*>(l.wq.data.data) + r * 34, q8.data() + gguf_rope_row(r, 16) * 34, 34), 0)
+        << r;
   ASSERT_EQ(l.wk.data.dtype, DType::kF16);
   ASSERT_EQ(l.wv.data.dtype, DType::kF16);
   for (int r = 0; r < 16; ++r) {
     for (int c = 0; c < 32; ++c) {
       EXPECT_EQ(f16_to_f32(l.wv.data.ptr<const uint16_t>()[r * 32 + c]), q4_value(r, c));
-      EXPECT_EQ(f16_to_f32(l.wk.data.ptr<const uint16_t>()[r * 32 + c]), q4_value(static_cast<int>(gguf_rope_row(r, 16)), c));
+      EXPECT_EQ(f16_to_f32(l.wk.data.ptr<const uint16_t>()[r * 32 + c]),
+                q4_value(static_cast<int>(gguf_rope_row(r, 16)), c));
     }
   }
 }
@@ -241,7 +249,8 @@ TEST(LoadGgufErrors, MissingAndMisshapenTensors) {
   g.config = test::tiny_gguf_config();
   g.skip_tensor = "blk.0.ffn_up.weight";
   g.write(dir.file("missing.gguf"));
-  test::expect_load_error([&] { load(dir.file("missing.gguf")); }, {"missing.gguf", "missing tensor blk.0.ffn_up.weight"});
+  test::expect_load_error([&] { load(dir.file("missing.gguf")); },
+                          {"missing.gguf", "missing tensor blk.0.ffn_up.weight"});
   TinyGguf g2;
   g2.config = test::tiny_gguf_config();
   g2.wrong_shape_tensor = "blk.0.attn_v.weight";

@@ -91,7 +91,8 @@ TEST(LoadHf, TinyMistralSpmUntied) {
   const std::string file = dir + "/model.safetensors";
   EXPECT_TRUE(same_bytes(m.weights.lm_head.data, raw_tensor(file, "lm_head.weight")));
   EXPECT_TRUE(same_bytes(m.weights.layers[2].w_gate.data, raw_tensor(file, "model.layers.2.mlp.gate_proj.weight")));
-  EXPECT_TRUE(same_bytes(m.weights.layers[0].attn_norm.data, raw_tensor(file, "model.layers.0.input_layernorm.weight")));
+  EXPECT_TRUE(
+      same_bytes(m.weights.layers[0].attn_norm.data, raw_tensor(file, "model.layers.0.input_layernorm.weight")));
   // A few decoded values, as a reader of the weights would see them.
   const auto raw = raw_tensor(file, "model.layers.2.self_attn.o_proj.weight");
   const auto* bf = m.weights.layers[2].wo.data.ptr<const uint16_t>();
@@ -127,7 +128,8 @@ TEST(LoadHf, ShardedCheckpoint) {
 
 TEST(LoadHfErrors, MissingTensor) {
   TempDir dir;
-  test::write_tiny_hf_model(dir.path(), test::tiny_config_json(), test::skipping("model.layers.1.self_attn.v_proj.weight"));
+  test::write_tiny_hf_model(dir.path(), test::tiny_config_json(),
+                            test::skipping("model.layers.1.self_attn.v_proj.weight"));
   test::expect_load_error([&] { load(dir.path()); },
                           {"model.safetensors", "missing tensor model.layers.1.self_attn.v_proj.weight"});
   // Untied config without lm_head.weight.
@@ -138,9 +140,11 @@ TEST(LoadHfErrors, MissingTensor) {
 
 TEST(LoadHfErrors, WrongShapeVsConfig) {
   TempDir dir;
-  test::write_tiny_hf_model(dir.path(), test::tiny_config_json(), test::misshaping("model.layers.0.mlp.up_proj.weight"));
-  test::expect_load_error([&] { load(dir.path()); },
-                          {"model.safetensors", "tensor model.layers.0.mlp.up_proj.weight has shape [13, 8], expected [12, 8]"});
+  test::write_tiny_hf_model(dir.path(), test::tiny_config_json(),
+                            test::misshaping("model.layers.0.mlp.up_proj.weight"));
+  test::expect_load_error(
+      [&] { load(dir.path()); },
+      {"model.safetensors", "tensor model.layers.0.mlp.up_proj.weight has shape [13, 8], expected [12, 8]"});
 }
 
 TEST(LoadHfErrors, MissingShard) {

@@ -18,7 +18,9 @@ inline nlohmann::json tiny_config_json() {
           {"bos_token_id", 1}, {"eos_token_id", 2}};
 }
 
-inline float tiny_value(size_t tensor, size_t i) { return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(tensor)); }
+inline float tiny_value(size_t tensor, size_t i) {
+  return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(tensor));
+}
 
 struct TinyHfOptions {
   int num_shards = 1;             // > 1: model-0000k-of-0000n.safetensors + index
@@ -31,7 +33,8 @@ inline TinyHfOptions skipping(std::string name) { TinyHfOptions o; o.skip_tensor
 inline TinyHfOptions misshaping(std::string name) { TinyHfOptions o; o.wrong_shape_tensor = std::move(name); return o; }
 
 // Writes config.json + safetensors (F32) for `config` into `dir`. Returns the expected F32 contents by HF name.
-inline std::map<std::string, std::vector<float>> write_tiny_hf_model(const std::string& dir, const nlohmann::json& config,
+inline std::map<std::string, std::vector<float>> write_tiny_hf_model(const std::string& dir,
+                                                                     const nlohmann::json& config,
                                                                      const TinyHfOptions& opt = {}) {
   write_text(dir + "/config.json", config.dump(2));
   ModelConfig c;
@@ -66,7 +69,8 @@ inline std::map<std::string, std::vector<float>> write_tiny_hf_model(const std::
     shards[0].write(dir + "/model.safetensors");
   } else {
     for (int k = 0; k < opt.num_shards; ++k)
-      shards[static_cast<size_t>(k)].write(dir + fmt::format("/model-{:05d}-of-{:05d}.safetensors", k + 1, opt.num_shards));
+      shards[static_cast<size_t>(k)].write(dir +
+                                           fmt::format("/model-{:05d}-of-{:05d}.safetensors", k + 1, opt.num_shards));
     write_text(dir + "/model.safetensors.index.json", nlohmann::json{{"weight_map", weight_map}}.dump(2));
   }
   return values;
