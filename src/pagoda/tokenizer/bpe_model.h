@@ -57,7 +57,7 @@ class BpeModel {
   void append_unknown(std::string_view text, bool& previous_unk, std::vector<TokenId>& out) const;
 
   std::vector<std::string> tokens_;
-  TokenIdMap token_ids_;
+  std::unordered_map<std::string_view, TokenId> token_ids_;  // views into tokens_, which never changes
   BpeOptions options_;
   std::unordered_map<uint64_t, PairMerge> pair_merges_;
   std::vector<float> scores_;  // non-empty: score-ordered merges

@@ -17,6 +17,30 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
     s.replace(pos, from.size(), to);
   }
 }
+
+// HF Metaspace pre-tokenizer: spaces become the replacement character, which is also prepended (always,
+// or only to the start of the input); with `split`, every replacement character starts a new piece.
+void metaspace(const PreTokenizerStep& step, bool at_start, std::deque<std::string>& owned,
+               const std::vector<std::string_view>& pieces, std::vector<std::string_view>& out) {
+  const std::string& rep = step.replacement;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    std::string& text = owned.emplace_back(pieces[i]);
+    replace_all(text, " ", rep);
+    bool prepend = step.prepend == PreTokenizerStep::Prepend::kAlways ||
+                   (step.prepend == PreTokenizerStep::Prepend::kFirst && at_start && i == 0);
+    if (prepend && !text.starts_with(rep)) text.insert(0, rep);
+    if (!step.split) {
+      out.push_back(text);
+      continue;
+    }
+    size_t begin = 0;
+    for (size_t pos = text.find(rep, 1); pos != std::string::npos; pos = text.find(rep, pos + rep.size())) {
+      if (pos > begin) out.push_back(std::string_view(text).substr(begin, pos - begin));
+      begin = pos;
+    }
+    if (begin < text.size()) out.push_back(std::string_view(text).substr(begin));
+  }
+}
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(BpeTokenizerSpec spec, std::unique_ptr<BpeModel> model)
@@ -44,13 +68,13 @@ std::vector<TokenId> BpeTokenizer::encode(std::string_view text, const EncodeOpt
   added_.split(text, options.parse_special, segments);
   for (const TextSegment& segment : segments) {
     if (segment.id >= 0) ids.push_back(segment.id);
-    else encode_segment(segment.text, ids);
+    else encode_segment(segment.text, segment.text.data() == text.data(), ids);
   }
   if (options.add_special_tokens) ids.insert(ids.end(), spec_.suffix_ids.begin(), spec_.suffix_ids.end());
   return ids;
 }
 
-void BpeTokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out) const {
+void BpeTokenizer::encode_segment(std::string_view text, bool at_start, std::vector<TokenId>& out) const {
   if (text.empty()) return;
   std::string normalized(text);
   for (const NormalizerStep& step : spec_.normalizer) {
@@ -75,6 +99,11 @@ void BpeTokenizer::encode_segment(std::string_view text, std::vector<TokenId>& o
         prefixed.append(piece);
         piece = prefixed;
       }
+    }
+    if (step.kind == PreTokenizerStep::Kind::kMetaspace) {
+      metaspace(step, at_start, owned, pieces, next);
+      pieces.swap(next);
+      continue;
     }
     if (step.regex == nullptr) continue;
     for (std::string_view piece : pieces) step.regex->split(piece, next);

@@ -23,10 +23,14 @@ struct NormalizerStep {
 };
 
 struct PreTokenizerStep {
-  enum class Kind { kSplit, kByteLevel };
+  enum class Kind { kSplit, kByteLevel, kMetaspace };
+  enum class Prepend { kAlways, kFirst, kNever };  // kMetaspace: when to prepend the replacement
   Kind kind;
-  std::shared_ptr<const RegexSplitter> regex;  // kSplit always; kByteLevel when it splits too
-  bool add_prefix_space = false;               // kByteLevel
+  std::shared_ptr<const RegexSplitter> regex = nullptr;  // kSplit always; kByteLevel when it splits too
+  bool add_prefix_space = false;                         // kByteLevel
+  std::string replacement = "\u2581";                    // kMetaspace: stands for ' '
+  Prepend prepend = Prepend::kAlways;                    // kMetaspace
+  bool split = false;                                    // kMetaspace: a new piece at every replacement
 };
 
 struct BpeTokenizerSpec {
@@ -56,7 +60,8 @@ class BpeTokenizer final : public Tokenizer {
   std::string summary() const override;
 
  private:
-  void encode_segment(std::string_view text, std::vector<TokenId>& out) const;
+  // `at_start`: the segment begins the input (Metaspace prepend_scheme "first").
+  void encode_segment(std::string_view text, bool at_start, std::vector<TokenId>& out) const;
 
   BpeTokenizerSpec spec_;
   std::unique_ptr<BpeModel> model_;

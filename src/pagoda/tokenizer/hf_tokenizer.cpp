@@ -3,9 +3,9 @@
 // than silently different tokenization.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "pagoda/core/error.h"
 #include "pagoda/tokenizer/bpe_tokenizer.h"
@@ -29,12 +29,13 @@ bool flag(const json& j, const char* key, bool fallback) {
 }
 
 json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw LoadError(path, "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw LoadError(path, "cannot read file");
   try {
-    return json::parse(buffer.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw LoadError(path, std::string("invalid JSON: ") + e.what());
   }
@@ -64,15 +65,15 @@ class HfReader {
   const json& config_;
   BpeTokenizerSpec spec_;
   std::vector<std::string> model_tokens_;
-  TokenIdMap ids_;  // model vocab and added tokens
+  TokenIdMap added_ids_;
   std::unique_ptr<BpeModel> model_;
   bool has_template_ = false;
 };
 
+// An added token, else a model token (the model must exist by then).
 std::optional<TokenId> HfReader::lookup(const std::string& text) const {
-  auto it = ids_.find(text);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  if (auto it = added_ids_.find(text); it != added_ids_.end()) return it->second;
+  return model_ ? model_->token_id(text) : std::nullopt;
 }
 
 std::string HfReader::token_name(const json& j) const {
@@ -99,7 +100,6 @@ void HfReader::read_model(const json& model) {
     auto id = id_json.get<TokenId>();
     if (static_cast<size_t>(id) >= model_tokens_.size()) model_tokens_.resize(id + 1);
     model_tokens_[id] = text;
-    ids_.emplace(text, id);
   }
 }
 
@@ -120,7 +120,7 @@ void HfReader::read_added_tokens(const json& added) {
       fail(std::string("bad added_tokens entry: ") + e.what());
     }
     if (token.id < 0) fail(fmt::format("negative id for added token '{}'", token.content));
-    ids_.insert_or_assign(token.content, token.id);
+    added_ids_.insert_or_assign(token.content, token.id);
     spec_.added_tokens.push_back(std::move(token));
   }
 }
@@ -163,6 +163,14 @@ void HfReader::read_pre_tokenizer(const json& j) {
       if (flag(j, "use_regex", true)) step.regex = std::make_shared<RegexSplitter>(kGpt2Pattern);
       spec_.pre_tokenizer.push_back(std::move(step));
       spec_.byte_level_input = true;
+    } else if (type == "Metaspace") {
+      PreTokenizerStep step{.kind = PreTokenizerStep::Kind::kMetaspace};
+      step.replacement = j.value("replacement", std::string("\u2581"));
+      std::string scheme = j.value("prepend_scheme", std::string(flag(j, "add_prefix_space", true) ? "always" : "never"));
+      if (scheme == "first") step.prepend = PreTokenizerStep::Prepend::kFirst;
+      else if (scheme == "never") step.prepend = PreTokenizerStep::Prepend::kNever;
+      step.split = flag(j, "split", true);
+      spec_.pre_tokenizer.push_back(std::move(step));
     } else {
       fail(fmt::format("unsupported pre_tokenizer '{}'", type));
     }
@@ -245,9 +253,12 @@ std::unique_ptr<Tokenizer> HfReader::load(const json& root) {
   options.byte_fallback = flag(model, "byte_fallback", false);
   options.fuse_unk = flag(model, "fuse_unk", false);
   options.ignore_merges = flag(model, "ignore_merges", false);
-  if (model.contains("unk_token") && model["unk_token"].is_string()) options.unk_id = lookup(model["unk_token"]);
-  std::vector<std::string> model_tokens = model_tokens_;
-  model_ = std::make_unique<BpeModel>(std::move(model_tokens), options);
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    const std::string& unk = model["unk_token"].get_ref<const std::string&>();
+    auto it = std::find(model_tokens_.begin(), model_tokens_.end(), unk);
+    if (it != model_tokens_.end()) options.unk_id = static_cast<TokenId>(it - model_tokens_.begin());
+  }
+  model_ = std::make_unique<BpeModel>(model_tokens_, options);
   for (const json& merge : field(model, "merges")) {
     bool ok;
     if (merge.is_string()) {
