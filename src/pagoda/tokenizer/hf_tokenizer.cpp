@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/error.h"
 #include "pagoda/tokenizer/bpe_tokenizer.h"
+#include "pagoda/tokenizer/tokenizer_json_reader.h"
 
 namespace pagoda {
 
@@ -28,25 +28,12 @@ bool flag(const json& j, const char* key, bool fallback) {
   return v.is_boolean() ? v.get<bool>() : fallback;
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw LoadError(path, "cannot open file");
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw LoadError(path, "cannot read file");
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw LoadError(path, std::string("invalid JSON: ") + e.what());
-  }
-}
-
 // Reads one tokenizer.json; all errors name the file.
 class HfReader {
  public:
   HfReader(const std::string& path, const json& config) : path_(path), config_(config) {}
 
-  std::unique_ptr<Tokenizer> load(const json& root);
+  std::unique_ptr<Tokenizer> load(TokenizerJson& file);
 
  private:
   [[noreturn]] void fail(const std::string& problem) const { throw LoadError(path_, problem); }
@@ -54,7 +41,7 @@ class HfReader {
   std::optional<TokenId> lookup(const std::string& text) const;
   std::string token_name(const json& j) const;  // config values are "text" or {"content": "text"}
 
-  void read_model(const json& model);
+  void read_model(const json& model, TokenizerJson& file);
   void read_added_tokens(const json& added);
   void read_normalizer(const json& j);
   void read_pre_tokenizer(const json& j);
@@ -82,7 +69,7 @@ std::string HfReader::token_name(const json& j) const {
   return {};
 }
 
-void HfReader::read_model(const json& model) {
+void HfReader::read_model(const json& model, TokenizerJson& file) {
   std::string type = type_of(model);
   if (type.empty() && model.is_object() && model.contains("merges")) type = "BPE";  // older files omit it
   if (type != "BPE") fail(fmt::format("unsupported tokenizer model type '{}' (only BPE)", type));
@@ -91,16 +78,12 @@ void HfReader::read_model(const json& model) {
       fail(fmt::format("unsupported BPE option {}", key));
     }
   }
-  const json& vocab = field(model, "vocab");
-  if (!vocab.is_object()) fail("model.vocab is not an object");
-  for (const auto& [text, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > (1 << 30)) {
-      fail(fmt::format("bad id for vocab entry '{}'", text));
-    }
-    auto id = id_json.get<TokenId>();
+  if (!file.has_vocab) fail("model.vocab missing");
+  for (auto& [text, id] : file.vocab) {
     if (static_cast<size_t>(id) >= model_tokens_.size()) model_tokens_.resize(id + 1);
-    model_tokens_[id] = text;
+    model_tokens_[id] = std::move(text);
   }
+  file.vocab = {};
 }
 
 void HfReader::read_added_tokens(const json& added) {
@@ -235,10 +218,11 @@ void HfReader::read_decoder(const json& j) {
   }
 }
 
-std::unique_ptr<Tokenizer> HfReader::load(const json& root) {
+std::unique_ptr<Tokenizer> HfReader::load(TokenizerJson& file) {
+  const json& root = file.root;
   if (!root.is_object() || !root.contains("model")) fail("not a tokenizer.json (no \"model\")");
   try {
-    read_model(root["model"]);
+    read_model(root["model"], file);
     read_added_tokens(field(root, "added_tokens"));
     read_normalizer(field(root, "normalizer"));
     read_pre_tokenizer(field(root, "pre_tokenizer"));
@@ -259,19 +243,10 @@ std::unique_ptr<Tokenizer> HfReader::load(const json& root) {
     if (it != model_tokens_.end()) options.unk_id = static_cast<TokenId>(it - model_tokens_.begin());
   }
   model_ = std::make_unique<BpeModel>(model_tokens_, options);
-  for (const json& merge : field(model, "merges")) {
-    bool ok;
-    if (merge.is_string()) {
-      const std::string& s = merge.get_ref<const std::string&>();
-      size_t space = s.find(' ', 1);  // a merge "a b": the first part is never empty
-      if (space == std::string::npos) fail(fmt::format("bad merge '{}'", s));
-      ok = model_->add_merge(std::string_view(s).substr(0, space), std::string_view(s).substr(space + 1));
-    } else if (merge.is_array() && merge.size() == 2) {
-      ok = model_->add_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>());
-    } else {
-      fail("bad merges entry");
+  for (const auto& [left, right] : file.merges) {
+    if (!model_->add_merge(left, right)) {
+      fail(fmt::format("merge '{} {}' uses a token that is not in the vocabulary", left, right));
     }
-    if (!ok) fail(fmt::format("merge '{}' uses a token that is not in the vocabulary", merge.dump()));
   }
 
   spec_.tokens = std::move(model_tokens_);
@@ -298,9 +273,9 @@ std::unique_ptr<Tokenizer> HfReader::load(const json& root) {
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json_path,
                                              const std::string& tokenizer_config_path) {
   json config;
-  if (!tokenizer_config_path.empty()) config = read_json(tokenizer_config_path);
-  json root = read_json(tokenizer_json_path);
-  return HfReader(tokenizer_json_path, config).load(root);
+  if (!tokenizer_config_path.empty()) config = read_json_file(tokenizer_config_path);
+  TokenizerJson file = read_tokenizer_json(tokenizer_json_path);
+  return HfReader(tokenizer_json_path, config).load(file);
 }
 
 }  // namespace pagoda
