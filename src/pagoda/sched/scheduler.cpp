@@ -1,0 +1,227 @@
+// Scheduler: admission checks, step planning (capacity decision + token-budget packing), preemption
+// by recompute, and applying a step's results.
+#include "pagoda/sched/scheduler.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "pagoda/core/check.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda {
+
+void validate(const SchedulerConfig& config) {
+  if (config.max_num_seqs < 1) throw Error(fmt::format("max_num_seqs must be >= 1, got {}", config.max_num_seqs));
+  if (config.max_model_len < 2) throw Error(fmt::format("max_model_len must be >= 2, got {}", config.max_model_len));
+  if (config.max_num_batched_tokens < config.max_num_seqs) {
+    throw Error(fmt::format("max_num_batched_tokens ({}) must be >= max_num_seqs ({})", config.max_num_batched_tokens,
+                            config.max_num_seqs));
+  }
+}
+
+namespace {
+BlockManagerOptions checked(const SchedulerConfig& config, const BlockManagerOptions& kv_options) {
+  validate(config);
+  if (kv_options.num_blocks < 1 || kv_options.block_size < 1) {
+    throw Error(fmt::format("KV cache needs >= 1 block of >= 1 token, got {} blocks of {}", kv_options.num_blocks,
+                            kv_options.block_size));
+  }
+  return kv_options;
+}
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options)
+    : config_(config), block_manager_(checked(config, kv_options)), waiting_(PolicyOrder{config.policy}) {}
+
+void Scheduler::add(SequenceRequest request) {
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
+  if (num_prompt == 0) throw InvalidRequest("the prompt is empty");
+  if (request.max_tokens < 1) throw InvalidRequest(fmt::format("max_tokens must be >= 1, got {}", request.max_tokens));
+  if (num_prompt + 1 > config_.max_model_len) {
+    throw InvalidRequest(fmt::format("the prompt has {} tokens; with one generated token that exceeds max_model_len {}",
+                                     num_prompt, config_.max_model_len));
+  }
+  // The last generated token is sampled, never computed, so it needs no KV slot. A sequence that could
+  // outgrow the whole pool would preempt itself forever: reject it now.
+  const int64_t max_len = std::min<int64_t>(num_prompt + request.max_tokens, config_.max_model_len);
+  const int num_blocks_needed = block_manager_.num_blocks_for(static_cast<int>(max_len - 1));
+  if (num_blocks_needed > block_manager_.num_blocks()) {
+    throw InvalidRequest(fmt::format(
+        "the request needs up to {} KV blocks ({} prompt + up to {} new tokens, {} tokens per block) but the "
+        "cache holds {} blocks ({} tokens)",
+        num_blocks_needed, num_prompt, max_len - num_prompt, block_manager_.block_size(), block_manager_.num_blocks(),
+        static_cast<int64_t>(block_manager_.num_blocks()) * block_manager_.block_size()));
+  }
+  if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));
+
+  const SeqId seq_id = request.seq_id;
+  auto seq = std::make_unique<Sequence>(std::move(request), next_arrival_index_++);
+  waiting_.insert(seq.get());
+  seqs_.emplace(seq_id, std::move(seq));
+}
+
+bool Scheduler::abort(SeqId seq_id) {
+  const auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return false;
+  finish(*it->second, FinishReason::kAborted);
+  return true;
+}
+
+const Sequence* Scheduler::find(SeqId seq_id) const {
+  const auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  plan.finished = std::move(finished_since_plan_);
+  finished_since_plan_.clear();
+  TokenBudget budget(config_.max_num_batched_tokens);
+  schedule_running(budget, plan);
+  // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
+  if (plan.preempted.empty()) admit_waiting(budget, plan);
+  plan.num_scheduled_tokens = budget.num_used();
+  return plan;
+}
+
+void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
+  for (size_t i = 0; i < running_.size() && !budget.exhausted();) {
+    Sequence& seq = *running_[i];
+    const int num_new = budget.chunk_for(seq.num_tokens() - seq.num_computed_tokens);
+    PAGODA_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
+    if (!reserve_blocks(i, seq.num_computed_tokens + num_new, plan)) break;  // it preempted itself
+    add_to_plan(plan, seq, num_new);
+    budget.take(num_new);
+    ++i;
+  }
+}
+
+bool Scheduler::reserve_blocks(size_t index, int num_tokens, StepPlan& plan) {
+  Sequence& seq = *running_[index];
+  while (!block_manager_.allocate(seq.blocks, num_tokens)) {
+    // Only sequences not yet planned this step are candidates; running_ is in policy order, so the
+    // victim is the last one, and it is `seq` itself when nothing else is left.
+    const std::span<Sequence* const> candidates = std::span(running_).subspan(index);
+    Sequence& victim = *candidates[pick_preemption_victim(config_.policy, candidates)];
+    preempt(victim, plan);
+    if (&victim == &seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
+  while (!waiting_.empty() && !budget.exhausted() && num_running() < config_.max_num_seqs) {
+    Sequence& seq = **waiting_.begin();
+    const std::span<const TokenId> tokens(seq.token_ids);
+    // Never the whole sequence: the last token must be computed to have logits to sample.
+    const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
+    const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
+    if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) break;
+    if (block_manager_.prefix_caching_enabled()) block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens);
+    if (seq.status == SeqStatus::kWaiting) seq.num_cached_tokens = hit.num_tokens;
+    seq.num_computed_tokens = hit.num_tokens;
+    seq.status = SeqStatus::kRunning;
+    waiting_.erase(waiting_.begin());
+    insert_running(&seq);
+    add_to_plan(plan, seq, num_new);
+    budget.take(num_new);
+  }
+}
+
+void Scheduler::preempt(Sequence& seq, StepPlan& plan) {
+  block_manager_.free(seq.blocks);
+  // Recompute from scratch; the generated tokens stay and are re-prefilled with the prompt (their
+  // blocks are often still in the prefix cache).
+  seq.num_computed_tokens = 0;
+  seq.status = SeqStatus::kPreempted;
+  ++seq.num_preemptions;
+  ++num_preemptions_;
+  erase_running(&seq);
+  waiting_.insert(&seq);
+  plan.preempted.push_back(seq.seq_id);
+}
+
+std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<const TokenId> sampled,
+                                              const StopCheck& stop) {
+  PAGODA_CHECK(static_cast<int>(sampled.size()) == plan.num_sampling(), "{} sampled tokens for {} sampling sequences",
+               sampled.size(), plan.num_sampling());
+  std::vector<SequenceOutput> outputs;
+  outputs.reserve(sampled.size());
+  size_t next_sample = 0;
+  for (const ScheduledSequence& entry : plan.seqs) {
+    const TokenId token = entry.samples ? sampled[next_sample++] : TokenId{0};
+    const auto it = seqs_.find(entry.seq_id);
+    if (it == seqs_.end() || it->second->status != SeqStatus::kRunning) continue;  // aborted meanwhile
+    Sequence& seq = *it->second;
+    PAGODA_CHECK(seq.num_computed_tokens == entry.start_position, "sequence {} changed since its plan", seq.seq_id);
+    seq.num_computed_tokens += entry.num_tokens;
+    block_manager_.publish_full_blocks(seq.blocks, seq.token_ids, seq.num_computed_tokens);
+    if (!entry.samples) continue;
+
+    seq.token_ids.push_back(token);
+    FinishReason reason = length_finish_reason(seq, config_.max_model_len);
+    if (reason == FinishReason::kNone && stop && stop(seq)) reason = FinishReason::kStop;
+    outputs.push_back(SequenceOutput{seq.seq_id, token, reason, seq.num_prompt_tokens, seq.num_output_tokens(),
+                                     seq.num_cached_tokens});
+    if (reason != FinishReason::kNone) finish(seq, reason);
+  }
+  return outputs;
+}
+
+void Scheduler::finish(Sequence& seq, FinishReason reason) {
+  block_manager_.free(seq.blocks);
+  if (seq.status == SeqStatus::kRunning) {
+    erase_running(&seq);
+  } else {
+    waiting_.erase(&seq);
+  }
+  seq.status = SeqStatus::kFinished;
+  seq.finish_reason = reason;
+  finished_since_plan_.push_back(seq.seq_id);
+  seqs_.erase(seq.seq_id);  // destroys seq
+}
+
+void Scheduler::insert_running(Sequence* seq) {
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, PolicyOrder{config_.policy}), seq);
+}
+
+void Scheduler::erase_running(const Sequence* seq) {
+  const auto it = std::find(running_.begin(), running_.end(), seq);
+  PAGODA_CHECK(it != running_.end());
+  running_.erase(it);
+}
+
+void Scheduler::add_to_plan(StepPlan& plan, const Sequence& seq, int num_tokens) {
+  const int start = seq.num_computed_tokens;
+  plan.seqs.push_back(ScheduledSequence{seq.seq_id, &seq, start, num_tokens, start + num_tokens == seq.num_tokens()});
+}
+
+std::string Scheduler::check_invariants() const {
+  if (num_running() > config_.max_num_seqs) return fmt::format("{} running > max_num_seqs", num_running());
+  if (running_.size() + waiting_.size() != seqs_.size()) return "a sequence is in no queue or in both";
+  const PolicyOrder order{config_.policy};
+  if (!std::is_sorted(running_.begin(), running_.end(), order)) return "running sequences are not in policy order";
+  const int bs = block_manager_.block_size();
+  std::vector<const SequenceBlocks*> tables;
+  for (const auto& [seq_id, seq] : seqs_) {
+    tables.push_back(&seq->blocks);
+    const bool running = seq->status == SeqStatus::kRunning;
+    const bool in_running = std::find(running_.begin(), running_.end(), seq.get()) != running_.end();
+    const bool in_waiting = waiting_.contains(seq.get());
+    if (running != in_running || running == in_waiting) return fmt::format("sequence {}: status disagrees with queues", seq_id);
+    if (seq->num_tokens() > config_.max_model_len) return fmt::format("sequence {} is longer than max_model_len", seq_id);
+    if (!running && (seq->num_computed_tokens != 0 || seq->blocks.num_blocks() != 0)) {
+      return fmt::format("waiting sequence {} holds computed tokens or blocks", seq_id);
+    }
+    if (running) {
+      if (seq->num_computed_tokens >= seq->num_tokens()) return fmt::format("running sequence {} has nothing pending", seq_id);
+      if (seq->blocks.num_blocks() * bs < seq->num_computed_tokens) return fmt::format("sequence {}: blocks do not cover computed tokens", seq_id);
+      if (seq->blocks.num_blocks() > block_manager_.num_blocks_for(seq->num_tokens())) {
+        return fmt::format("sequence {} holds more blocks than its tokens need", seq_id);
+      }
+    }
+  }
+  return block_manager_.check_invariants(tables);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,94 @@
+// Scheduler: owns every unfinished Sequence and the BlockManager, and decides each step which tokens
+// of which sequences run (vLLM v1's one rule: num_computed_tokens catches up with num_tokens under a
+// token budget). Chunked prefill, prefix-cache hits and preemption by recompute all follow from it.
+// Single-threaded: the engine thread alone calls it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pagoda/kv/block_manager.h"
+#include "pagoda/sched/policy.h"
+#include "pagoda/sched/scheduler_config.h"
+#include "pagoda/sched/sequence.h"
+#include "pagoda/sched/step_plan.h"
+#include "pagoda/sched/token_budget.h"
+
+namespace pagoda {
+
+class Scheduler {
+ public:
+  // Called by update() after a token is appended to `seq` (seq.token_ids.back()) and the length
+  // limits did not already finish it; true finishes the sequence with FinishReason::kStop. The caller
+  // owns EOS / stop-token / min_tokens semantics (they live in its sampling parameters).
+  using StopCheck = std::function<bool(const Sequence& seq)>;
+
+  // Throws pagoda::Error for an invalid config.
+  Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options);
+
+  // Queues a new sequence. Throws pagoda::InvalidRequest (the message names the numbers) when it can
+  // never run: empty prompt, max_tokens < 1, prompt + 1 > max_model_len, more KV blocks than the
+  // pool holds, or a seq_id already in use.
+  void add(SequenceRequest request);
+  // Finishes a waiting or running sequence at once and frees its blocks. False for an unknown id.
+  // Call it between update() and the next schedule(), not while a plan is being executed.
+  bool abort(SeqId seq_id);
+
+  // Plans one step. Running sequences first (policy order): each gets its pending tokens, as far as
+  // the token budget allows; if its blocks cannot grow, running sequences are preempted (the last in
+  // policy order first, possibly itself). Then, if nothing was preempted, waiting sequences are
+  // admitted in policy order while the budget, max_num_seqs and free blocks allow, each starting
+  // after its prefix-cache hit. Admission stops at the first that does not fit (no skipping ahead).
+  StepPlan schedule();
+
+  // Applies the step: advances num_computed_tokens, publishes newly full blocks to the prefix cache,
+  // appends `sampled[i]` to the i-th sampling entry of `plan` (sampled.size() == plan.num_sampling(),
+  // in plan order: the order of the runner's logits rows), checks max_tokens / max_model_len, then
+  // `stop`, and frees finished sequences. Returns one output per sampled token. Entries of sequences
+  // aborted since schedule() are skipped.
+  std::vector<SequenceOutput> update(const StepPlan& plan, std::span<const TokenId> sampled,
+                                     const StopCheck& stop = {});
+
+  const Sequence* find(SeqId seq_id) const;
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  bool has_unfinished() const { return !seqs_.empty(); }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerConfig& config() const { return config_; }
+  const BlockManager& block_manager() const { return block_manager_; }
+  BlockManager& block_manager() { return block_manager_; }
+
+  // Consistency check for tests: queues agree with statuses, running is in policy order and within
+  // max_num_seqs, waiting sequences hold no blocks, block tables cover computed tokens, and the block
+  // manager's invariants hold. "" when consistent, otherwise the first violation.
+  std::string check_invariants() const;
+
+ private:
+  // Capacity decision: gives `seq` (running_[index]) blocks for num_tokens positions, preempting from
+  // the back of running_ until they fit. False when `seq` itself had to be preempted.
+  bool reserve_blocks(size_t index, int num_tokens, StepPlan& plan);
+  void schedule_running(TokenBudget& budget, StepPlan& plan);
+  void admit_waiting(TokenBudget& budget, StepPlan& plan);
+  void preempt(Sequence& seq, StepPlan& plan);
+  void finish(Sequence& seq, FinishReason reason);  // frees blocks, forgets the sequence
+  void insert_running(Sequence* seq);
+  void erase_running(const Sequence* seq);
+  static void add_to_plan(StepPlan& plan, const Sequence& seq, int num_tokens);
+
+  SchedulerConfig config_;
+  BlockManager block_manager_;
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // every unfinished sequence
+  std::vector<Sequence*> running_;                            // in policy order
+  std::set<Sequence*, PolicyOrder> waiting_;                  // new and preempted, in policy order
+  std::vector<SeqId> finished_since_plan_;
+  uint64_t next_arrival_index_ = 0;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace pagoda

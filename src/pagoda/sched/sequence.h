@@ -1,0 +1,88 @@
+// Sequence: one request's state inside the scheduler: its tokens (prompt, then output), how many of
+// them are in the KV cache, its KV blocks, its place in the queues and why it finished. Sampling
+// parameters stay with the caller; the scheduler only needs max_tokens.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pagoda/core/types.h"
+#include "pagoda/kv/sequence_blocks.h"
+
+namespace pagoda {
+
+using SeqId = uint64_t;
+
+enum class SeqStatus : uint8_t {
+  kWaiting,    // never scheduled yet
+  kRunning,    // holds KV blocks; scheduled every step that has room
+  kPreempted,  // was running; blocks freed, waiting to be recomputed (keeps its output tokens)
+  kFinished,
+};
+
+enum class FinishReason : uint8_t {
+  kNone,     // not finished
+  kLength,   // max_tokens generated or max_model_len reached (OpenAI "length")
+  kStop,     // the caller's stop check (EOS, stop token ids) said so (OpenAI "stop")
+  kAborted,  // cancelled
+};
+
+inline const char* to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kAborted: return "abort";
+  }
+  return "?";
+}
+
+// What Scheduler::add() takes.
+struct SequenceRequest {
+  SeqId seq_id = 0;
+  std::vector<TokenId> prompt_token_ids;
+  int max_tokens = 16;     // output tokens, >= 1
+  int priority = 0;        // priority policy: lower values run first (vLLM semantics); FCFS ignores it
+  std::string cache_salt;  // scopes prefix-cache sharing (tenant / request cache_salt)
+};
+
+struct Sequence {
+  Sequence(SequenceRequest request, uint64_t arrival_index)
+      : seq_id(request.seq_id),
+        token_ids(std::move(request.prompt_token_ids)),
+        num_prompt_tokens(static_cast<int>(token_ids.size())),
+        max_tokens(request.max_tokens),
+        priority(request.priority),
+        arrival_index(arrival_index),
+        blocks(std::move(request.cache_salt)) {}
+
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const TokenId> prompt_token_ids() const { return std::span(token_ids).first(num_prompt_tokens); }
+  std::span<const TokenId> output_token_ids() const { return std::span(token_ids).subspan(num_prompt_tokens); }
+  std::span<const BlockId> block_table() const { return blocks.block_table(); }
+
+  SeqId seq_id;
+  std::vector<TokenId> token_ids;  // [num_tokens]: prompt, then output
+  int num_prompt_tokens;
+  int max_tokens;
+  int priority;
+  uint64_t arrival_index;        // order of Scheduler::add(); unique
+  int num_computed_tokens = 0;   // leading tokens whose K/V are in the cache
+  int num_cached_tokens = 0;     // prefix-cache hit at first admission (usage: cached prompt tokens)
+  int num_preemptions = 0;
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  SequenceBlocks blocks;
+};
+
+// The length limits, checked after each appended token: max_tokens outputs, or max_model_len tokens.
+inline FinishReason length_finish_reason(const Sequence& seq, int max_model_len) {
+  return seq.num_output_tokens() >= seq.max_tokens || seq.num_tokens() >= max_model_len ? FinishReason::kLength
+                                                                                       : FinishReason::kNone;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,67 @@
+// Policy ordering, preemption victim choice, and token-budget packing.
+#include "pagoda/sched/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "pagoda/core/error.h"
+#include "pagoda/sched/scheduler_config.h"
+#include "pagoda/sched/token_budget.h"
+#include "sched_test_util.h"
+
+namespace pagoda {
+namespace {
+
+Sequence make_seq(SeqId id, int priority, uint64_t arrival) {
+  return Sequence(test::make_request(id, {1, 2, 3}, 4, priority), arrival);
+}
+
+TEST(Policy, FcfsOrdersByArrivalOnly) {
+  const Sequence early = make_seq(1, 9, 0), late = make_seq(2, 0, 1);
+  EXPECT_TRUE(schedules_before(SchedulingPolicy::kFcfs, early, late));
+  EXPECT_FALSE(schedules_before(SchedulingPolicy::kFcfs, late, early));
+  EXPECT_FALSE(schedules_before(SchedulingPolicy::kFcfs, early, early));
+}
+
+TEST(Policy, PriorityOrdersByPriorityThenArrival) {
+  const Sequence a = make_seq(1, 5, 0), b = make_seq(2, 0, 1), c = make_seq(3, 0, 2);
+  EXPECT_TRUE(schedules_before(SchedulingPolicy::kPriority, b, a));
+  EXPECT_TRUE(schedules_before(SchedulingPolicy::kPriority, b, c));
+  EXPECT_FALSE(schedules_before(SchedulingPolicy::kPriority, a, c));
+}
+
+TEST(Policy, VictimIsLowestPriorityLatestArrived) {
+  Sequence a = make_seq(1, 0, 0), b = make_seq(2, 3, 1), c = make_seq(3, 3, 2), d = make_seq(4, 1, 3);
+  std::vector<Sequence*> running = {&a, &b, &c, &d};
+  EXPECT_EQ(pick_preemption_victim(SchedulingPolicy::kPriority, running), 2u);  // c: priority 3, later than b
+  EXPECT_EQ(pick_preemption_victim(SchedulingPolicy::kFcfs, running), 3u);      // d: latest arrival
+}
+
+TEST(Policy, Parse) {
+  EXPECT_EQ(parse_scheduling_policy("fcfs"), SchedulingPolicy::kFcfs);
+  EXPECT_EQ(parse_scheduling_policy("priority"), SchedulingPolicy::kPriority);
+  EXPECT_THROW(parse_scheduling_policy("lifo"), Error);
+}
+
+TEST(TokenBudget, ChunksWhatDoesNotFit) {
+  TokenBudget budget(10);
+  EXPECT_EQ(budget.chunk_for(1), 1);
+  budget.take(1);
+  EXPECT_EQ(budget.chunk_for(25), 9);  // a long prompt gets the rest as a chunk
+  budget.take(9);
+  EXPECT_TRUE(budget.exhausted());
+  EXPECT_EQ(budget.chunk_for(3), 0);
+  EXPECT_EQ(budget.num_used(), 10);
+}
+
+TEST(SchedulerConfig, Validation) {
+  SchedulerConfig config;
+  EXPECT_NO_THROW(validate(config));
+  config.max_num_batched_tokens = config.max_num_seqs - 1;
+  EXPECT_THROW(validate(config), Error);
+  config = SchedulerConfig{};
+  config.max_model_len = 1;
+  EXPECT_THROW(validate(config), Error);
+}
+
+}  // namespace
+}  // namespace pagoda

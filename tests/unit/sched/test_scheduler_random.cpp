@@ -1,0 +1,140 @@
+// Long random simulations: requests with shared prefixes, salts and priorities arrive, run, get
+// aborted or preempted on a small pool. Every step keeps the limits and the block invariants, and
+// every request that is not aborted finishes with exactly the tokens the fake model sampled for it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "pagoda/core/error.h"
+#include "pagoda/sched/scheduler.h"
+#include "sched_test_util.h"
+
+namespace pagoda {
+namespace {
+
+struct SimParams {
+  uint32_t seed = 1;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  bool prefix_caching = true;
+  int num_blocks = 24;
+  int block_size = 4;
+  int max_num_seqs = 6;
+  int max_num_batched_tokens = 24;
+  int max_model_len = 72;
+};
+
+class SchedulerRandomTest : public ::testing::TestWithParam<SimParams> {};
+
+TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
+  const SimParams p = GetParam();
+  Scheduler s(SchedulerConfig{p.max_num_seqs, p.max_num_batched_tokens, p.max_model_len, p.policy},
+              BlockManagerOptions{p.num_blocks, p.block_size, p.prefix_caching});
+  std::mt19937 rng(p.seed);
+  const auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+
+  // A few shared "system prompts" so that prefix hits happen.
+  std::vector<std::vector<TokenId>> prefixes;
+  for (int i = 0; i < 3; ++i) prefixes.push_back(test::iota_tokens(uniform(4, 20), 10000 * (i + 1)));
+
+  struct Expected {
+    int max_tokens;
+    int num_prompt;
+    bool aborted = false;
+    bool finished = false;
+    std::vector<TokenId> outputs;
+  };
+  std::map<SeqId, Expected> requests;
+  SeqId next_id = 1;
+  const int kNumRequests = 300;
+  int num_steps = 0, num_rejected = 0;
+  const TokenId kStopToken = test::fake_token(0, 0);  // rare, exercises the stop check
+  const auto stop = [&](const Sequence& seq) { return seq.token_ids.back() == kStopToken; };
+
+  while ((next_id <= kNumRequests || s.has_unfinished()) && num_steps < 20000) {
+    // Arrivals.
+    const int num_arrivals = next_id <= kNumRequests ? uniform(0, 2) : 0;
+    for (int a = 0; a < num_arrivals && next_id <= kNumRequests; ++a) {
+      std::vector<TokenId> prompt;
+      if (uniform(0, 3) > 0) prompt = prefixes[uniform(0, 2)];
+      const int num_own = uniform(prompt.empty() ? 1 : 0, 30);
+      for (int i = 0; i < num_own; ++i) prompt.push_back(static_cast<TokenId>(uniform(0, 500)));
+      const int max_tokens = uniform(1, 30);
+      const SeqId id = next_id++;
+      const std::string salt = uniform(0, 5) == 0 ? "tenant-x" : "";
+      try {
+        s.add(test::make_request(id, prompt, max_tokens, uniform(0, 3), salt));
+        requests[id] = Expected{max_tokens, static_cast<int>(prompt.size()), false, false, {}};
+      } catch (const InvalidRequest&) {
+        ++num_rejected;  // too long for this pool: never admitted
+      }
+    }
+    // Occasional abort of a random live request.
+    if (uniform(0, 40) == 0 && s.has_unfinished()) {
+      for (auto& [id, e] : requests) {
+        if (!e.finished && !e.aborted && uniform(0, 3) == 0) {
+          ASSERT_TRUE(s.abort(id));
+          e.aborted = true;
+          break;
+        }
+      }
+    }
+
+    const StepPlan plan = s.schedule();
+    test::expect_plan_valid(s, plan);
+    ASSERT_EQ(s.check_invariants(), "") << "after schedule, step " << num_steps;
+    if (s.has_unfinished()) {
+      ASSERT_FALSE(plan.empty()) << "no progress at step " << num_steps;
+    }
+    const std::vector<SequenceOutput> outputs = s.update(plan, test::fake_sample(plan), stop);
+    ASSERT_EQ(s.check_invariants(), "") << "after update, step " << num_steps;
+    for (const SequenceOutput& o : outputs) {
+      Expected& e = requests.at(o.seq_id);
+      ASSERT_FALSE(e.finished);
+      ASSERT_EQ(o.token, test::fake_token(o.seq_id, static_cast<int>(e.outputs.size())));
+      e.outputs.push_back(o.token);
+      ASSERT_EQ(o.num_output_tokens, static_cast<int>(e.outputs.size()));
+      if (o.finish_reason != FinishReason::kNone) {
+        e.finished = true;
+        if (o.finish_reason == FinishReason::kLength) {
+          EXPECT_TRUE(static_cast<int>(e.outputs.size()) == e.max_tokens ||
+                      e.num_prompt + static_cast<int>(e.outputs.size()) == p.max_model_len);
+        } else {
+          EXPECT_EQ(o.finish_reason, FinishReason::kStop);
+          EXPECT_EQ(o.token, kStopToken);
+        }
+      }
+    }
+    ++num_steps;
+  }
+
+  EXPECT_FALSE(s.has_unfinished()) << "requests left after " << num_steps << " steps";
+  for (const auto& [id, e] : requests) EXPECT_TRUE(e.finished || e.aborted) << "request " << id;
+  EXPECT_EQ(s.block_manager().usage(), 0.0) << "leaked blocks";
+  EXPECT_EQ(s.check_invariants(), "");
+  const PrefixCacheStats& stats = s.block_manager().prefix_cache_stats();
+  if (p.prefix_caching) {
+    EXPECT_GT(stats.num_hit_tokens, 0u);
+  } else {
+    EXPECT_EQ(stats.num_hit_tokens, 0u);
+  }
+  RecordProperty("steps", num_steps);
+  RecordProperty("preemptions", static_cast<int>(s.num_preemptions()));
+  std::printf("seed %u: %d steps, %d requests (%d rejected), %llu preemptions, %llu/%llu prefix tokens hit\n", p.seed,
+              num_steps, static_cast<int>(requests.size()), num_rejected,
+              static_cast<unsigned long long>(s.num_preemptions()),
+              static_cast<unsigned long long>(stats.num_hit_tokens),
+              static_cast<unsigned long long>(stats.num_queried_tokens));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sims, SchedulerRandomTest,
+    ::testing::Values(SimParams{.seed = 1}, SimParams{.seed = 2, .policy = SchedulingPolicy::kPriority},
+                      SimParams{.seed = 3, .prefix_caching = false},
+                      SimParams{.seed = 4, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8},
+                      SimParams{.seed = 5, .num_blocks = 64, .max_num_seqs = 16, .max_num_batched_tokens = 64},
+                      SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3,
+                                .max_num_batched_tokens = 5}));
+
+}  // namespace
+}  // namespace pagoda
