@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "pagoda/core/error.h"
@@ -57,9 +58,16 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
     const SafetensorsTensor* t = ckpt.find(name);
     if (t == nullptr) throw LoadError(ckpt_name, fmt::format("missing tensor {}", name));
     check_weight_shape(t->file, name, t->shape, slot);
+    total_bytes += static_cast<int64_t>(t->nbytes);
+    if (reinterpret_cast<uintptr_t>(t->data) % static_cast<uintptr_t>(dtype_block_bytes(t->dtype)) != 0) {
+      // Safetensors does not promise aligned tensors; kernels assume them, so a misaligned one is copied.
+      model.owned.emplace_back(t->dtype, std::span<const int64_t>(t->shape));
+      std::memcpy(model.owned.back().view().data, t->data, t->nbytes);
+      slot.target->data = model.owned.back().view();
+      continue;
+    }
     // The mapping is read-only; Weight views are never written through.
     slot.target->data = Tensor::from_span(const_cast<std::byte*>(t->data), t->dtype, t->shape);
-    total_bytes += static_cast<int64_t>(t->nbytes);
   }
   tie_lm_head(model.config, model.weights);
   model.mappings = ckpt.mappings();

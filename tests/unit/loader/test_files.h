@@ -191,7 +191,12 @@ class SafetensorsWriter {
     return h;
   }
 
-  std::vector<uint8_t> build() const { return build_with_header(header().dump()); }
+  // Like the reference writer, pads the header with spaces so the data starts 8-byte aligned.
+  std::vector<uint8_t> build() const {
+    std::string h = header().dump();
+    while ((8 + h.size()) % 8 != 0) h += ' ';
+    return build_with_header(h);
+  }
 
   std::vector<uint8_t> build_with_header(const std::string& header_text) const {
     ByteWriter w;

@@ -259,3 +259,36 @@ TEST(GgufFileErrors, DuplicateTensorAndMisalignedOffset) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Random byte corruption of the header and metadata must give a parsed file or a LoadError, never a crash.
+TEST(GgufFileErrors, CorruptedBytesNeverCrash) {
+  TempDir dir;
+  const auto original = test::read_bytes(test::stories_gguf());
+  std::mt19937_64 rng(42);
+  int errors = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    auto bytes = original;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) {
+      // Mostly within the metadata/directory (the first ~20 KB), where structure lives.
+      const size_t pos = rng() % 20000;
+      bytes[pos] = static_cast<uint8_t>(rng());
+    }
+    test::write_bytes(dir.file("fuzz.gguf"), bytes);
+    try {
+      GgufFile f(dir.file("fuzz.gguf"));
+      for (const auto& t : f.tensors())
+        ASSERT_LE(t.data + t.nbytes, f.mapping()->data() + f.mapping()->size()) << t.name;
+    } catch (const LoadError& e) {
+      ++errors;
+      EXPECT_NE(std::string(e.what()).find("fuzz.gguf"), std::string::npos);
+    }
+  }
+  EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -141,6 +141,11 @@ TEST(HfConfig, DefaultsAndAlternativeSpellings) {
   c = parse(dir, j);
   EXPECT_EQ(c.dtype, DType::kF32);
   EXPECT_EQ(c.max_position_embeddings, 128);
+
+  // Mistral v0.1's sliding window: no sliding-window attention, so the context is capped at the window.
+  j["sliding_window"] = 64;
+  c = parse(dir, j);
+  EXPECT_EQ(c.max_position_embeddings, 64);
 }
 
 TEST(HfConfigErrors, UnsupportedArchitecture) {

@@ -126,6 +126,25 @@ TEST(LoadHf, ShardedCheckpoint) {
   EXPECT_EQ(std::memcmp(m.weights.lm_head.data.data, head.data(), head.size() * 4), 0);
 }
 
+TEST(LoadHf, MisalignedTensorsAreCopied) {
+  TempDir dir;
+  const auto values = test::write_tiny_hf_model(dir.path(), test::tiny_config_json());
+  // Grow the header by one space: every tensor now starts at an odd address.
+  auto bytes = test::read_bytes(dir.file("model.safetensors"));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  bytes.insert(bytes.begin() + static_cast<long>(8 + n), ' ');
+  ++n;
+  std::memcpy(bytes.data(), &n, 8);
+  test::write_bytes(dir.file("model.safetensors"), bytes);
+  const LoadedModel m = load(dir.path());
+  EXPECT_EQ(m.owned.size(), 1u + 2 * 9 + 1 + 1);  // every weight
+  const Tensor& wq = m.weights.layers[1].wq.data;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(wq.data) % 4, 0u);
+  const auto& expected = values.at("model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(std::memcmp(wq.data, expected.data(), expected.size() * 4), 0);
+}
+
 TEST(LoadHfErrors, MissingTensor) {
   TempDir dir;
   test::write_tiny_hf_model(dir.path(), test::tiny_config_json(),
