@@ -19,7 +19,7 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string prompt;
+  std::optional<std::string> prompt;  // may be "": BOS only
   std::string prompt_ids;
   bool no_special = false;
   SamplingParams sampling;
@@ -35,7 +35,7 @@ nlohmann::json logprob_entries(const std::vector<TokenLogprob>& entries) {
 }
 
 void run_generate(const GenerateOptions& o) {
-  if (o.prompt.empty() == o.prompt_ids.empty())
+  if (o.prompt.has_value() == !o.prompt_ids.empty())
     throw InvalidRequest("give exactly one of a prompt (TEXT or --prompt TEXT) and --prompt-ids");
   const LoadedModel loaded = load_model(o.model.load_options());
   if (!loaded.tokenizer && o.prompt_ids.empty())
@@ -47,7 +47,7 @@ void run_generate(const GenerateOptions& o) {
   } else {
     EncodeOptions enc;
     enc.add_special_tokens = !o.no_special;
-    prompt_ids = loaded.tokenizer->encode(o.prompt, enc);
+    prompt_ids = loaded.tokenizer->encode(*o.prompt, enc);
   }
   SamplingParams params = o.sampling;
   params.stop_token_ids = parse_token_list(o.stop_token_ids, "--stop-token-ids");
@@ -62,7 +62,7 @@ void run_generate(const GenerateOptions& o) {
   std::optional<IncrementalDetokenizer> detok;
   if (loaded.tokenizer) detok.emplace(*loaded.tokenizer, prompt_ids, /*skip_special_tokens=*/true);
   if (!o.json && loaded.tokenizer) {
-    std::fputs(o.prompt.empty() ? loaded.tokenizer->decode(prompt_ids, true).c_str() : o.prompt.c_str(), stdout);
+    std::fputs(o.prompt ? o.prompt->c_str() : loaded.tokenizer->decode(prompt_ids, true).c_str(), stdout);
     std::fflush(stdout);
   }
   using Clock = std::chrono::steady_clock;

@@ -21,6 +21,11 @@ struct RopeConfig {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int original_max_position_embeddings = 8192;
+  // Precision the inverse frequencies are held in. Hugging Face transformers keeps its inv_freq buffer in
+  // the checkpoint's dtype (bf16 for bf16 checkpoints), which shifts RoPE angles measurably; HF
+  // checkpoints set this to the config dtype so Pagoda reproduces transformers. GGUF files keep F32,
+  // as llama.cpp computes in float.
+  DType inv_freq_dtype = DType::kF32;
 };
 
 struct ModelConfig {

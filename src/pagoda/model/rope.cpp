@@ -30,6 +30,10 @@ RopeParams make_rope_params(const RopeConfig& rope, int head_dim) {
       }
     }
   }
+  for (float& f : params.inv_freq) {  // see RopeConfig::inv_freq_dtype
+    if (rope.inv_freq_dtype == DType::kBF16) f = bf16_to_f32(f32_to_bf16(f));
+    if (rope.inv_freq_dtype == DType::kF16) f = f16_to_f32(f32_to_f16(f));
+  }
   return params;
 }
 

@@ -125,16 +125,11 @@ TEST(HfTokenizer, InvalidUtf8DecodesToReplacementCharacter) {
   EXPECT_EQ(spm.decode(spm.encode("a\xE4", kNoSpecial), false), "a" + kFffd);
 }
 
-TEST(HfTokenizer, Llama3LoadsQuickly) {
-  auto start = std::chrono::steady_clock::now();
+// Load time is a benchmark figure, not a test assertion; this checks the vocabulary is complete.
+TEST(HfTokenizer, Llama3LoadsFullVocabulary) {
   std::string dir = data_path("models/tiny-llama3-hf/");
   auto tok = load_hf_tokenizer(dir + "tokenizer.json", "");
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RecordProperty("load_seconds", std::to_string(seconds));
   EXPECT_EQ(tok->vocab_size(), 128256);
-#ifdef NDEBUG
-  EXPECT_LT(seconds, 2.0);  // generous for a loaded shared machine; typically well under 1 s
-#endif
 }
 
 std::string temp_path(const std::string& stem) {
