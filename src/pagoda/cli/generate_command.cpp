@@ -1,114 +1,138 @@
-// `pagoda generate`: one prompt through the model, streamed as text or printed as one JSON object.
-#include <nlohmann/json.hpp>
-
+// `pagoda generate`: one prompt (streamed as text, or one JSON object), or a JSON-lines file of requests
+// run together through the continuous-batching engine (one JSON line out per line in, in input order).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 
-#include "pagoda/backend/cpu/cpu_ops.h"
 #include "pagoda/cli/commands.h"
-#include "pagoda/cli/model_options.h"
+#include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/request_json.h"
 #include "pagoda/cli/token_list.h"
 #include "pagoda/core/error.h"
-#include "pagoda/model/llama_model.h"
-#include "pagoda/runner/generator.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
 
 namespace pagoda::cli {
 namespace {
 
 struct GenerateOptions {
-  ModelOptions model;
+  EngineCliOptions engine;
   std::optional<std::string> prompt;  // may be "": BOS only
   std::string prompt_ids;
+  std::string prompts_file;
   bool no_special = false;
   SamplingParams sampling;
   std::string stop_token_ids;
-  int max_model_len = 0;
   bool json = false;
 };
 
-nlohmann::json logprob_entries(const std::vector<TokenLogprob>& entries) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const TokenLogprob& e : entries) list.push_back({{"id", e.id}, {"logprob", e.logprob}});
-  return list;
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+void run_prompts_file(const GenerateOptions& o, LLM& llm, const GenerateRequest& defaults) {
+  std::ifstream in(o.prompts_file);
+  if (!in) throw Error(o.prompts_file + ": cannot open");
+  std::vector<GenerateRequest> requests;
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", o.prompts_file, line_no);
+    const nlohmann::json object = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (object.is_discarded()) throw InvalidRequest(where + ": not valid JSON");
+    requests.push_back(parse_request_json(object, defaults, llm.tokenizer(), !o.no_special, where));
+  }
+  const std::vector<CompletionOutput> outputs = llm.generate(requests);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::puts(dump(completion_json(outputs[i], completion_text(llm.tokenizer(), outputs[i]), requests[i].params)).c_str());
 }
 
-void run_generate(const GenerateOptions& o) {
-  if (o.prompt.has_value() == !o.prompt_ids.empty())
-    throw InvalidRequest("give exactly one of a prompt (TEXT or --prompt TEXT) and --prompt-ids");
-  const LoadedModel loaded = load_model(o.model.load_options());
-  if (!loaded.tokenizer && o.prompt_ids.empty())
-    throw InvalidRequest("this model has no tokenizer; use --prompt-ids");
-
-  std::vector<TokenId> prompt_ids;
-  if (!o.prompt_ids.empty()) {
-    prompt_ids = parse_token_list(o.prompt_ids, "--prompt-ids");
+void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
+  const Tokenizer* tok = llm.tokenizer();
+  if (o.prompt_ids.empty()) {
+    if (tok == nullptr) throw InvalidRequest("this model has no tokenizer; use --prompt-ids");
+    request.prompt_ids = tok->encode(*o.prompt, EncodeOptions{.add_special_tokens = !o.no_special});
   } else {
-    EncodeOptions enc;
-    enc.add_special_tokens = !o.no_special;
-    prompt_ids = loaded.tokenizer->encode(*o.prompt, enc);
+    request.prompt_ids = parse_token_list(o.prompt_ids, "--prompt-ids");
   }
-  SamplingParams params = o.sampling;
-  params.stop_token_ids = parse_token_list(o.stop_token_ids, "--stop-token-ids");
-  std::vector<TokenId> eos = loaded.generation.eos_token_ids.empty() ? loaded.config.eos_token_ids
-                                                                     : loaded.generation.eos_token_ids;
-  if (eos.empty() && loaded.tokenizer) eos = loaded.tokenizer->eos_token_ids();
-
-  CpuOps ops(CpuOpsOptions{.num_threads = o.model.threads});
-  LlamaModel model(loaded.config, loaded.weights);
-  Generator generator(model, ops, GeneratorOptions{.max_model_len = o.max_model_len});
-
+  const int context = llm.max_model_len();
+  if (static_cast<int>(request.prompt_ids.size()) >= context)
+    throw InvalidRequest(fmt::format("the prompt has {} tokens but the model's context is {} (max_model_len)",
+                                     request.prompt_ids.size(), context));
   std::optional<IncrementalDetokenizer> detok;
-  if (loaded.tokenizer) detok.emplace(*loaded.tokenizer, prompt_ids, /*skip_special_tokens=*/true);
-  if (!o.json && loaded.tokenizer) {
-    std::fputs(o.prompt ? o.prompt->c_str() : loaded.tokenizer->decode(prompt_ids, true).c_str(), stdout);
+  if (tok != nullptr) detok.emplace(*tok, request.prompt_ids, /*skip_special_tokens=*/true);
+  if (!o.json && tok != nullptr) {
+    std::fputs(o.prompt ? o.prompt->c_str() : tok->decode(request.prompt_ids, true).c_str(), stdout);
     std::fflush(stdout);
   }
+
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
+  CompletionOutput out;
+  out.prompt_ids = request.prompt_ids;
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
   std::optional<Clock::time_point> t_first;
-  const GenerationOutput out = generator.generate(prompt_ids, params, eos, [&](TokenId id) {
-    if (!t_first) t_first = Clock::now();
-    if (!detok) return;
-    const std::string piece = detok->push(id);
-    if (!o.json && !piece.empty()) {
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
+  const auto t0 = Clock::now();
+  llm.engine().submit(request, [&](const RequestEvent& e) {  // runs on the engine thread
+    if (!t_first && !e.new_token_ids.empty()) t_first = Clock::now();
+    out.output_ids.insert(out.output_ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
+    out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    if (!e.prompt_logprobs.empty()) out.prompt_logprobs = e.prompt_logprobs;
+    out.usage = e.usage;
+    if (detok) {
+      for (TokenId id : e.new_token_ids) {
+        const std::string piece = detok->push(id);
+        if (!o.json && !piece.empty()) {
+          std::fputs(piece.c_str(), stdout);
+          std::fflush(stdout);
+        }
+      }
+    }
+    if (e.finished) {
+      out.finish_reason = e.finish_reason;
+      out.error = e.error;
+      std::lock_guard lock(mutex);
+      done = true;
+      done_cv.notify_one();
     }
   });
+  {
+    std::unique_lock lock(mutex);
+    done_cv.wait(lock, [&] { return done; });
+  }
   const auto t_end = Clock::now();
-  std::string tail = detok ? detok->finish() : "";
+  if (out.finish_reason == "error") throw InvalidRequest(out.error);
+  const std::string tail = detok ? detok->finish() : "";
   if (!o.json) std::fputs((tail + "\n").c_str(), stdout);
 
   const double prompt_s = std::chrono::duration<double>(t_first.value_or(t_end) - t0).count();
   const double gen_s = std::chrono::duration<double>(t_end - t_first.value_or(t_end)).count();
-  const size_t decoded = out.output_ids.empty() ? 0 : out.output_ids.size() - 1;  // first token came with prefill
-  const double prompt_tps = prompt_s > 0 ? prompt_ids.size() / prompt_s : 0.0;
+  const size_t decoded = out.output_ids.empty() ? 0 : out.output_ids.size() - 1;  // the first came with the prefill
+  const double prompt_tps = prompt_s > 0 ? out.prompt_ids.size() / prompt_s : 0.0;
   const double gen_tps = gen_s > 0 ? decoded / gen_s : 0.0;
-
   if (o.json) {
-    nlohmann::json j;
-    j["prompt_ids"] = prompt_ids;
-    j["output_ids"] = out.output_ids;
-    j["text"] = detok ? detok->text() : "";
-    j["finish_reason"] = finish_reason_name(out.finish_reason);
-    if (params.logprobs >= 0) {
-      j["logprobs"] = nlohmann::json::array();
-      for (const auto& e : out.logprobs) j["logprobs"].push_back(logprob_entries(e));
-    }
-    if (params.prompt_logprobs >= 0) {
-      j["prompt_logprobs"] = nlohmann::json::array();
-      for (size_t i = 0; i < out.prompt_logprobs.size(); ++i)
-        j["prompt_logprobs"].push_back(i == 0 ? nlohmann::json(nullptr) : logprob_entries(out.prompt_logprobs[i]));
-    }
+    nlohmann::json j = completion_json(out, detok ? detok->text() : "", request.params);
     j["timings"] = {{"prompt_seconds", prompt_s}, {"prompt_tokens_per_second", prompt_tps},
                     {"generation_seconds", gen_s}, {"generation_tokens_per_second", gen_tps}};
-    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::puts(dump(j).c_str());
   } else {
     std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tok/s; generation: %zu tokens, %.1f tok/s; finish: %s\n",
-                 prompt_ids.size(), prompt_tps, out.output_ids.size(), gen_tps,
-                 std::string(finish_reason_name(out.finish_reason)).c_str());
+                 out.prompt_ids.size(), prompt_tps, out.output_ids.size(), gen_tps, out.finish_reason.c_str());
+  }
+}
+
+void run_generate(GenerateOptions& o) {
+  const int sources = (o.prompt ? 1 : 0) + (o.prompt_ids.empty() ? 0 : 1) + (o.prompts_file.empty() ? 0 : 1);
+  if (sources != 1) throw InvalidRequest("give exactly one of a prompt (TEXT or --prompt), --prompt-ids, --prompts-file");
+  GenerateRequest defaults;
+  defaults.params = o.sampling;
+  defaults.params.stop_token_ids = parse_token_list(o.stop_token_ids, "--stop-token-ids");
+  validate_sampling_params(defaults.params, "options");
+  if (o.prompts_file.empty()) o.engine.max_num_seqs = 1;  // one request: size the KV cache for it alone
+  LLM llm(o.engine.llm_options());
+  if (!o.prompts_file.empty()) {
+    run_prompts_file(o, llm, defaults);
+  } else {
+    run_single(o, llm, defaults);
   }
 }
 
@@ -118,28 +142,29 @@ void add_generate_command(CLI::App& app) {
   auto opts = std::make_shared<GenerateOptions>();
   opts->sampling.temperature = 0.0;  // the CLI is deterministic unless asked otherwise
   opts->sampling.max_tokens = 256;
-  CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt");
-  opts->model.add_to(*cmd);
+  CLI::App* cmd = app.add_subcommand("generate", "Generate continuations of a prompt or of a JSON-lines file of requests");
+  opts->engine.add_to(*cmd);
   cmd->add_option("prompt", opts->prompt, "prompt text");
   cmd->add_option("-p,--prompt", opts->prompt, "prompt text");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "prompt as token ids, e.g. 1,2,3");
-  cmd->add_flag("--no-special-tokens", opts->no_special, "do not add BOS/special tokens to the prompt");
+  cmd->add_option("--prompts-file", opts->prompts_file,
+                  "JSON lines of OpenAI completion fields (prompt or prompt_ids, max_tokens, temperature, ...), "
+                  "run together; one JSON line out per line in (implies --json)");
+  cmd->add_flag("--no-special-tokens", opts->no_special, "do not add BOS/special tokens to prompts");
   SamplingParams& s = opts->sampling;
-  cmd->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (default 256)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", s.temperature, "0 = greedy (default 0)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", s.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (default 256)")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", s.temperature, "0 = greedy (default 0)");
+  cmd->add_option("--top-p", s.top_p, "nucleus sampling mass");
   cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 or -1: off)");
-  cmd->add_option("--min-p", s.min_p, "drop tokens below min_p * p_max")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", s.min_p, "drop tokens below min_p * p_max");
   cmd->add_option("--seed", s.seed, "random seed for reproducible sampling");
-  cmd->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty (1 = off)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty")->check(CLI::Range(-2.0, 2.0));
-  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty")->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty (1 = off)");
+  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty");
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty");
   cmd->add_option("--stop-token-ids", opts->stop_token_ids, "extra stop token ids, e.g. 13,2");
   cmd->add_flag("--ignore-eos", s.ignore_eos, "keep generating after end-of-sequence tokens");
-  cmd->add_option("--logprobs", s.logprobs, "top-K logprobs per generated token (with --json)");
-  cmd->add_option("--prompt-logprobs", s.prompt_logprobs, "top-K logprobs per prompt token (with --json)");
-  cmd->add_option("--max-model-len", opts->max_model_len, "context length (default: the model's)");
+  cmd->add_option("--logprobs", s.logprobs, "top-K logprobs per generated token (in --json output)");
+  cmd->add_option("--prompt-logprobs", s.prompt_logprobs, "top-K logprobs per prompt token (in --json output)");
   cmd->add_flag("--json", opts->json, "print one JSON object instead of streaming text");
   cmd->callback([opts] { run_generate(*opts); });
 }

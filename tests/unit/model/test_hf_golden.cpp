@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "golden_helpers.h"
-#include "pagoda/runner/generator.h"
+#include "pagoda/engine/llm.h"
 
 namespace pagoda {
 namespace {
@@ -55,20 +55,22 @@ TEST_P(HfGolden, PromptLogitsMatchTransformers) {
 }
 
 TEST_P(HfGolden, GreedyMatchesTransformers) {
-  const LoadedModel& m = model_for(GetParam());
+  LLM llm(LlmOptions{.load = {.model_path = data_path("models/" + GetParam()), .show_progress = false},
+                     .max_num_seqs = 8, .max_model_len = 256});
   const auto ref = testing::read_json(data_path("refs/hf_" + GetParam() + ".json"));
-  CpuOps ops;
-  LlamaModel model(m.config, m.weights);
-  Generator generator(model, ops, GeneratorOptions{});
+  std::vector<GenerateRequest> requests;
   for (const auto& gen : ref["generations"]) {
-    const auto expected = gen["greedy_ids"].get<std::vector<TokenId>>();
-    SamplingParams params;
-    params.temperature = 0.0;
-    params.ignore_eos = true;
-    params.max_tokens = static_cast<int>(expected.size());
-    const auto out = generator.generate(gen["prompt_ids"].get<std::vector<TokenId>>(), params, {});
-    EXPECT_EQ(out.output_ids, expected) << gen["prompt"];
+    GenerateRequest r;
+    r.prompt_ids = gen["prompt_ids"].get<std::vector<TokenId>>();
+    r.params.temperature = 0.0;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = static_cast<int>(gen["greedy_ids"].size());
+    requests.push_back(r);
   }
+  const auto outputs = llm.generate(requests);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    EXPECT_EQ(outputs[i].output_ids, ref["generations"][i]["greedy_ids"].get<std::vector<TokenId>>())
+        << ref["generations"][i]["prompt"];
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HfGolden, ::testing::Values("tiny-llama3-hf", "tiny-mistral-spm-hf"));

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "golden_helpers.h"
-#include "pagoda/runner/generator.h"
+#include "pagoda/engine/llm.h"
 
 namespace pagoda {
 namespace {
@@ -19,22 +19,25 @@ const LoadedModel& stories() {
   return model;
 }
 
+// All reference prompts run together through the engine (continuous batching), greedy, to their
+// reference lengths.
 void expect_greedy_matches(const std::string& refs_file) {
-  const LoadedModel& m = stories();
-  CpuOps ops;
-  LlamaModel model(m.config, m.weights);
-  Generator generator(model, ops, GeneratorOptions{});
+  LLM llm(LlmOptions{.load = {.model_path = bundled_model_path(), .show_progress = false}});
   const auto refs = testing::read_jsonl(data_path("refs/" + refs_file));
   ASSERT_FALSE(refs.empty());
+  std::vector<GenerateRequest> requests;
   for (const auto& ref : refs) {
-    const auto prompt_ids = ref["prompt_ids"].get<std::vector<TokenId>>();
-    const auto expected = ref["output_ids"].get<std::vector<TokenId>>();
-    SamplingParams params;
-    params.temperature = 0.0;
-    params.ignore_eos = true;
-    params.max_tokens = static_cast<int>(expected.size());
-    const GenerationOutput out = generator.generate(prompt_ids, params, m.config.eos_token_ids);
-    EXPECT_EQ(out.output_ids, expected) << "prompt: " << ref["prompt"];
+    GenerateRequest r;
+    r.prompt_ids = ref["prompt_ids"].get<std::vector<TokenId>>();
+    r.params.temperature = 0.0;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = static_cast<int>(ref["output_ids"].size());
+    requests.push_back(r);
+  }
+  const auto outputs = llm.generate(requests);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    EXPECT_EQ(outputs[i].output_ids, refs[i]["output_ids"].get<std::vector<TokenId>>()) << "prompt: " << refs[i]["prompt"];
+    EXPECT_EQ(outputs[i].finish_reason, "length");
   }
 }
 

@@ -1,0 +1,37 @@
+// Engine option registration and conversion.
+#include "pagoda/cli/engine_options.h"
+
+#include "pagoda/core/memory_size.h"
+
+namespace pagoda::cli {
+
+void EngineCliOptions::add_to(CLI::App& cmd) {
+  model.add_to(cmd);
+  cmd.add_option("--max-num-seqs", max_num_seqs, "sequences per step (default 256)")->check(CLI::PositiveNumber);
+  cmd.add_option("--max-num-batched-tokens", max_num_batched_tokens, "tokens per step (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max-model-len", max_model_len, "context length (default: the model's)");
+  cmd.add_option("--block-size", block_size, "KV cache block size in tokens (default 16)")->check(CLI::PositiveNumber);
+  cmd.add_option("--kv-cache-memory", kv_cache_memory,
+                 "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
+  cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
+  cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
+}
+
+LlmOptions EngineCliOptions::llm_options() const {
+  LlmOptions o;
+  o.load = model.load_options();
+  o.num_threads = model.threads;
+  o.max_num_seqs = max_num_seqs;
+  o.max_num_batched_tokens = max_num_batched_tokens;
+  o.max_model_len = max_model_len;
+  o.block_size = block_size;
+  o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
+  o.enable_prefix_caching = !no_prefix_caching;
+  o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+  o.seed = seed;
+  return o;
+}
+
+}  // namespace pagoda::cli

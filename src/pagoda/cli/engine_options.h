@@ -1,0 +1,28 @@
+// Engine options shared by the subcommands that run requests (generate, bench, serve), named as vLLM's.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "pagoda/cli/model_options.h"
+#include "pagoda/engine/llm.h"
+
+namespace pagoda::cli {
+
+struct EngineCliOptions {
+  ModelOptions model;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;
+  int block_size = 16;
+  std::string kv_cache_memory;  // e.g. "4MiB"; empty: sized automatically
+  bool no_prefix_caching = false;
+  std::string policy = "fcfs";
+  uint64_t seed = 0;
+
+  void add_to(CLI::App& cmd);
+  LlmOptions llm_options() const;
+};
+
+}  // namespace pagoda::cli

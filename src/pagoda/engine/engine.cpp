@@ -1,0 +1,213 @@
+// The engine thread: drain submissions and cancellations, schedule, run, sample, update, emit events.
+#include "pagoda/engine/engine.h"
+
+#include <algorithm>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+
+namespace pagoda {
+namespace {
+
+BlockManagerOptions kv_options(const EngineOptions& o) {
+  return BlockManagerOptions{.num_blocks = o.num_kv_blocks, .block_size = o.block_size,
+                             .enable_prefix_caching = o.enable_prefix_caching};
+}
+
+bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+}  // namespace
+
+Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
+    : model_(model),
+      options_(options),
+      scheduler_(options.scheduler, kv_options(options)),
+      runner_(model, ops, model.kv_cache_spec(options.num_kv_blocks, options.block_size, ops.activation_dtype())),
+      seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
+  publish_stats();
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+RequestId Engine::submit(GenerateRequest request, EventCallback on_event) {
+  const RequestId id = next_id_.fetch_add(1);
+  {
+    std::lock_guard lock(mutex_);
+    inbox_.push_back(Pending{id, std::move(request), std::move(on_event)});
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::run() {
+  while (true) {
+    std::deque<Pending> inbox;
+    std::vector<RequestId> cancels;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_.has_unfinished(); });
+      if (stopping_) break;
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+    }
+    for (Pending& p : inbox) admit(std::move(p));
+    for (RequestId id : cancels) {
+      const Sequence* seq = scheduler_.find(id);
+      if (seq == nullptr || !active_.count(id)) continue;
+      const Usage usage = usage_of(*seq);
+      (void)scheduler_.abort(id);
+      finish(id, "abort", "", usage);
+    }
+    if (scheduler_.has_unfinished()) step();
+    publish_stats();
+  }
+  // Shutting down: every unfinished request is told.
+  std::vector<RequestId> ids;
+  for (const auto& [id, active] : active_) ids.push_back(id);
+  for (RequestId id : ids) {
+    const Sequence* seq = scheduler_.find(id);
+    const Usage usage = seq ? usage_of(*seq) : Usage{};
+    (void)scheduler_.abort(id);
+    finish(id, "abort", "", usage);
+  }
+}
+
+void Engine::admit(Pending p) {
+  const int num_prompt = static_cast<int>(p.request.prompt_ids.size());
+  try {
+    const int vocab = model_.config().vocab_size;
+    for (TokenId t : p.request.prompt_ids)
+      if (t < 0 || t >= vocab) throw InvalidRequest(fmt::format("token id {} is outside the vocabulary ({})", t, vocab));
+    scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
+                                   .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
+                                   .cache_salt = p.request.cache_salt});
+  } catch (const Error& e) {
+    RequestEvent event;
+    event.request_id = p.id;
+    event.finished = true;
+    event.finish_reason = "error";
+    event.error = e.what();
+    event.usage.prompt_tokens = num_prompt;
+    p.on_event(event);
+    return;
+  }
+  runner_.add_request(p.id, p.request.params, seed_rng_(), num_prompt);
+  prompt_tokens_ += static_cast<uint64_t>(num_prompt);
+  active_.emplace(p.id, Active{std::move(p.request), std::move(p.on_event), {}, false});
+}
+
+void Engine::step() {
+  StepPlan plan = scheduler_.schedule();
+  if (plan.empty()) return;
+  ++num_steps_;
+  StepOutput out;
+  try {
+    out = runner_.execute(plan);
+  } catch (const std::exception& e) {
+    // The step failed as a whole: its requests fail, the engine goes on with the rest.
+    spdlog::error("step failed: {}", e.what());
+    for (const ScheduledSequence& s : plan.seqs) {
+      const Usage usage = usage_of(*s.seq);
+      (void)scheduler_.abort(s.seq_id);
+      finish(s.seq_id, "error", std::string("internal error: ") + e.what(), usage);
+    }
+    return;
+  }
+  for (auto& [id, entries] : out.prompt_logprobs) {
+    auto& dst = active_.at(id).prompt_logprobs;
+    if (dst.empty()) dst.emplace_back();  // entry 0: nothing predicts the first prompt token
+    for (auto& e : entries) dst.push_back(std::move(e));
+  }
+
+  const auto stop = [&](const Sequence& seq) {
+    const SamplingParams& p = active_.at(seq.seq_id).request.params;
+    const TokenId t = seq.token_ids.back();
+    return (!p.ignore_eos && contains(options_.eos_token_ids, t)) || contains(p.stop_token_ids, t);
+  };
+  const std::vector<SequenceOutput> outputs = scheduler_.update(plan, out.sampled, stop);
+  PAGODA_CHECK(outputs.size() == out.sampled.size(), "{} outputs for {} samples", outputs.size(), out.sampled.size());
+  generation_tokens_ += outputs.size();
+
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const SequenceOutput& o = outputs[k];
+    Active& a = active_.at(o.seq_id);
+    RequestEvent event;
+    event.request_id = o.seq_id;
+    event.new_token_ids.push_back(o.token);
+    if (a.request.params.logprobs >= 0) event.logprobs.push_back(std::move(out.logprobs[k]));
+    if (a.request.params.prompt_logprobs >= 0 && !a.prompt_logprobs_sent) {
+      if (a.prompt_logprobs.empty()) a.prompt_logprobs.emplace_back();  // a one-token prompt
+      event.prompt_logprobs = std::move(a.prompt_logprobs);
+      a.prompt_logprobs_sent = true;
+    }
+    event.usage = Usage{o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens};
+    if (o.finish_reason != FinishReason::kNone) {
+      event.finished = true;
+      event.finish_reason = to_string(o.finish_reason);
+    }
+    a.on_event(event);
+    if (event.finished) {
+      runner_.remove_request(o.seq_id);
+      active_.erase(o.seq_id);
+    }
+  }
+}
+
+void Engine::finish(RequestId id, const char* reason, const std::string& error, const Usage& usage) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  RequestEvent event;
+  event.request_id = id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.error = error;
+  event.usage = usage;
+  it->second.on_event(event);
+  runner_.remove_request(id);
+  active_.erase(it);
+}
+
+Usage Engine::usage_of(const Sequence& seq) const {
+  return Usage{seq.num_prompt_tokens, seq.num_output_tokens(), seq.num_cached_tokens};
+}
+
+void Engine::publish_stats() {
+  const BlockManager& bm = scheduler_.block_manager();
+  EngineStats s;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.kv_cache_usage = bm.usage();
+  s.num_kv_blocks = bm.num_blocks();
+  s.block_size = bm.block_size();
+  s.prefix_cache_queries = bm.prefix_cache_stats().num_queried_tokens;
+  s.prefix_cache_hits = bm.prefix_cache_stats().num_hit_tokens;
+  s.num_preemptions = scheduler_.num_preemptions();
+  s.prompt_tokens = prompt_tokens_;
+  s.generation_tokens = generation_tokens_;
+  s.num_steps = num_steps_;
+  std::lock_guard lock(mutex_);
+  stats_ = s;
+}
+
+}  // namespace pagoda

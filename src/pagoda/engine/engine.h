@@ -1,0 +1,99 @@
+// Engine: the engine thread. It owns the scheduler (and through it the block manager and every
+// sequence) and the model runner; other threads only submit, cancel and read stats. Events are
+// delivered on the engine thread through each request's callback, which must not block.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "pagoda/engine/request.h"
+#include "pagoda/model/llama_model.h"
+#include "pagoda/runner/model_runner.h"
+#include "pagoda/sched/scheduler.h"
+
+namespace pagoda {
+
+struct EngineOptions {
+  SchedulerConfig scheduler;
+  int block_size = 16;
+  int num_kv_blocks = 0;  // the KV pool, in blocks of block_size tokens
+  bool enable_prefix_caching = true;
+  std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
+  uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
+};
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_cache_usage = 0;  // fraction of blocks in use
+  int num_kv_blocks = 0;
+  int block_size = 0;
+  uint64_t prefix_cache_queries = 0;  // tokens looked up
+  uint64_t prefix_cache_hits = 0;     // tokens found
+  uint64_t num_preemptions = 0;
+  uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
+  uint64_t generation_tokens = 0;  // tokens sampled
+  uint64_t num_steps = 0;
+};
+
+class Engine {
+ public:
+  using EventCallback = std::function<void(const RequestEvent&)>;
+
+  Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options);
+  ~Engine();  // stops the thread; unfinished requests get an "abort" event
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. A request that can never run is answered with an "error" event (on the engine thread).
+  RequestId submit(GenerateRequest request, EventCallback on_event);
+  // Thread-safe; unknown or finished ids are ignored. The request ends with an "abort" event.
+  void cancel(RequestId id);
+  EngineStats stats() const;
+
+ private:
+  struct Pending {
+    RequestId id;
+    GenerateRequest request;
+    EventCallback on_event;
+  };
+  struct Active {
+    GenerateRequest request;
+    EventCallback on_event;
+    std::vector<TopLogprobs> prompt_logprobs;
+    bool prompt_logprobs_sent = false;
+  };
+
+  void run();
+  void admit(Pending pending);
+  void step();
+  void finish(RequestId id, const char* reason, const std::string& error, const Usage& usage);
+  Usage usage_of(const Sequence& seq) const;
+  void publish_stats();
+
+  const LlamaModel& model_;
+  EngineOptions options_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::mt19937_64 seed_rng_;
+  std::unordered_map<RequestId, Active> active_;  // engine thread only
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Pending> inbox_;
+  std::vector<RequestId> cancels_;
+  bool stopping_ = false;
+  EngineStats stats_;  // published copy, under mutex_
+  uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, num_steps_ = 0;
+  std::atomic<RequestId> next_id_{1};
+  std::thread thread_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,42 @@
+// What clients hand the engine (GenerateRequest) and what they get back (RequestEvent), as plain data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pagoda/core/types.h"
+#include "pagoda/runner/sampler.h"
+#include "pagoda/runner/sampling_params.h"
+
+namespace pagoda {
+
+using RequestId = uint64_t;
+using TopLogprobs = std::vector<TokenLogprob>;
+
+struct GenerateRequest {
+  std::vector<TokenId> prompt_ids;
+  SamplingParams params;
+  int priority = 0;        // priority policy: lower runs first
+  std::string cache_salt;  // scopes prefix-cache sharing (tenant, request cache_salt)
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// One event per request per step in which something happened. The last event has finished = true.
+struct RequestEvent {
+  RequestId request_id = 0;
+  std::vector<TokenId> new_token_ids;
+  std::vector<TopLogprobs> logprobs;         // one per new token when params.logprobs >= 0
+  std::vector<TopLogprobs> prompt_logprobs;  // once, complete, with the first token (entry 0 empty)
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "abort" or "error" when finished
+  std::string error;          // for "error": what went wrong, one line
+  Usage usage;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,76 @@
+// One step: plan -> ForwardBatch -> forward -> per-request sampling.
+#include "pagoda/runner/model_runner.h"
+
+#include "pagoda/core/check.h"
+
+namespace pagoda {
+
+ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec)
+    : model_(model), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {}
+
+void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens) {
+  RequestState state;
+  state.params = params;
+  state.rng.seed(params.seed ? *params.seed : seed);
+  state.num_prompt_tokens = num_prompt_tokens;
+  requests_[seq_id] = std::move(state);
+}
+
+void ModelRunner::remove_request(SeqId seq_id) { requests_.erase(seq_id); }
+
+StepOutput ModelRunner::execute(const StepPlan& plan) {
+  StepOutput out;
+  if (plan.empty()) return out;
+
+  // Which logits rows each sequence needs: all rows of a prompt chunk that still owes prompt logprobs,
+  // else the last row when it samples.
+  chunks_.clear();
+  std::vector<int> first_row(plan.seqs.size());
+  int num_rows = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSequence& s = plan.seqs[i];
+    RequestState& st = requests_.at(s.seq_id);
+    const bool owes_prompt_logprobs = st.params.prompt_logprobs >= 0 &&
+                                      st.next_prompt_logprob < st.num_prompt_tokens &&
+                                      s.start_position + s.num_tokens >= st.next_prompt_logprob;
+    const LogitsWanted wanted = owes_prompt_logprobs ? LogitsWanted::kAll
+                                : s.samples          ? LogitsWanted::kLast
+                                                     : LogitsWanted::kNone;
+    chunks_.push_back({s.tokens(), s.start_position, s.seq->block_table(), wanted});
+    first_row[i] = num_rows;
+    num_rows += wanted == LogitsWanted::kAll ? s.num_tokens : wanted == LogitsWanted::kLast ? 1 : 0;
+  }
+  const ForwardBatch& batch = builder_.build(chunks_, kv_cache_.spec.block_size);
+  Tensor logits = model_.forward(ops_, batch, kv_cache_);
+  const int64_t vocab = model_.config().vocab_size;
+  PAGODA_CHECK(logits.dim(0) == num_rows);
+  host_logits_.resize(static_cast<size_t>(num_rows * vocab));
+  if (num_rows > 0) ops_.download_f32(Tensor(host_logits_.data(), DType::kF32, {num_rows, vocab}), logits);
+
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSequence& s = plan.seqs[i];
+    RequestState& st = requests_.at(s.seq_id);
+    const std::span<const float> rows(host_logits_.data() + static_cast<int64_t>(first_row[i]) * vocab,
+                                      static_cast<size_t>(chunks_[i].logits == LogitsWanted::kAll ? s.num_tokens : 1) * vocab);
+    if (chunks_[i].logits == LogitsWanted::kAll) {
+      // Row r predicts the token at position start + r + 1.
+      auto& entries = out.prompt_logprobs[s.seq_id];
+      for (int r = 0; r < s.num_tokens; ++r) {
+        const int target = s.start_position + r + 1;
+        if (target != st.next_prompt_logprob || target >= st.num_prompt_tokens) continue;
+        entries.push_back(top_logprobs(rows.subspan(static_cast<size_t>(r) * vocab, vocab), st.params.prompt_logprobs,
+                                       s.seq->token_ids[target]));
+        ++st.next_prompt_logprob;
+      }
+    }
+    if (!s.samples) continue;
+    const std::span<const float> last = rows.subspan(rows.size() - vocab, vocab);
+    row_.assign(last.begin(), last.end());
+    const TokenId token = sample_token(row_, st.params, s.seq->prompt_token_ids(), s.seq->output_token_ids(), st.rng);
+    out.sampled.push_back(token);
+    out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});
+  }
+  return out;
+}
+
+}  // namespace pagoda

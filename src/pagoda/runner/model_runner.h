@@ -1,0 +1,57 @@
+// ModelRunner: executes a scheduler StepPlan on one backend: lays the step out as a ForwardBatch, runs
+// the model, and samples each sampling sequence's row with that request's own parameters and random
+// generator (so a seeded request draws the same tokens alone or batched). Engine thread only.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "pagoda/backend/ops.h"
+#include "pagoda/model/llama_model.h"
+#include "pagoda/runner/batch_builder.h"
+#include "pagoda/runner/sampler.h"
+#include "pagoda/runner/sampling_params.h"
+#include "pagoda/sched/step_plan.h"
+
+namespace pagoda {
+
+using TopLogprobs = std::vector<TokenLogprob>;
+
+struct StepOutput {
+  std::vector<TokenId> sampled;          // [plan.num_sampling()], plan order
+  std::vector<TopLogprobs> logprobs;     // parallel to sampled; empty entries when not requested
+  // Prompt-logprob entries that became available this step, per sequence (positions in order).
+  std::unordered_map<SeqId, std::vector<TopLogprobs>> prompt_logprobs;
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec);
+
+  // Per-request sampling state, from admission until the request is gone.
+  void add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens);
+  void remove_request(SeqId seq_id);
+
+  StepOutput execute(const StepPlan& plan);
+
+  const KvCacheSpec& kv_spec() const { return kv_cache_.spec; }
+
+ private:
+  struct RequestState {
+    SamplingParams params;
+    SamplerRng rng;
+    int num_prompt_tokens = 0;
+    int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
+  };
+
+  const LlamaModel& model_;
+  Ops& ops_;
+  KvCache kv_cache_;
+  BatchBuilder builder_;
+  std::unordered_map<SeqId, RequestState> requests_;
+  std::vector<SequenceChunk> chunks_;
+  std::vector<float> host_logits_;
+  std::vector<float> row_;
+};
+
+}  // namespace pagoda
