@@ -149,9 +149,12 @@ void Engine::step() {
   PAGODA_CHECK(outputs.size() == out.sampled.size(), "{} outputs for {} samples", outputs.size(), out.sampled.size());
   generation_tokens_ += outputs.size();
 
+  // Stats first, so that a client woken by its final event sees the engine as it is after this step.
+  publish_stats();
   for (size_t k = 0; k < outputs.size(); ++k) {
     const SequenceOutput& o = outputs[k];
-    Active& a = active_.at(o.seq_id);
+    auto it = active_.find(o.seq_id);
+    Active& a = it->second;
     RequestEvent event;
     event.request_id = o.seq_id;
     event.new_token_ids.push_back(o.token);
@@ -162,15 +165,16 @@ void Engine::step() {
       a.prompt_logprobs_sent = true;
     }
     event.usage = Usage{o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens};
-    if (o.finish_reason != FinishReason::kNone) {
-      event.finished = true;
-      event.finish_reason = to_string(o.finish_reason);
+    if (o.finish_reason == FinishReason::kNone) {
+      a.on_event(event);
+      continue;
     }
-    a.on_event(event);
-    if (event.finished) {
-      runner_.remove_request(o.seq_id);
-      active_.erase(o.seq_id);
-    }
+    event.finished = true;
+    event.finish_reason = to_string(o.finish_reason);
+    const EventCallback on_event = std::move(a.on_event);
+    runner_.remove_request(o.seq_id);
+    active_.erase(it);
+    on_event(event);
   }
 }
 
@@ -183,9 +187,11 @@ void Engine::finish(RequestId id, const char* reason, const std::string& error, 
   event.finish_reason = reason;
   event.error = error;
   event.usage = usage;
-  it->second.on_event(event);
+  const EventCallback on_event = std::move(it->second.on_event);
   runner_.remove_request(id);
   active_.erase(it);
+  publish_stats();
+  on_event(event);
 }
 
 Usage Engine::usage_of(const Sequence& seq) const {

@@ -1,0 +1,131 @@
+// Batch invariance on the CPU: every reference prompt gives the same greedy tokens alone and inside a
+// batch of 64 mixed requests (different lengths, sampling settings, shared prefixes, chunked prefill,
+// a KV pool small enough to force preemption); seeded sampling is the same alone or batched; prefix
+// caching changes no output while its counters show the sharing.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "../model/golden_helpers.h"
+#include "pagoda/core/memory_size.h"
+#include "pagoda/engine/llm.h"
+
+namespace pagoda {
+namespace {
+
+using testing::data_path;
+
+struct Case {
+  std::string name;
+  std::string model_path;
+  std::string kv_cache_memory;  // small: forces preemption with 16 running sequences
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<std::vector<TokenId>> expected;  // reference greedy outputs (other implementations)
+};
+
+Case stories_case() {
+  Case c{"stories260K", testing::bundled_model_path(), "1200KiB", {}, {}};
+  for (const auto& ref : testing::read_jsonl(data_path("refs/stories260K_greedy.jsonl"))) {
+    c.prompts.push_back(ref["prompt_ids"].get<std::vector<TokenId>>());
+    c.expected.push_back(ref["output_ids"].get<std::vector<TokenId>>());
+  }
+  return c;
+}
+
+Case hf_case(const std::string& name, const std::string& kv) {
+  Case c{name, data_path("models/" + name), kv, {}, {}};
+  const nlohmann::json ref = testing::read_json(data_path("refs/hf_" + name + ".json"));
+  for (const auto& gen : ref["generations"]) {
+    c.prompts.push_back(gen["prompt_ids"].get<std::vector<TokenId>>());
+    c.expected.push_back(gen["greedy_ids"].get<std::vector<TokenId>>());
+  }
+  return c;
+}
+
+GenerateRequest greedy(const std::vector<TokenId>& prompt, int max_tokens) {
+  GenerateRequest r;
+  r.prompt_ids = prompt;
+  r.params.temperature = 0.0;
+  r.params.ignore_eos = true;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+// Fillers: prompts that share a prefix with a reference prompt or with each other, of varied lengths,
+// half greedy and half seeded sampling with assorted settings.
+std::vector<GenerateRequest> fillers(const Case& c, int vocab, int count) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<TokenId> token(3, vocab - 1);
+  std::vector<TokenId> shared_prefix(40);
+  for (TokenId& t : shared_prefix) t = token(rng);
+  std::vector<GenerateRequest> out;
+  for (int i = 0; i < count; ++i) {
+    std::vector<TokenId> prompt = i % 3 == 0 ? c.prompts[i % c.prompts.size()] : shared_prefix;
+    prompt.resize(prompt.size() + 1 + rng() % 60);
+    for (size_t j = prompt.size() - (prompt.size() > 60 ? 1 + rng() % 20 : 1); j < prompt.size(); ++j) prompt[j] = token(rng);
+    for (TokenId& t : prompt)
+      if (t == 0) t = token(rng);
+    GenerateRequest r = greedy(prompt, 8 + static_cast<int>(rng() % 40));
+    if (i % 2 == 1) {
+      r.params.temperature = 0.7 + 0.1 * (i % 4);
+      r.params.seed = 100 + i;
+      r.params.top_k = i % 5 == 0 ? 20 : 0;
+      r.params.top_p = i % 3 == 0 ? 0.9 : 1.0;
+      r.params.min_p = i % 7 == 0 ? 0.05 : 0.0;
+      r.params.presence_penalty = i % 4 == 1 ? 0.5 : 0.0;
+      r.params.repetition_penalty = i % 4 == 3 ? 1.2 : 1.0;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+class BatchInvariance : public ::testing::TestWithParam<int> {};
+
+TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
+  const Case c = GetParam() == 0   ? stories_case()
+                 : GetParam() == 1 ? hf_case("tiny-llama3-hf", "320KiB")
+                                   : hf_case("tiny-mistral-spm-hf", "400KiB");
+  SCOPED_TRACE(c.name);
+  const LoadOptions load{.model_path = c.model_path, .show_progress = false};
+
+  // Alone: one request at a time, plenty of KV.
+  LLM alone(LlmOptions{.load = load, .max_num_seqs = 1, .max_model_len = 512});
+  const int vocab = alone.model().config.vocab_size;
+  std::vector<GenerateRequest> requests;
+  for (size_t i = 0; i < c.prompts.size(); ++i) requests.push_back(greedy(c.prompts[i], static_cast<int>(c.expected[i].size())));
+  const size_t num_refs = requests.size();
+  for (const GenerateRequest& f : fillers(c, vocab, 64 - static_cast<int>(num_refs))) requests.push_back(f);
+  std::vector<CompletionOutput> solo;
+  for (const GenerateRequest& r : requests) solo.push_back(alone.generate({r})[0]);
+  for (size_t i = 0; i < num_refs; ++i) EXPECT_EQ(solo[i].output_ids, c.expected[i]) << "reference " << i << " alone";
+
+  for (bool prefix_caching : {true, false}) {
+    SCOPED_TRACE(prefix_caching ? "prefix caching on" : "prefix caching off");
+    LLM batched(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
+                           .kv_cache_memory = parse_memory_size(c.kv_cache_memory),
+                           .enable_prefix_caching = prefix_caching});
+    const std::vector<CompletionOutput> together = batched.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+      EXPECT_EQ(together[i].finish_reason, solo[i].finish_reason) << "request " << i;
+    }
+    const EngineStats stats = batched.engine().stats();
+    EXPECT_GT(stats.num_preemptions, 0u) << "the KV pool was meant to force preemption";
+    if (prefix_caching) {
+      EXPECT_GT(stats.prefix_cache_hits, 0u);
+      int cached = 0;
+      for (const auto& o : together) cached += o.usage.cached_tokens;
+      EXPECT_GT(cached, 0);
+    } else {
+      EXPECT_EQ(stats.prefix_cache_hits, 0u);
+    }
+    EXPECT_EQ(stats.num_running, 0);
+    EXPECT_EQ(stats.kv_cache_usage, 0.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values(0, 1, 2));
+
+}  // namespace
+}  // namespace pagoda

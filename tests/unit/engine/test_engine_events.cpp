@@ -1,0 +1,120 @@
+// The engine's contract with its clients: one final event per request with the right finish reason and
+// usage, cancellation frees the request's blocks, a request that can never run is an error event while
+// the others go on, and stop token ids / EOS end generation.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "../model/golden_helpers.h"
+#include "pagoda/engine/llm.h"
+
+namespace pagoda {
+namespace {
+
+LlmOptions stories_options() {
+  return LlmOptions{.load = {.model_path = testing::bundled_model_path(), .show_progress = false}, .max_num_seqs = 8};
+}
+
+GenerateRequest request(std::vector<TokenId> prompt, int max_tokens) {
+  GenerateRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.params.temperature = 0.0;
+  r.params.ignore_eos = true;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(EngineEvents, UsageAndFinishReasons) {
+  LLM llm(stories_options());
+  auto outs = llm.generate({request({1, 403, 407}, 5)});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].finish_reason, "length");
+  EXPECT_EQ(outs[0].output_ids.size(), 5u);
+  EXPECT_EQ(outs[0].usage.prompt_tokens, 3);
+  EXPECT_EQ(outs[0].usage.completion_tokens, 5);
+
+  // A stop token id ends the request with "stop", the token included in the output (as vLLM does).
+  const TokenId first = outs[0].output_ids[0];
+  GenerateRequest stop = request({1, 403, 407}, 50);
+  stop.params.stop_token_ids = {first};
+  outs = llm.generate({stop});
+  EXPECT_EQ(outs[0].finish_reason, "stop");
+  EXPECT_EQ(outs[0].output_ids, std::vector<TokenId>{first});
+}
+
+TEST(EngineEvents, ImpossibleRequestIsAnErrorAndOthersContinue) {
+  LLM llm(stories_options());
+  std::vector<TokenId> too_long(600, 300);  // the model's context is 512
+  auto outs = llm.generate({request(too_long, 4), request({1, 403}, 4), request({1, 99999}, 4)});
+  EXPECT_EQ(outs[0].finish_reason, "error");
+  EXPECT_NE(outs[0].error.find("512"), std::string::npos) << outs[0].error;
+  EXPECT_EQ(outs[1].finish_reason, "length");
+  EXPECT_EQ(outs[1].output_ids.size(), 4u);
+  EXPECT_EQ(outs[2].finish_reason, "error");
+  EXPECT_NE(outs[2].error.find("99999"), std::string::npos) << outs[2].error;
+}
+
+TEST(EngineEvents, CancelFreesBlocksAndEndsWithAbort) {
+  LLM llm(stories_options());
+  Engine& engine = llm.engine();
+  std::mutex mutex;
+  std::condition_variable cv;
+  int num_tokens = 0;
+  std::string finish_reason;
+  const RequestId id = engine.submit(request({1, 403, 407, 261}, 400), [&](const RequestEvent& e) {
+    std::lock_guard lock(mutex);
+    num_tokens += static_cast<int>(e.new_token_ids.size());
+    if (e.finished) finish_reason = e.finish_reason;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return num_tokens >= 3 || !finish_reason.empty(); });
+  }
+  engine.cancel(id);
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !finish_reason.empty(); }));
+  }
+  EXPECT_EQ(finish_reason, "abort");
+  EXPECT_LT(num_tokens, 400);
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.num_running, 0);
+  EXPECT_EQ(stats.num_waiting, 0);
+  EXPECT_EQ(stats.kv_cache_usage, 0.0);
+}
+
+TEST(EngineEvents, DestroyingTheEngineAbortsUnfinishedRequests) {
+  std::string finish_reason;
+  {
+    LLM llm(stories_options());
+    llm.engine().submit(request({1, 403}, 500), [&](const RequestEvent& e) {
+      if (e.finished) finish_reason = e.finish_reason;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(finish_reason == "abort" || finish_reason == "length") << finish_reason;
+}
+
+TEST(EngineEvents, PromptLogprobsArriveOnceAndComplete) {
+  LLM llm(stories_options());
+  GenerateRequest r = request({1, 403, 407, 261, 378}, 2);
+  r.params.prompt_logprobs = 2;
+  r.params.logprobs = 1;
+  const auto out = llm.generate({r})[0];
+  ASSERT_EQ(out.prompt_logprobs.size(), 5u);
+  EXPECT_TRUE(out.prompt_logprobs[0].empty());
+  for (size_t i = 1; i < 5; ++i) {
+    bool has_token = false;
+    for (const auto& e : out.prompt_logprobs[i]) has_token |= e.id == r.prompt_ids[i];
+    EXPECT_TRUE(has_token) << "position " << i;
+  }
+  ASSERT_EQ(out.logprobs.size(), 2u);
+  EXPECT_EQ(out.logprobs[0][0].id, out.output_ids[0]);
+}
+
+}  // namespace
+}  // namespace pagoda
