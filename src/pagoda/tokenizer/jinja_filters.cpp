@@ -170,7 +170,7 @@ Value filter_round(const Value& in, const ValueList& args, const KwArgs& kwargs)
   std::string method = arg(args, kwargs, 1, "method", Value("common")).str();
   double scale = std::pow(10.0, static_cast<double>(precision));
   double x = in.as_double() * scale;
-  x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+  x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);  // half to even, as Python's round
   return Value(x / scale);
 }
 

@@ -23,9 +23,7 @@ ValueList py_split(const std::string& s, const Value& sep, int64_t maxsplit) {
       while (i < s.size() && is_py_space(s[i])) ++i;
       if (i >= s.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        size_t end = s.size();
-        while (end > i && is_py_space(s[end - 1])) --end;
-        out.emplace_back(s.substr(i, end - i));
+        out.emplace_back(s.substr(i));  // the unsplit remainder keeps its trailing whitespace
         break;
       }
       size_t j = i;

@@ -18,7 +18,11 @@ namespace {
   throw EvalError("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
+constexpr size_t kMaxRepeatBytes = size_t{64} << 20;  // "x" * n must not exhaust memory
+
 Value repeat(const Value& seq, int64_t n) {
+  size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size() * sizeof(Value);
+  if (n > 0 && unit > 0 && static_cast<size_t>(n) > kMaxRepeatBytes / unit) throw EvalError("repetition result too large");
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -75,9 +79,14 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
   } else if (op == "**") {
     if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-      return Value(r);
+      // Square-and-multiply; on int64 overflow fall back to float (Python would use a big int).
+      int64_t result = 1, base = a.as_int();
+      bool overflow = false;
+      for (int64_t e = b.as_int(); e > 0 && !overflow; e >>= 1) {
+        if (e & 1) overflow = __builtin_mul_overflow(result, base, &result);
+        if (e > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+      }
+      if (!overflow) return Value(result);
     }
     if (nums) return Value(std::pow(a.as_double(), b.as_double()));
   }

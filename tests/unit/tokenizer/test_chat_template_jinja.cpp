@@ -89,6 +89,20 @@ const Case kCases[] = {
      "{{ messages[-1]['content'] if messages else 'none' }}|{{ (messages | last).role }}|{{ messages | length > 2 }}",
      "c|user|True"},
     {"Raw", "{% raw %}{{ not evaluated }}{% endraw %}", "{{ not evaluated }}"},
+    {"TagDelimitersInsideStringsAndDicts", "{{ '}}' }}|{% set y = '%}' %}{{ y }}|{{ {'a': {'b': 1}} }}|{{ '{#' }}",
+     "}}|%}|{'a': {'b': 1}}|{#"},
+    {"NestedLoopsShadowLoop",
+     "{% for m in messages %}{% for c in m.content %}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}",
+     "111213"},
+    {"FilterAndGenerationBlocks", "{% filter upper %}abc{% endfilter %}|A{% generation %}B{% endgeneration %}C",
+     "ABC|ABC"},
+    {"SetInIfIsVisibleAfter", "{% if messages %}{% set y = 1 %}{% endif %}{{ y }}", "1"},
+    {"MoreNumbers", "{{ 10 / 3 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 1.5e-7 }}|{{ 0.0001 }}|{{ 7 % 2.5 }}|{{ -7.5 // 2 }}|"
+                    "{{ 2.5 | round }}|{{ 2.567 | round(2) }}|{{ '42' | int + 1 }}|{{ 2 ** 10 }}",
+     "3.3333333333333335|1e+16|1000000000000000.0|1.5e-07|0.0001|2.0|-4.0|2.0|2.57|43|1024"},
+    {"SplitVariants", "{{ 'aXbX'.split('X', 1) }}|{{ '  a b  '.split(none, 1) }}|{{ 'a,b;c'.split(',')[1].split(';') }}|"
+                      "{{ ', '.join(['x','y']) }}",
+     "['a', 'bX']|['a', 'b  ']|['b', 'c']|x, y"},
     // Whitespace control.
     {"MinusStripsBothSides", "a  {{- 'b' -}}  c", "abc"},
     {"TrimBlocksEatsNewlineAfterTag", "{% if true %}\nyes\n{% endif %}\nend", "yes\nend"},
