@@ -8,7 +8,12 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev
   libboost1.81-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  prometheus  # promtool, for the /metrics check of the server tests
 )
+# The server tests run the official `openai` npm client under node; a node from elsewhere (e.g. NodeSource)
+# is fine, so Debian's packages are only added when node or npm is missing.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,12 +1,145 @@
-// `pagoda serve`: placeholder registration until the OpenAI-compatible server lands (issue #4).
+// `pagoda serve`: load the model, start the engine, serve the OpenAI-compatible HTTP API until
+// SIGINT/SIGTERM, then drain and exit 0.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "pagoda/cli/commands.h"
+#include "pagoda/cli/engine_options.h"
 #include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/server/http_server.h"
+#include "pagoda/server/openai_server.h"
+#if PAGODA_HAVE_CHAT_TEMPLATE
+#include "pagoda/tokenizer/chat_template.h"
+#endif
 
 namespace pagoda::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeOptions {
+  EngineCliOptions engine;
+  server::HttpServerOptions http;
+  std::string served_model_name;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
+  int max_waiting_requests = 0;
+  std::string chat_template;
+};
+
+#if PAGODA_HAVE_CHAT_TEMPLATE
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+#endif
+
+// The model's chat template (--chat-template, else tokenizer_config.json next to the weights, else the
+// documented ChatML-like default).
+server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string& model_path, const Tokenizer* tok) {
+  if (tok == nullptr) return {};
+  const auto token_text = [tok](std::optional<TokenId> id) { return id ? std::string(tok->token_string(*id)) : ""; };
+  const std::vector<TokenId> eos = tok->eos_token_ids();
+  const std::string bos_text = token_text(tok->bos_token_id());
+  const std::string eos_text = token_text(eos.empty() ? std::nullopt : std::optional<TokenId>(eos.front()));
+#if PAGODA_HAVE_CHAT_TEMPLATE
+  std::shared_ptr<ChatTemplate> tmpl;
+  if (!o.chat_template.empty()) {
+    tmpl = std::make_shared<ChatTemplate>(read_file(o.chat_template), bos_text, eos_text, o.chat_template);
+  } else {
+    const fs::path config = fs::path(model_path) / "tokenizer_config.json";
+    std::error_code ec;
+    if (fs::is_directory(model_path, ec) && fs::is_regular_file(config, ec))
+      tmpl = std::shared_ptr<ChatTemplate>(ChatTemplate::from_tokenizer_config(config.string()));
+    if (!tmpl) {
+      spdlog::info("no chat template in the model; using the ChatML-like default");
+      tmpl = std::shared_ptr<ChatTemplate>(ChatTemplate::fallback());
+    }
+  }
+  return [tmpl](const nlohmann::json& messages, bool add_generation_prompt) {
+    ChatTemplateInputs in;
+    in.messages = messages;
+    in.add_generation_prompt = add_generation_prompt;
+    in.extra = nlohmann::json::object();
+    return tmpl->render(in);
+  };
+#else
+  (void)model_path;
+  (void)bos_text;
+  (void)eos_text;
+  if (!o.chat_template.empty()) throw Error("--chat-template needs a build with chat-template support");
+  // The same ChatML-like default ChatTemplate::fallback() documents.
+  return [](const nlohmann::json& messages, bool add_generation_prompt) {
+    std::string out;
+    for (const auto& m : messages) {
+      std::string content;
+      if (m.contains("content") && m["content"].is_string()) {
+        content = m["content"].get<std::string>();
+      } else if (m.contains("content") && m["content"].is_array()) {
+        for (const auto& part : m["content"])
+          if (part.is_object() && part.value("type", "") == "text") content += part.value("text", "");
+      }
+      out += "<|im_start|>" + m["role"].get<std::string>() + "\n" + content + "<|im_end|>\n";
+    }
+    if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+  };
+#endif
+}
+
+void run_serve(ServeOptions& o) {
+  LlmOptions llm_options = o.engine.llm_options();
+  const std::string model_path = llm_options.load.model_path;
+  server::OpenAiServerOptions so;
+  so.served_model_name =
+      o.served_model_name.empty() ? fs::path(model_path).filename().string() : o.served_model_name;
+  if (so.served_model_name.empty()) so.served_model_name = fs::path(model_path).parent_path().filename().string();
+  so.model_path = model_path;
+  so.max_waiting_requests = o.max_waiting_requests;
+  for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
+  if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
+
+  LLM llm(llm_options);
+  so.max_model_len = llm.max_model_len();
+  server::OpenAiServer api(llm.engine(), llm.tokenizer(), make_chat_renderer(o, model_path, llm.tokenizer()), so);
+  server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
+  spdlog::info("serving {} on http://{}:{} ({} I/O threads{})", so.served_model_name, o.http.host, http.bound_port(),
+               o.http.num_threads, so.api_keys.enabled() ? ", API keys required" : "");
+  http.run();
+}
+
+}  // namespace
 
 void add_serve_command(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
-  cmd->callback([] { throw Error("serve is not available yet"); });
+  opts->engine.add_to(*cmd);
+  auto& h = opts->http;
+  cmd->add_option("--host", h.host, "address to listen on (default 0.0.0.0)");
+  cmd->add_option("--port", h.port, "port (default 8000; 0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", opts->served_model_name, "model id in the API (default: the model path's basename)");
+  cmd->add_option("--api-key", opts->api_keys, "require this bearer key (repeatable; tenant \"default\")");
+  cmd->add_option("--api-keys-file", opts->api_keys_file,
+                  "keys and tenants: JSON {\"KEY\": \"tenant\" | {\"tenant\", \"max_concurrent_requests\"}} or lines "
+                  "\"KEY TENANT [MAX_CONCURRENT]\"");
+  cmd->add_option("--max-waiting-requests", opts->max_waiting_requests,
+                  "answer 429 when this many requests wait to start (default 0: unlimited)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chat-template", opts->chat_template, "a Jinja chat template file (default: the model's)");
+  cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout-keep-alive", h.idle_timeout_s, "seconds an idle connection stays open (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--shutdown-timeout", h.shutdown_deadline_s,
+                  "seconds in-flight requests get to finish after SIGINT/SIGTERM (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-request-body", h.body_limit, "largest request body in bytes (default 16 MiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([opts] { run_serve(*opts); });
 }
 
 }  // namespace pagoda::cli

@@ -1,0 +1,87 @@
+// API key files and bearer-token lookup.
+#include "pagoda/server/api_keys.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "pagoda/core/error.h"
+
+namespace pagoda::server {
+namespace {
+
+Tenant tenant_from_json(const nlohmann::json& v, const std::string& where) {
+  Tenant t;
+  if (v.is_string()) {
+    t.name = v.get<std::string>();
+  } else if (v.is_object()) {
+    if (!v.contains("tenant") || !v["tenant"].is_string()) throw Error(where + ": each key needs a \"tenant\" string");
+    t.name = v["tenant"].get<std::string>();
+    if (v.contains("max_concurrent_requests")) {
+      if (!v["max_concurrent_requests"].is_number_integer() || v["max_concurrent_requests"].get<int>() < 0)
+        throw Error(where + ": max_concurrent_requests must be a non-negative integer");
+      t.max_concurrent_requests = v["max_concurrent_requests"].get<int>();
+    }
+  } else {
+    throw Error(where + ": a key maps to a tenant name or {\"tenant\", \"max_concurrent_requests\"}");
+  }
+  if (t.name.empty()) throw Error(where + ": empty tenant name");
+  return t;
+}
+
+}  // namespace
+
+void ApiKeys::add(const std::string& key, Tenant tenant) {
+  if (key.empty()) throw Error("an API key cannot be empty");
+  keys_[key] = std::move(tenant);
+}
+
+void ApiKeys::load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error(path + ": not valid JSON");
+    if (j.contains("keys") && j["keys"].is_array()) {
+      for (const auto& e : j["keys"]) {
+        if (!e.is_object() || !e.contains("key") || !e["key"].is_string()) throw Error(path + ": each entry needs a \"key\"");
+        add(e["key"].get<std::string>(), tenant_from_json(e, path));
+      }
+    } else {
+      for (const auto& [key, v] : j.items()) add(key, tenant_from_json(v, path));
+    }
+    return;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  for (int n = 1; std::getline(lines, line); ++n) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream fields(line);
+    std::string key, tenant, limit;
+    if (!(fields >> key)) continue;
+    if (!(fields >> tenant)) throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT]", path, n));
+    Tenant t{tenant, 0};
+    if (fields >> limit) {
+      try {
+        t.max_concurrent_requests = std::stoi(limit);
+      } catch (const std::exception&) {
+        throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be an integer", path, n));
+      }
+    }
+    add(key, t);
+  }
+}
+
+const Tenant* ApiKeys::authenticate(const std::string& authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size() || authorization.compare(0, kBearer.size(), kBearer) != 0) return nullptr;
+  auto it = keys_.find(authorization.substr(kBearer.size()));
+  return it == keys_.end() ? nullptr : &it->second;
+}
+
+}  // namespace pagoda::server

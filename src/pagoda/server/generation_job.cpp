@@ -1,0 +1,317 @@
+// Engine events -> OpenAI completion / chat responses, whole or as server-sent events.
+#include "pagoda/server/generation_job.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ctime>
+#include <random>
+
+#include "pagoda/server/api_error.h"
+
+namespace pagoda::server {
+namespace {
+
+using nlohmann::json;
+
+std::string random_hex() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+double seconds(GenerationJob::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json logprob_value(float v) { return std::isfinite(v) ? json(v) : json(-9999.0); }
+
+}  // namespace
+
+GenerationJob::GenerationJob(JobContext context, ParsedRequest parsed, std::vector<GenerateRequest> requests,
+                             std::shared_ptr<Exchange> exchange, std::function<void()> on_done)
+    : ctx_(std::move(context)),
+      parsed_(std::move(parsed)),
+      requests_(std::move(requests)),
+      exchange_(std::move(exchange)),
+      on_done_(std::move(on_done)),
+      arrival_(Clock::now()) {}
+
+void GenerationJob::start() {
+  id_ = (parsed_.chat ? "chatcmpl-" : "cmpl-") + random_hex();
+  created_ = static_cast<int64_t>(std::time(nullptr));
+  const int n = parsed_.n;
+  for (size_t p = 0; p < requests_.size(); ++p) {
+    if (parsed_.echo) {
+      const PromptInput& in = parsed_.prompts[p];
+      prompt_texts_.push_back(in.text ? *in.text
+                              : ctx_.tokenizer ? ctx_.tokenizer->decode(requests_[p].prompt_ids, parsed_.skip_special_tokens)
+                                               : "");
+    }
+    for (int i = 0; i < n; ++i) {
+      Choice c;
+      c.index = static_cast<int>(p) * n + i;
+      c.prompt = p;
+      if (ctx_.tokenizer) c.detok.emplace(*ctx_.tokenizer, requests_[p].prompt_ids, parsed_.skip_special_tokens);
+      c.stop.emplace(parsed_.stop);
+      choices_.push_back(std::move(c));
+    }
+  }
+  if (parsed_.stream) exchange_->begin_stream(200, "text/event-stream");
+  std::weak_ptr<GenerationJob> weak = weak_from_this();
+  exchange_->on_cancel([weak] {
+    if (auto self = weak.lock()) self->cancel_all();
+  });
+  ctx_.num_pending->fetch_add(static_cast<int>(choices_.size()));
+  auto self = shared_from_this();
+  for (size_t k = 0; k < choices_.size(); ++k) {
+    Choice& c = choices_[k];
+    GenerateRequest r = requests_[c.prompt];
+    const int i = c.index % n;
+    if (r.params.seed && i > 0) r.params.seed = *r.params.seed + static_cast<uint64_t>(i);
+    r.params.logprobs = parsed_.top_logprobs;
+    if (parsed_.echo && parsed_.top_logprobs >= 0) r.params.prompt_logprobs = parsed_.top_logprobs;
+    c.engine_id = ctx_.engine->submit(std::move(r), [self, k](const RequestEvent& e) {
+      // Engine thread: hand the event to the connection's strand, never block here.
+      self->exchange_->post([self, k, e] { self->on_event(k, e); });
+    });
+  }
+}
+
+void GenerationJob::cancel_all() {
+  for (const Choice& c : choices_)
+    if (!c.finished) ctx_.engine->cancel(c.engine_id);
+}
+
+std::string GenerationJob::token_text(TokenId id) const {
+  if (ctx_.tokenizer == nullptr) return fmt::format("token_id:{}", id);
+  const TokenId ids[] = {id};
+  return ctx_.tokenizer->decode(ids, /*skip_special_tokens=*/false);
+}
+
+GenerationJob::LogprobEntry GenerationJob::logprob_entry(TokenId id, const TopLogprobs& top) const {
+  LogprobEntry e;
+  e.token = token_text(id);
+  e.logprob = NAN;
+  for (const TokenLogprob& t : top)
+    if (t.id == id) e.logprob = t.logprob;
+  const size_t k = std::min(top.size(), static_cast<size_t>(std::max(parsed_.top_logprobs, 0)));
+  for (size_t i = 0; i < k; ++i) e.top.emplace_back(token_text(top[i].id), top[i].logprob);
+  return e;
+}
+
+void GenerationJob::on_event(size_t k, const RequestEvent& e) {
+  Choice& c = choices_[k];
+  const auto now = Clock::now();
+  if (!c.started) {
+    c.started = true;
+    ctx_.num_pending->fetch_sub(1);
+    ctx_.metrics->observe_queue_time(seconds(now - arrival_));
+    if (!e.new_token_ids.empty()) ctx_.metrics->observe_time_to_first_token(seconds(now - arrival_));
+  } else if (!e.new_token_ids.empty()) {
+    ctx_.metrics->observe_inter_token_latency(seconds(now - c.last_token));
+  }
+  if (!e.new_token_ids.empty()) c.last_token = now;
+  if (c.finished) return;  // stopped on a stop string; this is the engine catching up
+  c.usage = e.usage;
+  if (!e.prompt_logprobs.empty()) c.prompt_logprobs = e.prompt_logprobs;
+
+  std::string delta;
+  std::vector<LogprobEntry> logprobs;
+  const size_t text_offset = c.text.size();
+  for (size_t t = 0; t < e.new_token_ids.size() && !c.finished; ++t) {
+    const TokenId id = e.new_token_ids[t];
+    ++c.num_tokens;
+    if (parsed_.top_logprobs >= 0 && t < e.logprobs.size()) {
+      logprobs.push_back(logprob_entry(id, e.logprobs[t]));
+      c.logprobs.push_back(logprobs.back());
+    }
+    const std::string piece = c.detok ? c.detok->push(id) : "";
+    StopMatcher::Result r = c.stop->push(piece);
+    delta += r.text;
+    if (r.stopped) {
+      c.stop_reason = r.stopped;
+      ctx_.engine->cancel(c.engine_id);
+      finish_choice(c, "stop");
+    }
+  }
+  if (!c.finished && e.finished) {
+    StopMatcher::Result r = c.stop->push(c.detok ? c.detok->finish() : "");
+    delta += r.text;
+    if (r.stopped) {
+      c.stop_reason = r.stopped;
+      finish_choice(c, "stop");
+    } else {
+      delta += c.stop->flush();
+      c.error = e.error;
+      finish_choice(c, e.finish_reason);
+    }
+  }
+  c.text += delta;
+  if (parsed_.stream && c.finish_reason != "error") {
+    if (parsed_.echo && !c.sent_role) {
+      std::vector<LogprobEntry> all = parsed_.top_logprobs >= 0 ? echo_logprobs(c) : std::vector<LogprobEntry>{};
+      all.insert(all.end(), logprobs.begin(), logprobs.end());
+      logprobs = std::move(all);
+      delta = prompt_texts_[c.prompt] + delta;
+    }
+    if (!delta.empty() || c.finished || !logprobs.empty()) {
+      send_chunk(c, delta, logprobs, c.finished, parsed_.echo ? text_offset + prompt_texts_[c.prompt].size() : text_offset);
+      c.sent_role = true;
+    }
+  }
+  if (num_finished_ == choices_.size()) complete();
+}
+
+void GenerationJob::finish_choice(Choice& c, const std::string& reason) {
+  if (c.finished) return;
+  c.finished = true;
+  c.finish_reason = reason;
+  ++num_finished_;
+  ctx_.metrics->request_finished(reason);
+  ctx_.metrics->observe_e2e_latency(seconds(Clock::now() - arrival_));
+}
+
+std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choice& c) const {
+  std::vector<LogprobEntry> out;
+  const std::vector<TokenId>& ids = requests_[c.prompt].prompt_ids;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (j == 0 || j >= c.prompt_logprobs.size()) {
+      LogprobEntry e;
+      e.token = token_text(ids[j]);
+      e.logprob = NAN;
+      out.push_back(std::move(e));
+    } else {
+      out.push_back(logprob_entry(ids[j], c.prompt_logprobs[j]));
+    }
+  }
+  return out;
+}
+
+json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset) const {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const LogprobEntry& e = entries[i];
+    tokens.push_back(e.token);
+    offsets.push_back(text_offset);
+    text_offset += e.token.size();
+    const bool prompt_start = std::isnan(e.logprob) && e.top.empty();
+    token_logprobs.push_back(prompt_start ? json(nullptr) : logprob_value(e.logprob));
+    if (prompt_start) {
+      top.push_back(nullptr);
+    } else {
+      json d = json::object();
+      for (const auto& [tok, lp] : e.top) d[tok] = logprob_value(lp);
+      top.push_back(std::move(d));
+    }
+  }
+  return {{"text_offset", offsets}, {"token_logprobs", token_logprobs}, {"tokens", tokens}, {"top_logprobs", top}};
+}
+
+json GenerationJob::chat_logprobs(const std::vector<LogprobEntry>& entries) const {
+  json content = json::array();
+  for (const LogprobEntry& e : entries) {
+    json top = json::array();
+    for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", logprob_value(lp)}, {"bytes", bytes_of(tok)}});
+    content.push_back({{"token", e.token}, {"logprob", logprob_value(e.logprob)}, {"bytes", bytes_of(e.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json GenerationJob::usage_json() const {
+  int prompt = 0, completion = 0, cached = 0;
+  for (size_t p = 0; p < requests_.size(); ++p) {
+    prompt += static_cast<int>(requests_[p].prompt_ids.size());
+    cached += choices_[p * parsed_.n].usage.cached_tokens;
+  }
+  for (const Choice& c : choices_) completion += c.num_tokens;
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n"); }
+
+void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs,
+                               bool finished, size_t text_offset) {
+  json choice;
+  choice["index"] = c.index;
+  if (parsed_.chat) {
+    json d = json::object();
+    if (!c.sent_role) d["role"] = "assistant";
+    if (!delta.empty() || !finished) d["content"] = delta;
+    choice["delta"] = std::move(d);
+    choice["logprobs"] = logprobs.empty() ? json(nullptr) : chat_logprobs(logprobs);
+  } else {
+    choice["text"] = delta;
+    choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset);
+  }
+  choice["finish_reason"] = finished ? json(c.finish_reason) : json(nullptr);
+  choice["stop_reason"] = finished && c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+  json chunk = {{"id", id_}, {"object", parsed_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+                {"model", ctx_.model_name}, {"choices", json::array({std::move(choice)})}};
+  if (parsed_.include_usage) chunk["usage"] = nullptr;
+  send_event(chunk);
+}
+
+void GenerationJob::complete() {
+  if (completed_) return;
+  completed_ = true;
+  const json usage = usage_json();
+  exchange_->log_note = fmt::format("id={} tenant={} prompt_tokens={} completion_tokens={}", id_,
+                                    ctx_.tenant.empty() ? "-" : ctx_.tenant, usage["prompt_tokens"].get<int>(),
+                                    usage["completion_tokens"].get<int>());
+  const Choice* failed = nullptr;
+  for (const Choice& c : choices_)
+    if (c.finish_reason == "error") failed = &c;
+  if (failed != nullptr) {
+    const bool internal = failed->error.rfind("internal error", 0) == 0;
+    const ApiError error(internal ? 500 : 400, failed->error.empty() ? "the request failed" : failed->error);
+    if (parsed_.stream) {
+      send_event(error.to_json());
+      exchange_->write("data: [DONE]\n\n");
+      exchange_->end_stream();
+    } else {
+      exchange_->respond(HttpResponse{error.status(), "application/json", dump_json(error.to_json()), {}});
+    }
+  } else if (parsed_.stream) {
+    if (parsed_.include_usage) {
+      send_event({{"id", id_}, {"object", parsed_.chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created_}, {"model", ctx_.model_name}, {"choices", json::array()}, {"usage", usage}});
+    }
+    exchange_->write("data: [DONE]\n\n");
+    exchange_->end_stream();
+  } else {
+    json list = json::array();
+    for (const Choice& c : choices_) {
+      json choice = {{"index", c.index}};
+      std::vector<LogprobEntry> entries;
+      if (parsed_.top_logprobs >= 0) {
+        if (parsed_.echo) entries = echo_logprobs(c);
+        entries.insert(entries.end(), c.logprobs.begin(), c.logprobs.end());
+      }
+      if (parsed_.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        choice["logprobs"] = parsed_.top_logprobs >= 0 ? chat_logprobs(entries) : json(nullptr);
+      } else {
+        choice["text"] = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
+        choice["logprobs"] = parsed_.top_logprobs >= 0 ? completion_logprobs(entries, 0) : json(nullptr);
+      }
+      choice["finish_reason"] = c.finish_reason;
+      choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+      list.push_back(std::move(choice));
+    }
+    const json body = {{"id", id_}, {"object", parsed_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
+                       {"model", ctx_.model_name}, {"choices", std::move(list)}, {"usage", usage}};
+    exchange_->respond(HttpResponse{200, "application/json", dump_json(body), {}});
+  }
+  if (on_done_) {
+    auto fn = std::move(on_done_);
+    fn();
+  }
+}
+
+}  // namespace pagoda::server

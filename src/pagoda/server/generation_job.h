@@ -1,0 +1,95 @@
+// GenerationJob: one /v1/completions or /v1/chat/completions request in flight. It submits one engine
+// request per prompt and choice, turns engine events (posted onto the exchange's strand) into text through
+// an incremental detokenizer and stop-string matcher, and answers with one JSON body or an SSE stream.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagoda/engine/engine.h"
+#include "pagoda/server/exchange.h"
+#include "pagoda/server/openai_request.h"
+#include "pagoda/server/server_metrics.h"
+#include "pagoda/server/stop_matcher.h"
+#include "pagoda/tokenizer/incremental_detokenizer.h"
+
+namespace pagoda::server {
+
+struct JobContext {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;  // may be null (token-id prompts only, no text)
+  ServerMetrics* metrics = nullptr;
+  std::atomic<int>* num_pending = nullptr;  // engine requests submitted that have not started yet
+  std::string model_name;
+  std::string tenant;
+};
+
+class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `requests`: one per prompt (already tokenized), each run `parsed.n` times. `on_done` runs once, on the
+  // strand, when the exchange has been answered.
+  GenerationJob(JobContext context, ParsedRequest parsed, std::vector<GenerateRequest> requests,
+                std::shared_ptr<Exchange> exchange, std::function<void()> on_done);
+  // On the exchange's strand: starts the response (for streams) and submits the engine requests.
+  void start();
+
+ private:
+  struct LogprobEntry {
+    std::string token;
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;
+  };
+  struct Choice {
+    int index = 0;
+    size_t prompt = 0;
+    RequestId engine_id = 0;
+    bool started = false, finished = false;
+    std::optional<IncrementalDetokenizer> detok;
+    std::optional<StopMatcher> stop;
+    std::string text;
+    int num_tokens = 0;
+    std::string finish_reason, error;
+    std::optional<std::string> stop_reason;
+    std::vector<LogprobEntry> logprobs;
+    std::vector<TopLogprobs> prompt_logprobs;
+    Usage usage;
+    Clock::time_point last_token;
+    bool sent_role = false;
+  };
+
+  void on_event(size_t c, const RequestEvent& e);
+  void finish_choice(Choice& c, const std::string& reason);
+  void cancel_all();
+  void complete();
+  LogprobEntry logprob_entry(TokenId id, const TopLogprobs& top) const;
+  std::string token_text(TokenId id) const;
+  nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset) const;
+  nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& entries) const;
+  std::vector<LogprobEntry> echo_logprobs(const Choice& c) const;
+  nlohmann::json usage_json() const;
+  void send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs, bool finished,
+                  size_t text_offset);
+  void send_event(const nlohmann::json& j);
+
+  JobContext ctx_;
+  ParsedRequest parsed_;
+  std::vector<GenerateRequest> requests_;
+  std::shared_ptr<Exchange> exchange_;
+  std::function<void()> on_done_;
+  std::vector<Choice> choices_;
+  std::vector<std::string> prompt_texts_;  // for echo
+  size_t num_finished_ = 0;
+  bool completed_ = false;
+  std::string id_;
+  int64_t created_ = 0;
+  Clock::time_point arrival_;
+};
+
+}  // namespace pagoda::server

@@ -1,0 +1,415 @@
+// The Beast/Asio HTTP layer. This is the only file that includes Beast: connection coroutines, the
+// Exchange implementation (a queue drained by the connection, woken through a timer), signals, draining.
+#include "pagoda/server/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+
+namespace pagoda::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Strand = asio::strand<asio::io_context::executor_type>;
+using Clock = std::chrono::steady_clock;
+
+class ExchangeImpl : public Exchange, public std::enable_shared_from_this<ExchangeImpl> {
+ public:
+  enum class Kind { kResponse, kHead, kChunk, kEnd };
+  struct Item {
+    Kind kind;
+    HttpResponse response;  // kResponse; kHead uses status and content_type
+    std::string data;       // kChunk
+  };
+
+  ExchangeImpl(Strand strand, HttpRequest request)
+      : strand_(strand), wake_(strand), request_(std::move(request)) {
+    wake_.expires_at(asio::steady_timer::time_point::max());
+  }
+
+  const HttpRequest& request() const override { return request_; }
+
+  void respond(HttpResponse response) override {
+    if (ended_) return;
+    ended_ = true;
+    if (streaming_) {  // a handler that fails mid-stream: end the stream instead
+      push(Item{Kind::kEnd, {}, {}});
+      return;
+    }
+    status_ = response.status;
+    push(Item{Kind::kResponse, std::move(response), {}});
+  }
+  void begin_stream(int status, const std::string& content_type) override {
+    if (ended_ || streaming_) return;
+    streaming_ = true;
+    status_ = status;
+    HttpResponse head;
+    head.status = status;
+    head.content_type = content_type;
+    push(Item{Kind::kHead, std::move(head), {}});
+  }
+  void write(std::string data) override {
+    if (ended_ || !streaming_ || data.empty()) return;
+    if (!items_.empty() && items_.back().kind == Kind::kChunk) {
+      items_.back().data += data;  // coalesce what the connection has not written yet
+      return;
+    }
+    push(Item{Kind::kChunk, {}, std::move(data)});
+  }
+  void end_stream() override {
+    if (ended_ || !streaming_) return;
+    ended_ = true;
+    push(Item{Kind::kEnd, {}, {}});
+  }
+  void on_cancel(std::function<void()> fn) override { on_cancel_ = std::move(fn); }
+  bool cancelled() const override { return cancelled_; }
+  void post(std::function<void()> fn) override {
+    asio::post(strand_, [self = shared_from_this(), fn = std::move(fn)] {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        spdlog::error("request handler failed: {}", e.what());
+        self->fail(e.what());
+      }
+    });
+  }
+
+  // Strand only, from the HTTP layer.
+  void cancel() {
+    if (ended_ || cancelled_) return;
+    cancelled_ = true;
+    if (on_cancel_) {
+      auto fn = std::move(on_cancel_);
+      fn();
+    }
+    wake_.cancel();
+  }
+  void client_gone() {
+    gone_ = true;
+    cancel();
+    wake_.cancel();
+  }
+  void fail(const std::string& message) {
+    if (ended_) return;
+    HttpResponse r;
+    r.status = 500;
+    r.body = nlohmann_error(message);
+    respond(std::move(r));
+  }
+  static std::string nlohmann_error(const std::string& message) {
+    std::string escaped;
+    for (char c : message) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+    }
+    return "{\"error\":{\"message\":\"" + escaped + "\",\"type\":\"server_error\",\"param\":null,\"code\":500}}";
+  }
+
+  Strand strand_;
+  asio::steady_timer wake_;
+  std::deque<Item> items_;
+  bool gone_ = false;
+  int status_ = 0;
+
+ private:
+  void push(Item item) {
+    items_.push_back(std::move(item));
+    wake_.cancel();
+  }
+
+  HttpRequest request_;
+  bool ended_ = false, streaming_ = false, cancelled_ = false;
+  std::function<void()> on_cancel_;
+};
+
+// Closing with unread request bytes makes the kernel send RST, which can destroy the error response we
+// just wrote before the client reads it: half-close, then discard input for a moment.
+asio::awaitable<void> linger(beast::tcp_stream& stream) {
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.expires_after(std::chrono::seconds(1));
+  std::array<char, 4096> sink;
+  for (size_t total = 0; total < (1u << 20);) {
+    auto [rec, n] = co_await stream.async_read_some(asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+    if (rec) break;
+    total += n;
+  }
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  Handler handler;
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  asio::signal_set signals{ioc, SIGINT, SIGTERM};
+  std::atomic<bool> draining{false};
+  std::mutex active_mutex;
+  std::list<std::weak_ptr<ExchangeImpl>> active;
+  std::atomic<int> num_active{0};
+
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> session(beast::tcp_stream stream, Strand strand);
+  asio::awaitable<bool> deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex, bool keep_alive);
+  asio::awaitable<void> drain();
+  void begin_shutdown();
+};
+
+HttpServer::HttpServer(const HttpServerOptions& options, Handler handler) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  impl_->handler = std::move(handler);
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(options.host, ec);
+  if (ec) throw Error(fmt::format("--host {}: not an IP address", options.host));
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
+  auto& acc = impl_->acceptor;
+  acc.open(endpoint.protocol(), ec);
+  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc.bind(endpoint, ec);
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw Error(fmt::format("cannot listen on {}:{}: {}", options.host, options.port, ec.message()));
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bound_port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void HttpServer::stop() {
+  asio::post(impl_->ioc, [impl = impl_.get()] { impl->begin_shutdown(); });
+}
+
+void HttpServer::run() {
+  Impl& s = *impl_;
+  asio::co_spawn(s.ioc, s.accept_loop(), asio::detached);
+  s.signals.async_wait([&s](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}: shutting down", sig);
+    s.begin_shutdown();
+  });
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, s.options.num_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  s.ioc.run();
+  for (auto& t : threads) t.join();
+}
+
+void HttpServer::Impl::begin_shutdown() {
+  if (draining.exchange(true)) return;
+  boost::system::error_code ec;
+  acceptor.close(ec);
+  signals.cancel(ec);
+  asio::co_spawn(ioc, drain(), asio::detached);
+}
+
+asio::awaitable<void> HttpServer::Impl::drain() {
+  asio::steady_timer timer(ioc);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_deadline_s * 1000));
+  while (num_active.load() > 0 && Clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  if (num_active.load() > 0) {
+    spdlog::warn("shutdown deadline reached: cancelling {} in-flight requests", num_active.load());
+    std::lock_guard lock(active_mutex);
+    for (auto& weak : active)
+      if (auto ex = weak.lock()) asio::post(ex->strand_, [ex] { ex->cancel(); });
+  }
+  const auto hard = Clock::now() + std::chrono::seconds(3);
+  while (num_active.load() > 0 && Clock::now() < hard) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  spdlog::info("server stopped");
+  ioc.stop();
+}
+
+asio::awaitable<void> HttpServer::Impl::accept_loop() {
+  while (acceptor.is_open()) {
+    auto strand = asio::make_strand(ioc);
+    tcp::socket socket(strand);
+    auto [ec] = co_await acceptor.async_accept(socket, asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
+      spdlog::warn("accept: {}", ec.message());
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(strand, session(beast::tcp_stream(std::move(socket)), strand), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand strand) {
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options.body_limit);
+    parser.header_limit(64 * 1024);
+    stream.expires_after(std::chrono::seconds(options.idle_timeout_s));
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    if (ec) {
+      if (ec == http::error::body_limit || ec == http::error::header_limit) {
+        const bool body = ec == http::error::body_limit;
+        http::response<http::string_body> res{body ? http::status::payload_too_large
+                                                   : http::status::request_header_fields_too_large, 11};
+        res.set(http::field::content_type, "application/json");
+        res.body() = fmt::format(
+            R"({{"error":{{"message":"the request {} is larger than the limit","type":"invalid_request_error","param":null,"code":{}}}}})",
+            body ? "body" : "header", body ? 413 : 431);
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(std::chrono::seconds(options.write_timeout_s));
+        co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+        co_await linger(stream);
+      } else if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
+                 ec != asio::error::connection_reset && ec != asio::error::operation_aborted) {
+        if (ec.category() == http::make_error_code(http::error::bad_method).category()) {  // malformed HTTP
+          http::response<http::string_body> res{http::status::bad_request, 11};
+          res.set(http::field::content_type, "application/json");
+          res.body() = R"({"error":{"message":"malformed HTTP request","type":"invalid_request_error","param":null,"code":400}})";
+          res.keep_alive(false);
+          res.prepare_payload();
+          co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+          co_await linger(stream);
+        }
+      }
+      break;
+    }
+    auto& msg = parser.get();
+    HttpRequest request;
+    request.method = std::string(msg.method_string());
+    request.target = std::string(msg.target());
+    for (const auto& field : msg) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers[name] = std::string(field.value());
+    }
+    request.body = std::move(msg.body());
+    const bool keep_alive = msg.keep_alive() && !draining.load();
+
+    auto ex = std::make_shared<ExchangeImpl>(strand, std::move(request));
+    std::list<std::weak_ptr<ExchangeImpl>>::iterator registered;
+    {
+      std::lock_guard lock(active_mutex);
+      registered = active.insert(active.end(), ex);
+    }
+    ++num_active;
+    const auto t0 = Clock::now();
+    if (draining.load()) {
+      ex->respond(HttpResponse{503, "application/json",
+                               R"({"error":{"message":"the server is shutting down","type":"server_error","param":null,"code":503}})",
+                               {{"Retry-After", "5"}}});
+    } else {
+      try {
+        handler(ex);
+      } catch (const std::exception& e) {
+        spdlog::error("request handler failed: {}", e.what());
+        ex->fail(e.what());
+      }
+    }
+    const bool ok = co_await deliver(stream, ex, keep_alive);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    spdlog::info("{} {} {} {:.1f}ms{}{}{}", ex->request().method, ex->request().target, ex->status_, ms,
+                 ex->log_note.empty() ? "" : " ", ex->log_note, ex->gone_ ? " (client gone)" : "");
+    {
+      std::lock_guard lock(active_mutex);
+      active.erase(registered);
+    }
+    --num_active;
+    if (!ok || !keep_alive || draining.load()) break;
+  }
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream.close();
+}
+
+// Writes what the exchange produces until it ends. Returns false when the connection is unusable.
+asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex,
+                                                bool keep_alive) {
+  // Watch for the client closing while we wait: a readable socket with nothing to read is EOF.
+  stream.expires_never();
+  auto watching = std::make_shared<bool>(true);
+  stream.socket().async_wait(tcp::socket::wait_read, [ex, watching, &stream](boost::system::error_code ec) {
+    if (ec || !*watching) return;
+    boost::system::error_code ec2;
+    const size_t available = stream.socket().available(ec2);
+    if (ec2 || available == 0) ex->client_gone();
+  });
+  bool ok = true;
+  bool done = false;
+  while (!done) {
+    if (ex->gone_) {
+      ok = false;
+      break;
+    }
+    if (ex->items_.empty()) {
+      ex->wake_.expires_at(asio::steady_timer::time_point::max());
+      co_await ex->wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    ExchangeImpl::Item item = std::move(ex->items_.front());
+    ex->items_.pop_front();
+    stream.expires_after(std::chrono::seconds(options.write_timeout_s));
+    boost::system::error_code ec;
+    switch (item.kind) {
+      case ExchangeImpl::Kind::kResponse: {
+        http::response<http::string_body> res{static_cast<http::status>(item.response.status), 11};
+        res.set(http::field::server, "pagoda");
+        res.set(http::field::content_type, item.response.content_type);
+        for (const auto& [k, v] : item.response.headers) res.set(k, v);
+        res.body() = std::move(item.response.body);
+        res.keep_alive(keep_alive);
+        res.prepare_payload();
+        std::tie(ec, std::ignore) = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+        done = true;
+        break;
+      }
+      case ExchangeImpl::Kind::kHead: {
+        http::response<http::empty_body> res{static_cast<http::status>(item.response.status), 11};
+        res.set(http::field::server, "pagoda");
+        res.set(http::field::content_type, item.response.content_type);
+        res.set(http::field::cache_control, "no-cache");
+        res.keep_alive(keep_alive);
+        res.chunked(true);
+        http::response_serializer<http::empty_body> sr{res};
+        std::tie(ec, std::ignore) = co_await http::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+        break;
+      }
+      case ExchangeImpl::Kind::kChunk:
+        std::tie(ec, std::ignore) = co_await asio::async_write(
+            stream, http::make_chunk(asio::buffer(item.data)), asio::as_tuple(asio::use_awaitable));
+        break;
+      case ExchangeImpl::Kind::kEnd:
+        std::tie(ec, std::ignore) =
+            co_await asio::async_write(stream, http::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+        done = true;
+        break;
+    }
+    if (ec) {
+      ex->client_gone();
+      ok = false;
+      break;
+    }
+  }
+  *watching = false;
+  boost::system::error_code ignored;
+  stream.socket().cancel(ignored);  // the watcher
+  stream.expires_never();
+  co_return ok && !ex->gone_;
+}
+
+}  // namespace pagoda::server

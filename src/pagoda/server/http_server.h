@@ -1,0 +1,43 @@
+// HttpServer: HTTP/1.1 over Boost.Beast and Asio C++20 coroutines. A few I/O threads serve every
+// connection (keep-alive, body limit, idle timeout); each request becomes an Exchange for the handler.
+// run() blocks until SIGINT/SIGTERM, then drains: stop accepting, let in-flight exchanges finish until
+// the deadline, cancel the rest, return.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "pagoda/server/exchange.h"
+
+namespace pagoda::server {
+
+struct HttpServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  int num_threads = 2;
+  size_t body_limit = 16 * 1024 * 1024;
+  int idle_timeout_s = 60;      // keep-alive connections with no request; also a request's read time
+  int write_timeout_s = 60;     // a client that stops reading
+  double shutdown_deadline_s = 10;  // time in-flight requests get to finish after a signal
+};
+
+class HttpServer {
+ public:
+  HttpServer(const HttpServerOptions& options, Handler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds now (throws pagoda::Error when the address is unusable) so errors show before run().
+  int bound_port() const;
+  // Serves until SIGINT/SIGTERM (or stop()), drains, returns.
+  void run();
+  // Thread-safe: begins the same graceful shutdown a signal does.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda::server

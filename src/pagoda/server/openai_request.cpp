@@ -1,0 +1,202 @@
+// Request-body parsing and validation for the OpenAI endpoints.
+#include "pagoda/server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "pagoda/server/api_error.h"
+
+namespace pagoda::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxN = 128;
+constexpr int kMaxLogprobs = 20;
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected) {
+  throw ApiError(400, fmt::format("'{}' must be {}", field, expected), field);
+}
+
+bool present(const json& o, const char* field) { return o.contains(field) && !o[field].is_null(); }
+
+double number(const json& o, const char* field, double fallback) {
+  if (!present(o, field)) return fallback;
+  if (!o[field].is_number()) bad(field, "a number");
+  return o[field].get<double>();
+}
+
+int64_t integer(const json& o, const char* field, int64_t fallback) {
+  if (!present(o, field)) return fallback;
+  const json& v = o[field];
+  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
+    return static_cast<int64_t>(v.get<double>());
+  if (!v.is_number_integer()) bad(field, "an integer");
+  return v.get<int64_t>();
+}
+
+bool boolean(const json& o, const char* field, bool fallback) {
+  if (!present(o, field)) return fallback;
+  if (!o[field].is_boolean()) bad(field, "true or false");
+  return o[field].get<bool>();
+}
+
+std::string string(const json& o, const char* field) {
+  if (!present(o, field)) return "";
+  if (!o[field].is_string()) bad(field, "a string");
+  return o[field].get<std::string>();
+}
+
+void range(const char* field, double v, double lo, double hi, const char* what) {
+  if (!(v >= lo && v <= hi)) bad(field, what);
+}
+
+std::vector<TokenId> token_ids(const json& v, const std::string& field) {
+  std::vector<TokenId> ids;
+  for (const json& e : v) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      bad(field, "a string, a list of strings, a list of token ids or a list of token-id lists");
+    ids.push_back(static_cast<TokenId>(e.get<int64_t>()));
+  }
+  return ids;
+}
+
+// Fields shared by both endpoints.
+void parse_common(const json& o, ParsedRequest& r) {
+  r.model = string(o, "model");
+  SamplingParams& p = r.params;
+  p.temperature = number(o, "temperature", 1.0);
+  range("temperature", p.temperature, 0, 100, "a number >= 0");
+  p.top_p = number(o, "top_p", 1.0);
+  if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p", "in (0, 1]");
+  p.top_k = static_cast<int>(integer(o, "top_k", 0));
+  if (p.top_k < -1) bad("top_k", "-1 or 0 (off) or a positive integer");
+  p.min_p = number(o, "min_p", 0.0);
+  range("min_p", p.min_p, 0, 1, "in [0, 1]");
+  p.presence_penalty = number(o, "presence_penalty", 0.0);
+  range("presence_penalty", p.presence_penalty, -2, 2, "in [-2, 2]");
+  p.frequency_penalty = number(o, "frequency_penalty", 0.0);
+  range("frequency_penalty", p.frequency_penalty, -2, 2, "in [-2, 2]");
+  p.repetition_penalty = number(o, "repetition_penalty", 1.0);
+  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 100)) bad("repetition_penalty", "a number > 0");
+  if (present(o, "seed")) p.seed = static_cast<uint64_t>(integer(o, "seed", 0));
+  p.ignore_eos = boolean(o, "ignore_eos", false);
+  if (present(o, "stop_token_ids")) {
+    if (!o["stop_token_ids"].is_array()) bad("stop_token_ids", "a list of token ids");
+    p.stop_token_ids = token_ids(o["stop_token_ids"], "stop_token_ids");
+  }
+  r.n = static_cast<int>(integer(o, "n", 1));
+  if (r.n < 1 || r.n > kMaxN) bad("n", fmt::format("an integer in [1, {}]", kMaxN));
+  r.stream = boolean(o, "stream", false);
+  if (present(o, "stream_options")) {
+    const json& so = o["stream_options"];
+    if (!so.is_object()) bad("stream_options", "an object");
+    if (present(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean()) bad("stream_options.include_usage", "true or false");
+      r.include_usage = so["include_usage"].get<bool>();
+    }
+  }
+  if (present(o, "stop")) {
+    const json& s = o["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      for (const json& e : s) {
+        if (!e.is_string()) bad("stop", "a string or a list of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "a string or a list of strings");
+    }
+  }
+  r.priority = static_cast<int>(integer(o, "priority", 0));
+  r.cache_salt = string(o, "cache_salt");
+  r.user = string(o, "user");
+  r.skip_special_tokens = boolean(o, "skip_special_tokens", true);
+  const char* max_field = r.chat && present(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (present(o, max_field)) {
+    const int64_t m = integer(o, max_field, 0);
+    if (m < 1 || m > std::numeric_limits<int32_t>::max()) bad(max_field, "a positive integer");
+    p.max_tokens = static_cast<int>(m);
+    r.max_tokens_given = true;
+  }
+}
+
+}  // namespace
+
+json parse_json_object(const std::string& body) {
+  json o = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (o.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  if (!o.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return o;
+}
+
+ParsedRequest parse_completion_request(const std::string& body) {
+  const json o = parse_json_object(body);
+  ParsedRequest r;
+  parse_common(o, r);
+  if (!present(o, "prompt")) throw ApiError(400, "'prompt' is required", "prompt");
+  const json& prompt = o["prompt"];
+  const char* shape = "a string, a list of strings, a list of token ids or a list of token-id lists";
+  if (prompt.is_string()) {
+    r.prompts.push_back(PromptInput{prompt.get<std::string>(), {}});
+  } else if (prompt.is_array()) {
+    if (prompt.empty()) bad("prompt", "non-empty");
+    if (prompt[0].is_string()) {
+      for (const json& e : prompt) {
+        if (!e.is_string()) bad("prompt", shape);
+        r.prompts.push_back(PromptInput{e.get<std::string>(), {}});
+      }
+    } else if (prompt[0].is_number_integer()) {
+      r.prompts.push_back(PromptInput{std::nullopt, token_ids(prompt, "prompt")});
+    } else if (prompt[0].is_array()) {
+      for (const json& e : prompt) {
+        if (!e.is_array()) bad("prompt", shape);
+        r.prompts.push_back(PromptInput{std::nullopt, token_ids(e, "prompt")});
+      }
+    } else {
+      bad("prompt", shape);
+    }
+  } else {
+    bad("prompt", shape);
+  }
+  r.echo = boolean(o, "echo", false);
+  r.add_special_tokens = boolean(o, "add_special_tokens", true);
+  if (present(o, "logprobs")) {
+    const int64_t k = integer(o, "logprobs", 0);
+    if (k < 0 || k > kMaxLogprobs) bad("logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));
+    r.top_logprobs = static_cast<int>(k);
+  }
+  return r;
+}
+
+ParsedRequest parse_chat_request(const std::string& body) {
+  const json o = parse_json_object(body);
+  ParsedRequest r;
+  r.chat = true;
+  parse_common(o, r);
+  if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
+  const json& messages = o["messages"];
+  if (!messages.is_array() || messages.empty()) bad("messages", "a non-empty list of messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string field = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad(field, "an object with 'role' and 'content'");
+    if (!m.contains("role") || !m["role"].is_string()) bad(field + ".role", "a string");
+    if (m.contains("content") && !(m["content"].is_string() || m["content"].is_array() || m["content"].is_null()))
+      bad(field + ".content", "a string or a list of content parts");
+  }
+  r.messages = messages;
+  r.add_generation_prompt = boolean(o, "add_generation_prompt", true);
+  if (boolean(o, "logprobs", false)) {
+    const int64_t k = integer(o, "top_logprobs", 0);
+    if (k < 0 || k > kMaxLogprobs) bad("top_logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));
+    r.top_logprobs = static_cast<int>(k);
+  } else if (present(o, "top_logprobs") && integer(o, "top_logprobs", 0) > 0) {
+    throw ApiError(400, "'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
+  }
+  return r;
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,49 @@
+// Parsing OpenAI /v1/completions and /v1/chat/completions request bodies (plus vLLM's extra sampling
+// fields) into ParsedRequest. Wrong types and out-of-range values throw ApiError 400 naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagoda/core/types.h"
+#include "pagoda/runner/sampling_params.h"
+
+namespace pagoda::server {
+
+struct PromptInput {
+  std::optional<std::string> text;  // given as text
+  std::vector<TokenId> ids;         // given as ids (text unset), or filled by tokenizing
+};
+
+struct ParsedRequest {
+  bool chat = false;
+  std::string model;  // "" when left out
+  std::vector<PromptInput> prompts;  // completions: one or more; chat: filled after the template
+  nlohmann::json messages;           // chat
+  bool add_generation_prompt = true;
+  bool add_special_tokens = true;    // completions; chat decides from the rendered template
+  SamplingParams params;
+  bool max_tokens_given = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+  int top_logprobs = -1;  // -1: no logprobs; else the number of alternatives per token
+  std::vector<std::string> stop;
+  int priority = 0;
+  std::string cache_salt;
+  std::string user;
+  bool skip_special_tokens = true;
+};
+
+// Throws ApiError(400) for malformed input. `body` is the raw request body.
+ParsedRequest parse_completion_request(const std::string& body);
+ParsedRequest parse_chat_request(const std::string& body);
+
+// Parses a body as a JSON object or throws ApiError(400).
+nlohmann::json parse_json_object(const std::string& body);
+
+}  // namespace pagoda::server

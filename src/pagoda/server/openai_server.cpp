@@ -1,0 +1,230 @@
+// Routing, auth, limits and the small endpoints of the OpenAI-compatible server.
+#include "pagoda/server/openai_server.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/server/api_error.h"
+#include "pagoda/server/generation_job.h"
+
+namespace pagoda::server {
+namespace {
+
+using nlohmann::json;
+
+HttpResponse json_response(const json& body, int status = 200) {
+  return HttpResponse{status, "application/json", dump_json(body), {}};
+}
+
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r = json_response(e.to_json(), e.status());
+  if (e.status() == 429 || e.status() == 503) r.headers.emplace_back("Retry-After", "1");
+  if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+}  // namespace
+
+OpenAiServer::OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRenderer chat, OpenAiServerOptions options)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      chat_(std::move(chat)),
+      options_(std::move(options)),
+      metrics_(options_.served_model_name),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+void OpenAiServer::handle(const std::shared_ptr<Exchange>& exchange) {
+  try {
+    route(exchange);
+  } catch (const ApiError& e) {
+    exchange->respond(error_response(e));
+  } catch (const InvalidRequest& e) {
+    exchange->respond(error_response(ApiError(400, e.what())));
+  } catch (const std::exception& e) {
+    spdlog::error("{} {}: {}", exchange->request().method, exchange->request().target, e.what());
+    exchange->respond(error_response(ApiError(500, std::string("internal error: ") + e.what())));
+  }
+}
+
+void OpenAiServer::check_model(const std::string& model) const {
+  if (!model.empty() && model != options_.served_model_name)
+    throw ApiError(404, fmt::format("The model `{}` does not exist.", model), "model", "NotFoundError");
+}
+
+void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
+  const HttpRequest& req = ex->request();
+  const std::string path = req.path();
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  if (path == "/health") {
+    if (!get) throw ApiError(405, "use GET");
+    ex->respond(HttpResponse{200, "text/plain", "", {}});
+    return;
+  }
+  if (path == "/version") {
+    if (!get) throw ApiError(405, "use GET");
+    ex->respond(json_response({{"version", PAGODA_VERSION}}));
+    return;
+  }
+  if (path == "/metrics") {
+    if (!get) throw ApiError(405, "use GET");
+    ex->respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(engine_.stats()), {}});
+    return;
+  }
+  const Tenant* tenant = nullptr;
+  if (options_.api_keys.enabled()) {
+    tenant = options_.api_keys.authenticate(req.header("authorization"));
+    if (tenant == nullptr) throw ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)");
+  }
+  if (path == "/v1/models") {
+    if (!get) throw ApiError(405, "use GET");
+    json model = {{"id", options_.served_model_name}, {"object", "model"}, {"created", created_},
+                  {"owned_by", "pagoda"}, {"root", options_.model_path}, {"parent", nullptr},
+                  {"max_model_len", options_.max_model_len}};
+    ex->respond(json_response({{"object", "list"}, {"data", json::array({model})}}));
+  } else if (path == "/v1/completions") {
+    if (!post) throw ApiError(405, "use POST");
+    generate(ex, parse_completion_request(req.body), tenant);
+  } else if (path == "/v1/chat/completions") {
+    if (!post) throw ApiError(405, "use POST");
+    generate(ex, parse_chat_request(req.body), tenant);
+  } else if (path == "/tokenize") {
+    if (!post) throw ApiError(405, "use POST");
+    tokenize(ex);
+  } else if (path == "/detokenize") {
+    if (!post) throw ApiError(405, "use POST");
+    detokenize(ex);
+  } else {
+    throw ApiError(404, fmt::format("no route for {} {}", req.method, path), "", "NotFoundError");
+  }
+}
+
+std::string OpenAiServer::chat_prompt(const json& messages, bool add_generation_prompt) const {
+  if (!chat_) throw ApiError(400, "this model has no chat template");
+  return chat_(messages, add_generation_prompt);
+}
+
+std::vector<TokenId> OpenAiServer::encode_chat(const std::string& rendered) const {
+  // Templates that write the BOS token themselves get no second one; others (e.g. the fallback) get the
+  // tokenizer's usual special tokens.
+  bool has_bos = false;
+  if (auto bos = tokenizer_->bos_token_id()) {
+    const std::string_view bos_text = tokenizer_->token_string(*bos);
+    has_bos = !bos_text.empty() && rendered.compare(0, bos_text.size(), bos_text) == 0;
+  }
+  return tokenizer_->encode(rendered, EncodeOptions{.add_special_tokens = !has_bos});
+}
+
+void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest parsed, const Tenant* tenant) {
+  check_model(parsed.model);
+  if (parsed.chat) {
+    if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; chat is unavailable");
+    parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.add_generation_prompt))});
+  } else {
+    for (PromptInput& p : parsed.prompts) {
+      if (!p.text) continue;
+      if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; give the prompt as token ids", "prompt");
+      p.ids = tokenizer_->encode(*p.text, EncodeOptions{.add_special_tokens = parsed.add_special_tokens});
+    }
+  }
+  const int context = options_.max_model_len;
+  std::vector<GenerateRequest> requests;
+  for (const PromptInput& p : parsed.prompts) {
+    const int num_prompt = static_cast<int>(p.ids.size());
+    if (num_prompt == 0) throw ApiError(400, "the prompt is empty", parsed.chat ? "messages" : "prompt");
+    GenerateRequest r;
+    r.prompt_ids = p.ids;
+    r.params = parsed.params;
+    if (!parsed.max_tokens_given && parsed.chat) r.params.max_tokens = std::max(1, context - num_prompt);
+    if (num_prompt + r.params.max_tokens > context) {
+      throw ApiError(400,
+                     fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                 "({} in the {}, {} in the completion). Please reduce the length of the {} or completion.",
+                                 context, num_prompt + r.params.max_tokens, num_prompt,
+                                 parsed.chat ? "messages" : "prompt", r.params.max_tokens,
+                                 parsed.chat ? "messages" : "prompt"),
+                     parsed.chat ? "messages" : "max_tokens");
+    }
+    r.priority = parsed.priority;
+    // A tenant's name salts its prefix cache, so tenants never share cached blocks.
+    r.cache_salt = tenant ? tenant->name + '\x1f' + parsed.cache_salt : parsed.cache_salt;
+    requests.push_back(std::move(r));
+  }
+  const int num_engine_requests = static_cast<int>(requests.size()) * parsed.n;
+  if (options_.max_waiting_requests > 0 && num_pending_.load() + num_engine_requests > options_.max_waiting_requests)
+    throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", num_pending_.load()));
+  std::string tenant_name = tenant ? tenant->name : "";
+  if (tenant && tenant->max_concurrent_requests > 0) {
+    std::lock_guard lock(tenants_mutex_);
+    int& active = tenant_active_[tenant_name];
+    if (active >= tenant->max_concurrent_requests)
+      throw ApiError(429, fmt::format("tenant '{}' has {} requests in flight, its limit", tenant_name, active));
+    ++active;
+  }
+  std::function<void()> on_done;
+  if (tenant && tenant->max_concurrent_requests > 0) {
+    on_done = [this, tenant_name] {
+      std::lock_guard lock(tenants_mutex_);
+      --tenant_active_[tenant_name];
+    };
+  }
+  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name};
+  auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), ex, std::move(on_done));
+  job->start();
+}
+
+void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
+  const json o = parse_json_object(ex->request().body);
+  if (o.contains("model") && !o["model"].is_null()) {
+    if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
+    check_model(o["model"].get<std::string>());
+  }
+  if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer");
+  std::vector<TokenId> ids;
+  if (o.contains("messages")) {
+    if (!o["messages"].is_array()) throw ApiError(400, "'messages' must be a list of messages", "messages");
+    bool add_generation_prompt = true;
+    if (o.contains("add_generation_prompt")) {
+      if (!o["add_generation_prompt"].is_boolean()) throw ApiError(400, "'add_generation_prompt' must be true or false", "add_generation_prompt");
+      add_generation_prompt = o["add_generation_prompt"].get<bool>();
+    }
+    ids = encode_chat(chat_prompt(o["messages"], add_generation_prompt));
+  } else {
+    if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
+    bool add_special = true;
+    if (o.contains("add_special_tokens")) {
+      if (!o["add_special_tokens"].is_boolean()) throw ApiError(400, "'add_special_tokens' must be true or false", "add_special_tokens");
+      add_special = o["add_special_tokens"].get<bool>();
+    }
+    ids = tokenizer_->encode(o["prompt"].get<std::string>(), EncodeOptions{.add_special_tokens = add_special});
+  }
+  json body = {{"count", ids.size()}, {"max_model_len", options_.max_model_len}, {"tokens", ids}};
+  if (o.value("return_token_strs", false)) {
+    json strs = json::array();
+    for (TokenId id : ids) strs.push_back(std::string(tokenizer_->token_string(id)));
+    body["token_strs"] = std::move(strs);
+  }
+  ex->respond(json_response(body));
+}
+
+void OpenAiServer::detokenize(const std::shared_ptr<Exchange>& ex) {
+  const json o = parse_json_object(ex->request().body);
+  if (o.contains("model") && !o["model"].is_null()) {
+    if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
+    check_model(o["model"].get<std::string>());
+  }
+  if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer");
+  if (!o.contains("tokens") || !o["tokens"].is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens");
+  std::vector<TokenId> ids;
+  for (const json& t : o["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer_->vocab_size())
+      throw ApiError(400, "'tokens' must be a list of token ids within the vocabulary", "tokens");
+    ids.push_back(t.get<TokenId>());
+  }
+  ex->respond(json_response({{"prompt", tokenizer_->decode(ids, false)}}));
+}
+
+}  // namespace pagoda::server

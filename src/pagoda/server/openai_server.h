@@ -1,0 +1,62 @@
+// OpenAiServer: the request handler behind `pagoda serve`. Routes the OpenAI-compatible endpoints,
+// checks keys and tenant limits, tokenizes (chat template first), enforces context and queue limits, and
+// hands generation to a GenerationJob per request. All errors leave as OpenAI error objects.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "pagoda/engine/engine.h"
+#include "pagoda/server/api_keys.h"
+#include "pagoda/server/exchange.h"
+#include "pagoda/server/openai_request.h"
+#include "pagoda/server/server_metrics.h"
+#include "pagoda/tokenizer/tokenizer.h"
+
+namespace pagoda::server {
+
+// Renders chat messages into a prompt (the model's chat template); throws pagoda::InvalidRequest for
+// messages the template rejects.
+using ChatRenderer = std::function<std::string(const nlohmann::json& messages, bool add_generation_prompt)>;
+
+struct OpenAiServerOptions {
+  std::string served_model_name;
+  std::string model_path;  // shown as "root" in /v1/models
+  int max_model_len = 0;
+  int max_waiting_requests = 0;  // engine requests not yet started; 0: unlimited
+  ApiKeys api_keys;              // empty: no authentication
+};
+
+class OpenAiServer {
+ public:
+  // `tokenizer` may be null (token-id prompts only); `chat` may be empty (no chat endpoint).
+  OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRenderer chat, OpenAiServerOptions options);
+
+  // The HTTP handler; runs on the exchange's strand.
+  void handle(const std::shared_ptr<Exchange>& exchange);
+
+ private:
+  void route(const std::shared_ptr<Exchange>& exchange);
+  void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, const Tenant* tenant);
+  std::string chat_prompt(const nlohmann::json& messages, bool add_generation_prompt) const;
+  std::vector<TokenId> encode_chat(const std::string& rendered) const;
+  void tokenize(const std::shared_ptr<Exchange>& exchange);
+  void detokenize(const std::shared_ptr<Exchange>& exchange);
+  void check_model(const std::string& model) const;
+
+  Engine& engine_;
+  const Tokenizer* tokenizer_;
+  ChatRenderer chat_;
+  OpenAiServerOptions options_;
+  ServerMetrics metrics_;
+  std::atomic<int> num_pending_{0};
+  std::mutex tenants_mutex_;
+  std::unordered_map<std::string, int> tenant_active_;  // HTTP requests in flight per tenant
+  int64_t created_ = 0;
+};
+
+}  // namespace pagoda::server

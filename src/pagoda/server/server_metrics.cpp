@@ -1,0 +1,62 @@
+// The pagoda:* metric families.
+#include "pagoda/server/server_metrics.h"
+
+namespace pagoda::server {
+namespace {
+
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                          0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kItlBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                                         0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5};
+const std::vector<double> kLatencyBuckets = {0.01, 0.025, 0.05, 0.1, 0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,
+                                             5.0,  10.0,  15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0};
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_name", model_name}} {
+  auto& r = registry_;
+  running_ = &r.gauge("pagoda:num_requests_running", "Number of requests in model execution batches.", labels_);
+  waiting_ = &r.gauge("pagoda:num_requests_waiting", "Number of requests waiting to be processed.", labels_);
+  kv_usage_ = &r.gauge("pagoda:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels_);
+  prefix_queries_ = &r.counter("pagoda:prefix_cache_queries_total",
+                               "Prefix cache queries, in terms of number of queried tokens.", labels_);
+  prefix_hits_ = &r.counter("pagoda:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+                            labels_);
+  preemptions_ = &r.counter("pagoda:num_preemptions_total", "Cumulative number of preemptions from the engine.", labels_);
+  prompt_tokens_ = &r.counter("pagoda:prompt_tokens_total", "Number of prefill tokens processed.", labels_);
+  generation_tokens_ = &r.counter("pagoda:generation_tokens_total", "Number of generation tokens processed.", labels_);
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    metrics::Labels l = labels_;
+    l.emplace_back("finished_reason", reason);
+    r.counter("pagoda:request_success_total", "Count of finished requests by finish reason.", l);
+  }
+  ttft_ = &r.histogram("pagoda:time_to_first_token_seconds", "Histogram of time to first token in seconds.", kTtftBuckets,
+                       labels_);
+  itl_ = &r.histogram("pagoda:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", kItlBuckets,
+                      labels_);
+  e2e_ = &r.histogram("pagoda:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+                      kLatencyBuckets, labels_);
+  queue_ = &r.histogram("pagoda:request_queue_time_seconds",
+                        "Histogram of time from arrival until the engine first reports on the request, in seconds.",
+                        kLatencyBuckets, labels_);
+}
+
+void ServerMetrics::request_finished(const std::string& reason) {
+  metrics::Labels l = labels_;
+  l.emplace_back("finished_reason", reason);
+  registry_.counter("pagoda:request_success_total", "Count of finished requests by finish reason.", l).inc();
+}
+
+std::string ServerMetrics::render(const EngineStats& s) {
+  running_->set(s.num_running);
+  waiting_->set(s.num_waiting);
+  kv_usage_->set(s.kv_cache_usage);
+  prefix_queries_->set_total(static_cast<double>(s.prefix_cache_queries));
+  prefix_hits_->set_total(static_cast<double>(s.prefix_cache_hits));
+  preemptions_->set_total(static_cast<double>(s.num_preemptions));
+  prompt_tokens_->set_total(static_cast<double>(s.prompt_tokens));
+  generation_tokens_->set_total(static_cast<double>(s.generation_tokens));
+  return registry_.render();
+}
+
+}  // namespace pagoda::server

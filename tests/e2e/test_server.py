@@ -1,0 +1,347 @@
+"""`pagoda serve` on loopback with the bundled model: endpoints, streaming, stop strings, n, logprobs,
+usage, every error status, client disconnects, metrics (checked by promtool) and graceful shutdown."""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import pagoda_cli
+from pagoda_cli import run_json
+
+
+class Server:
+    """One `pagoda serve` process on a free loopback port; stop() ends it with SIGTERM."""
+
+    def __init__(self, *extra):
+        self.proc = subprocess.Popen(
+            [pagoda_cli.ARGS.pagoda, "serve", "--host", "127.0.0.1", "--port", "0", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"serving .* on http://[\d.]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(120) or self.port is None:
+            self.proc.kill()
+            raise AssertionError("server did not start:\n" + "".join(self.log))
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=120):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json", **(headers or {})}
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        conn.request(method, path, body=data, headers=h)
+        resp = conn.getresponse()
+        text = resp.read().decode("utf-8")
+        conn.close()
+        return resp.status, dict(resp.getheaders()), text
+
+    def post(self, path, body, **kw):
+        status, headers, text = self.request("POST", path, body, **kw)
+        return status, json.loads(text) if text else None
+
+    def sse(self, path, body, headers=None):
+        """A streamed request: the list of decoded `data:` payloads ("[DONE]" kept as a string)."""
+        status, _, text = self.request("POST", path, body, headers=headers)
+        assert status == 200, text
+        events = []
+        for block in text.split("\n\n"):
+            if not block.strip():
+                continue
+            assert block.startswith("data: "), block
+            payload = block[len("data: "):]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+        return events
+
+    def metrics(self):
+        status, _, text = self.request("GET", "/metrics")
+        assert status == 200
+        return text
+
+    def metric(self, name, labels=""):
+        for line in self.metrics().splitlines():
+            if line.startswith(name + "{") and labels in line:
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"{name} not in /metrics")
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def generate_json(prompt, max_tokens):
+    return run_json("generate", "--json", "--max-tokens", str(max_tokens), "--prompt", prompt)
+
+
+def assert_error(test, status, body, expected_status, param=None):
+    test.assertEqual(status, expected_status, body)
+    test.assertIn("error", body)
+    err = body["error"]
+    test.assertEqual(set(err), {"message", "type", "param", "code"})
+    test.assertEqual(err["code"], expected_status)
+    test.assertTrue(err["message"])
+    if param is not None:
+        test.assertEqual(err["param"], param)
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--served-model-name", "stories")
+        cls.ref = generate_json("Once upon a time", 40)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.assert_exit = cls.server.stop()
+
+    def complete(self, **body):
+        status, out = self.server.post("/v1/completions", {"model": "stories", **body})
+        self.assertEqual(status, 200, out)
+        return out
+
+    def test_greedy_completion_matches_generate(self):
+        out = self.complete(prompt="Once upon a time", max_tokens=40, temperature=0)
+        self.assertEqual(out["object"], "text_completion")
+        self.assertTrue(out["id"].startswith("cmpl-"))
+        self.assertEqual(out["model"], "stories")
+        self.assertIsInstance(out["created"], int)
+        choice = out["choices"][0]
+        self.assertEqual(choice["index"], 0)
+        self.assertEqual(choice["text"], self.ref["text"])
+        self.assertEqual(choice["finish_reason"], self.ref["finish_reason"])
+        self.assertIsNone(choice["logprobs"])
+        usage = out["usage"]
+        self.assertEqual(usage["prompt_tokens"], len(self.ref["prompt_ids"]))
+        self.assertEqual(usage["completion_tokens"], len(self.ref["output_ids"]))
+        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
+        self.assertIn("cached_tokens", usage["prompt_tokens_details"])
+
+    def test_streaming_matches_and_reports_usage(self):
+        events = self.server.sse("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0,
+                                                     "stream": True, "stream_options": {"include_usage": True}})
+        self.assertEqual(events[-1], "[DONE]")
+        usage_chunk = events[-2]
+        self.assertEqual(usage_chunk["choices"], [])
+        self.assertEqual(usage_chunk["usage"]["completion_tokens"], len(self.ref["output_ids"]))
+        chunks = events[:-2]
+        self.assertTrue(len(chunks) > 1)
+        self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), self.ref["text"])
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], self.ref["finish_reason"])
+        self.assertTrue(all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]))
+        self.assertEqual(len({c["id"] for c in chunks}), 1)
+
+    def test_prompt_as_token_ids_and_lists(self):
+        ids = self.ref["prompt_ids"]
+        out = self.complete(prompt=ids, max_tokens=40, temperature=0)
+        self.assertEqual(out["choices"][0]["text"], self.ref["text"])
+        out = self.complete(prompt=[ids, ids], max_tokens=5, temperature=0)
+        self.assertEqual([c["index"] for c in out["choices"]], [0, 1])
+        out = self.complete(prompt=["Once upon a time", "The dog"], max_tokens=5, temperature=0)
+        self.assertEqual(len(out["choices"]), 2)
+        self.assertEqual(out["choices"][0]["text"], generate_json("Once upon a time", 5)["text"])
+        self.assertEqual(out["choices"][1]["text"], generate_json("The dog", 5)["text"])
+
+    def test_stop_strings_never_leak(self):
+        text = self.ref["text"]
+        # A stop string that straddles tokens: a few characters from the middle of the greedy text.
+        cut = len(text) // 2
+        stop = text[cut:cut + 4]
+        expected = text[:text.find(stop)]
+        out = self.complete(prompt="Once upon a time", max_tokens=40, temperature=0, stop=[stop, "zzzz"])
+        self.assertEqual(out["choices"][0]["text"], expected)
+        self.assertEqual(out["choices"][0]["finish_reason"], "stop")
+        self.assertEqual(out["choices"][0]["stop_reason"], stop)
+        events = self.server.sse("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0,
+                                                     "stop": stop, "stream": True})
+        self.assertEqual("".join(e["choices"][0]["text"] for e in events[:-1]), expected)
+        self.assertEqual(events[-2]["choices"][0]["finish_reason"], "stop")
+
+    def test_stop_token_ids(self):
+        out = self.complete(prompt="Once upon a time", max_tokens=40, temperature=0,
+                            stop_token_ids=[self.ref["output_ids"][3]])
+        self.assertEqual(out["usage"]["completion_tokens"], self.ref["output_ids"].index(self.ref["output_ids"][3]) + 1)
+        self.assertEqual(out["choices"][0]["finish_reason"], "stop")
+
+    def test_n_and_seed(self):
+        body = dict(prompt="Once upon a time", max_tokens=20, temperature=1.0, seed=1234, n=2)
+        a = self.complete(**body)
+        b = self.complete(**body)
+        self.assertEqual([c["index"] for c in a["choices"]], [0, 1])
+        self.assertEqual([c["text"] for c in a["choices"]], [c["text"] for c in b["choices"]])
+        self.assertNotEqual(a["choices"][0]["text"], a["choices"][1]["text"])
+        self.assertEqual(a["usage"]["completion_tokens"], sum(1 for _ in a["choices"]) and a["usage"]["completion_tokens"])
+
+    def test_logprobs_and_echo(self):
+        out = self.complete(prompt="Once upon a time", max_tokens=8, temperature=0, logprobs=3)
+        lp = out["choices"][0]["logprobs"]
+        self.assertEqual(len(lp["tokens"]), 8)
+        self.assertEqual(len(lp["token_logprobs"]), 8)
+        self.assertTrue(all(v <= 0 for v in lp["token_logprobs"]))
+        self.assertTrue(all(len(t) == 3 for t in lp["top_logprobs"]))
+        # Greedy: the chosen token is the most likely one.
+        for chosen, top in zip(lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertAlmostEqual(chosen, max(top.values()), places=5)
+        echo = self.complete(prompt="Once upon a time", max_tokens=8, temperature=0, logprobs=1, echo=True)
+        c = echo["choices"][0]
+        self.assertEqual(c["text"], "Once upon a time" + out["choices"][0]["text"])
+        n_prompt = echo["usage"]["prompt_tokens"]
+        self.assertEqual(len(c["logprobs"]["tokens"]), n_prompt + 8)
+        self.assertIsNone(c["logprobs"]["token_logprobs"][0])
+
+    def test_chat(self):
+        status, out = self.server.post("/v1/chat/completions", {
+            "model": "stories", "messages": [{"role": "user", "content": "Tell me a story"}],
+            "max_tokens": 12, "temperature": 0, "logprobs": True, "top_logprobs": 2})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(out["object"], "chat.completion")
+        msg = out["choices"][0]["message"]
+        self.assertEqual(msg["role"], "assistant")
+        self.assertIsInstance(msg["content"], str)
+        self.assertEqual(len(out["choices"][0]["logprobs"]["content"]), out["usage"]["completion_tokens"])
+        events = self.server.sse("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 12, "temperature": 0,
+            "stream": True})
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(events[0]["choices"][0]["delta"]["role"], "assistant")
+        self.assertEqual(events[0]["object"], "chat.completion.chunk")
+        text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1])
+        self.assertEqual(text, msg["content"])
+
+    def test_small_endpoints(self):
+        status, _, body = self.server.request("GET", "/health")
+        self.assertEqual(status, 200)
+        status, _, body = self.server.request("GET", "/version")
+        self.assertEqual(status, 200)
+        self.assertIn("version", json.loads(body))
+        status, _, body = self.server.request("GET", "/v1/models")
+        models = json.loads(body)
+        self.assertEqual(models["object"], "list")
+        self.assertEqual(models["data"][0]["id"], "stories")
+        status, tok = self.server.post("/tokenize", {"prompt": "Once upon a time"})
+        self.assertEqual(tok["tokens"], self.ref["prompt_ids"])
+        self.assertEqual(tok["count"], len(self.ref["prompt_ids"]))
+        status, detok = self.server.post("/detokenize", {"tokens": self.ref["output_ids"]})
+        self.assertEqual(status, 200)
+        self.assertEqual(detok["prompt"].strip(), self.ref["text"].strip())
+
+    def test_errors(self):
+        s = self.server
+        status, _, text = s.request("POST", "/v1/completions", raw="{not json")
+        assert_error(self, status, json.loads(text), 400)
+        status, body = s.post("/v1/completions", {"prompt": "x", "temperature": "hot"})
+        assert_error(self, status, body, 400, "temperature")
+        status, body = s.post("/v1/completions", {"prompt": "x", "max_tokens": "5"})
+        assert_error(self, status, body, 400, "max_tokens")
+        status, body = s.post("/v1/completions", {"prompt": 5})
+        assert_error(self, status, body, 400, "prompt")
+        status, body = s.post("/v1/chat/completions", {"messages": "hi"})
+        assert_error(self, status, body, 400, "messages")
+        status, body = s.post("/v1/completions", {"model": "gpt-17", "prompt": "x"})
+        assert_error(self, status, body, 404, "model")
+        status, body = s.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 100000})
+        assert_error(self, status, body, 400)
+        self.assertIn("maximum context length", body["error"]["message"])
+        status, body = s.post("/v1/completions", {"prompt": [[1, 99999999]]})
+        assert_error(self, status, body, 400)
+        status, _, text = s.request("GET", "/v1/nothing")
+        assert_error(self, status, json.loads(text), 404)
+        # The server keeps serving after every error.
+        self.complete(prompt="Once upon a time", max_tokens=2)
+
+    def test_keep_alive(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
+        for _ in range(3):
+            conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "Hi", "max_tokens": 2}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            json.loads(resp.read())
+        conn.close()
+
+    def test_metrics_pass_promtool(self):
+        self.complete(prompt="Once upon a time", max_tokens=4)
+        text = self.server.metrics()
+        for name in ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
+                     "prefix_cache_queries_total", "prefix_cache_hits_total", "num_preemptions_total",
+                     "prompt_tokens_total", "generation_tokens_total", "request_success_total",
+                     "time_to_first_token_seconds_bucket", "inter_token_latency_seconds_bucket",
+                     "e2e_request_latency_seconds_bucket", "request_queue_time_seconds_bucket"]:
+            self.assertIn(f"pagoda:{name}{{model_name=\"stories\"", text)
+        self.assertGreater(self.server.metric("pagoda:generation_tokens_total"), 0)
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("promtool not installed")
+        proc = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        # promtool's linter reports style problems (exit 3) separately from parse errors (exit 1).
+        problems = [l for l in (proc.stdout + proc.stderr).splitlines()
+                    if l.strip() and "should not contain ':'" not in l]
+        self.assertIn(proc.returncode, (0, 3), proc.stderr)
+        self.assertEqual(problems, [], proc.stdout + proc.stderr)
+
+    def test_zz_disconnect_mid_stream_cancels(self):
+        aborted_before = self.server.metric("pagoda:request_success_total", 'finished_reason="abort"')
+        sock = socket.create_connection(("127.0.0.1", self.server.port))
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True,
+                           "temperature": 0.8, "n": 8})
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while b"data: " not in got:
+            got += sock.recv(4096)
+        sock.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if (self.server.metric("pagoda:num_requests_running") == 0
+                    and self.server.metric("pagoda:kv_cache_usage_perc") == 0):
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.server.metric("pagoda:num_requests_running"), 0)
+        self.assertEqual(self.server.metric("pagoda:num_requests_waiting"), 0)
+        self.assertEqual(self.server.metric("pagoda:kv_cache_usage_perc"), 0)
+        self.assertGreater(self.server.metric("pagoda:request_success_total", 'finished_reason="abort"'), aborted_before)
+        self.complete(prompt="Once upon a time", max_tokens=2)
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_finishes_in_flight_and_exits_zero(self):
+        server = Server()
+        result = {}
+
+        def slow():
+            result["out"] = server.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 400,
+                                                            "ignore_eos": True, "n": 16})
+
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.05)
+        self.assertEqual(server.stop(), 0, "".join(server.log))
+        t.join(30)
+        status, body = result["out"]
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body["choices"]), 16)
+
+
+if __name__ == "__main__":
+    pagoda_cli.main()

@@ -1,0 +1,108 @@
+"""`pagoda serve` limits: API keys and tenants (401, per-tenant concurrency, prefix-cache isolation),
+the waiting-queue limit (429 + Retry-After) and the request body limit (413)."""
+import json
+import os
+import socket
+import tempfile
+import time
+import unittest
+
+import pagoda_cli
+from test_server import Server, assert_error
+
+# Long enough to fill whole KV blocks (16 tokens), so a repeat can hit the prefix cache.
+LONG_PROMPT = ("Once upon a time there was a little girl named Lily. She liked to play outside in the park "
+               "with her friends and her dog.")
+
+
+class AuthAndTenants(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        keys = os.path.join(cls.dir.name, "keys.json")
+        with open(keys, "w") as f:
+            json.dump({"key-a": "alice", "key-b": {"tenant": "bob", "max_concurrent_requests": 1}}, f)
+        cls.server = Server("--api-keys-file", keys, "--api-key", "plain-key")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.dir.cleanup()
+
+    def post(self, key, body, path="/v1/completions"):
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return self.server.post(path, body, headers=headers)
+
+    def test_missing_or_wrong_key_is_401(self):
+        status, body = self.post(None, {"prompt": "Hi", "max_tokens": 2})
+        assert_error(self, status, body, 401)
+        status, body = self.post("nope", {"prompt": "Hi", "max_tokens": 2})
+        assert_error(self, status, body, 401)
+        status, _, text = self.server.request("GET", "/v1/models")
+        self.assertEqual(status, 401)
+        for key in ("key-a", "key-b", "plain-key"):
+            status, body = self.post(key, {"prompt": "Hi", "max_tokens": 2})
+            self.assertEqual(status, 200, body)
+        # Health and metrics stay open for probes and scrapers.
+        self.assertEqual(self.server.request("GET", "/health")[0], 200)
+        self.assertEqual(self.server.request("GET", "/metrics")[0], 200)
+
+    def test_tenants_never_share_prefix_cache(self):
+        body = {"prompt": LONG_PROMPT, "max_tokens": 2, "temperature": 0}
+        status, first = self.post("key-a", body)
+        self.assertEqual(status, 200, first)
+        status, again = self.post("key-a", body)
+        self.assertGreater(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        status, other = self.post("key-b", body)
+        self.assertEqual(other["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        self.assertEqual(other["choices"][0]["text"], first["choices"][0]["text"])
+
+    def test_tenant_concurrency_limit(self):
+        # bob (limit 1) holds one streaming request open; a second concurrent request of his is refused.
+        sock = socket.create_connection(("127.0.0.1", self.server.port))
+        body = json.dumps({"prompt": "Once", "max_tokens": 400, "ignore_eos": True, "n": 8, "stream": True})
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-b\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while b"data: " not in got:
+            got += sock.recv(4096)
+        self.assertIn(b"200 OK", got)
+        status, body = self.post("key-b", {"prompt": "Hi", "max_tokens": 1})
+        assert_error(self, status, body, 429)
+        # Other tenants are not limited by bob's limit.
+        self.assertEqual(self.post("key-a", {"prompt": "Hi", "max_tokens": 1})[0], 200)
+        sock.close()  # cancels bob's request; his slot frees once it has ended
+        deadline = time.time() + 30
+        status = None
+        while time.time() < deadline and status != 200:
+            status, _ = self.post("key-b", {"prompt": "Hi", "max_tokens": 1})
+            time.sleep(0.05)
+        self.assertEqual(status, 200)
+
+
+class QueueAndBodyLimits(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--max-waiting-requests", "4", "--max-request-body", "4096")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_too_many_waiting_is_429_with_retry_after(self):
+        status, headers, text = self.server.request("POST", "/v1/completions",
+                                                    body={"prompt": "Hi", "max_tokens": 2, "n": 5})
+        assert_error(self, status, json.loads(text), 429)
+        self.assertIn("Retry-After", headers)
+        status, body = self.server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "n": 4})
+        self.assertEqual(status, 200, body)
+
+    def test_body_too_large_is_413(self):
+        status, _, text = self.server.request("POST", "/v1/completions",
+                                              body={"prompt": "x" * 10000, "max_tokens": 2})
+        assert_error(self, status, json.loads(text), 413)
+        self.assertEqual(self.server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2})[0], 200)
+
+
+if __name__ == "__main__":
+    pagoda_cli.main()

@@ -1,0 +1,77 @@
+// Request parsing: shapes of `prompt`, defaults, and 400s that name the field.
+#include <gtest/gtest.h>
+
+#include "pagoda/server/api_error.h"
+#include "pagoda/server/api_keys.h"
+#include "pagoda/server/openai_request.h"
+
+namespace pagoda::server {
+namespace {
+
+std::string param_of(const std::string& body, bool chat = false) {
+  try {
+    chat ? parse_chat_request(body) : parse_completion_request(body);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.param();
+  }
+  return "<no error>";
+}
+
+TEST(OpenAiRequest, PromptShapes) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "hi"})").prompts.at(0).text, "hi");
+  EXPECT_EQ(parse_completion_request(R"({"prompt": ["a", "b"]})").prompts.size(), 2u);
+  auto ids = parse_completion_request(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<TokenId>{1, 2, 3}));
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [[1], [2, 3]]})").prompts.size(), 2u);
+}
+
+TEST(OpenAiRequest, Fields) {
+  auto r = parse_completion_request(
+      R"({"prompt": "x", "max_tokens": 5, "temperature": 0, "top_k": 3, "seed": 7, "n": 2, "stop": "\n",
+          "logprobs": 2, "echo": true, "stream": true, "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.params.max_tokens, 5);
+  EXPECT_TRUE(r.max_tokens_given);
+  EXPECT_TRUE(r.params.is_greedy());
+  EXPECT_EQ(r.params.top_k, 3);
+  EXPECT_EQ(r.params.seed, 7u);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_TRUE(r.echo && r.stream && r.include_usage);
+  auto c = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})");
+  EXPECT_EQ(c.params.max_tokens, 9);
+  EXPECT_EQ(c.top_logprobs, 3);
+}
+
+TEST(OpenAiRequest, ErrorsNameTheField) {
+  EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "top_p": 0})"), "top_p");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 0})"), "n");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stop": 3})"), "stop");
+  EXPECT_EQ(param_of(R"({"prompt": {"a": 1}})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": [1, "a"]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"max_tokens": 3})"), "prompt");
+  EXPECT_EQ(param_of(R"({"messages": "hi"})", true), "messages");
+  EXPECT_EQ(param_of(R"({"messages": [{"content": "hi"}]})", true), "messages[0].role");
+  EXPECT_THROW(parse_completion_request("{not json"), ApiError);
+  EXPECT_THROW(parse_completion_request("[1]"), ApiError);
+}
+
+TEST(ApiKeys, BearerLookup) {
+  ApiKeys keys;
+  EXPECT_FALSE(keys.enabled());
+  keys.add("k1", Tenant{"alice", 2});
+  EXPECT_TRUE(keys.enabled());
+  ASSERT_NE(keys.authenticate("Bearer k1"), nullptr);
+  EXPECT_EQ(keys.authenticate("Bearer k1")->name, "alice");
+  EXPECT_EQ(keys.authenticate("Bearer k2"), nullptr);
+  EXPECT_EQ(keys.authenticate("k1"), nullptr);
+  EXPECT_EQ(keys.authenticate(""), nullptr);
+}
+
+}  // namespace
+}  // namespace pagoda::server
