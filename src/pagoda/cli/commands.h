@@ -9,5 +9,6 @@ void add_generate_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace pagoda::cli

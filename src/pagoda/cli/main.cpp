@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   pagoda::cli::add_tokenize_commands(app);
   pagoda::cli::add_inspect_command(app);
   pagoda::cli::add_serve_command(app);
+  pagoda::cli::add_bench_command(app);
   app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
   try {
     app.parse(argc, argv);

@@ -9,11 +9,11 @@ namespace pagoda {
 
 void Buffer::Free::operator()(void* p) const { std::free(p); }
 
-Buffer::Buffer(size_t nbytes) : size_(nbytes) {
-  const size_t rounded = (nbytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+Buffer::Buffer(size_t nbytes, Init init) : size_(nbytes) {
+  const size_t rounded = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  if (init == Init::kZero) std::memset(p, 0, rounded);
   data_.reset(p);
 }
 

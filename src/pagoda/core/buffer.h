@@ -13,7 +13,8 @@ namespace pagoda {
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t nbytes);  // zero-filled
+  enum class Init { kZero, kUninitialized };
+  explicit Buffer(size_t nbytes, Init init = Init::kZero);
   void* data() const { return data_.get(); }
   size_t size() const { return size_; }
 

@@ -24,6 +24,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
       scheduler_(options.scheduler, kv_options(options)),
       runner_(model, ops, model.kv_cache_spec(options.num_kv_blocks, options.block_size, ops.activation_dtype())),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
+  runner_.warm_up(options.scheduler.max_num_batched_tokens);
   publish_stats();
   thread_ = std::thread([this] { run(); });
 }
@@ -82,7 +83,20 @@ void Engine::run() {
     if (scheduler_.has_unfinished()) step();
     publish_stats();
   }
-  // Shutting down: every unfinished request is told.
+  // Shutting down: every unfinished request is told, including those never admitted.
+  std::deque<Pending> never_admitted;
+  {
+    std::lock_guard lock(mutex_);
+    never_admitted.swap(inbox_);
+  }
+  for (Pending& p : never_admitted) {
+    RequestEvent event;
+    event.request_id = p.id;
+    event.finished = true;
+    event.finish_reason = "abort";
+    event.usage.prompt_tokens = static_cast<int>(p.request.prompt_ids.size());
+    p.on_event(event);
+  }
   std::vector<RequestId> ids;
   for (const auto& [id, active] : active_) ids.push_back(id);
   for (RequestId id : ids) {
@@ -132,6 +146,8 @@ void Engine::step() {
       (void)scheduler_.abort(s.seq_id);
       finish(s.seq_id, "error", std::string("internal error: ") + e.what(), usage);
     }
+    // Blocks published for this step were never computed: forget every cached block not in use.
+    scheduler_.block_manager().reset_prefix_cache();
     return;
   }
   for (auto& [id, entries] : out.prompt_logprobs) {

@@ -18,6 +18,17 @@ void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64
 
 void ModelRunner::remove_request(SeqId seq_id) { requests_.erase(seq_id); }
 
+void ModelRunner::warm_up(int num_tokens) {
+  const int bs = kv_cache_.spec.block_size;
+  const int n = std::max(1, std::min(num_tokens, kv_cache_.spec.num_blocks * bs));
+  std::vector<TokenId> tokens(static_cast<size_t>(n), 0);
+  std::vector<int32_t> blocks(static_cast<size_t>((n + bs - 1) / bs));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  // The KV written here lands in blocks no sequence holds yet; they are overwritten before being read.
+  SequenceChunk chunk{tokens, 0, blocks, LogitsWanted::kLast};
+  model_.forward(ops_, builder_.build(std::span(&chunk, 1), bs), kv_cache_);
+}
+
 StepOutput ModelRunner::execute(const StepPlan& plan) {
   StepOutput out;
   if (plan.empty()) return out;

@@ -34,6 +34,10 @@ class ModelRunner {
 
   StepOutput execute(const StepPlan& plan);
 
+  // Runs one forward of `num_tokens` tokens (capped by the KV pool) so that threads start, the workspace
+  // grows to its largest size and caches warm before the first request; leaves no state behind.
+  void warm_up(int num_tokens);
+
   const KvCacheSpec& kv_spec() const { return kv_cache_.spec; }
 
  private:

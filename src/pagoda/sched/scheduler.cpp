@@ -191,8 +191,12 @@ void Scheduler::erase_running(const Sequence* seq) {
   running_.erase(it);
 }
 
-void Scheduler::add_to_plan(StepPlan& plan, const Sequence& seq, int num_tokens) {
+void Scheduler::add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens) {
   const int start = seq.num_computed_tokens;
+  // Publish the blocks this step fills now, not after the step: every layer stores all new K/V before
+  // any attention reads them, so a sequence admitted later in this same step may already share them.
+  // (A step that fails drops the prefix cache: see Engine.)
+  block_manager_.publish_full_blocks(seq.blocks, seq.token_ids, start + num_tokens);
   plan.seqs.push_back(ScheduledSequence{seq.seq_id, &seq, start, num_tokens, start + num_tokens == seq.num_tokens()});
 }
 

@@ -79,7 +79,7 @@ class Scheduler {
   void finish(Sequence& seq, FinishReason reason);  // frees blocks, forgets the sequence
   void insert_running(Sequence* seq);
   void erase_running(const Sequence* seq);
-  static void add_to_plan(StepPlan& plan, const Sequence& seq, int num_tokens);
+  void add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens);
 
   SchedulerConfig config_;
   BlockManager block_manager_;

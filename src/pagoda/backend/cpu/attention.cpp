@@ -1,5 +1,6 @@
-// CPU causal attention over a paged KV cache: one (sequence, query token, head) at a time, softmax in
-// fp32 with the running maximum subtracted. GQA: query head h reads KV head h / (num_heads / num_kv_heads).
+// CPU causal attention over a paged KV cache. One work item is (query token, KV head): the query heads
+// that share that KV head (GQA) are processed together, so each key and value row is read once per
+// group. Keys are walked page by page (no per-key division). Softmax in fp32 with the maximum subtracted.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -7,6 +8,21 @@
 #include "pagoda/backend/cpu/cpu_kernels.h"
 
 namespace pagoda::cpu {
+namespace {
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+inline void axpy(float* y, float a, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace
 
 void paged_attention_f32(float* out, const float* q, const float* k_cache, const float* v_cache,
                          const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale) {
@@ -14,57 +30,70 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
   const int64_t num_kv_heads = spec.num_kv_heads;
   const int64_t group = num_heads / num_kv_heads;
   const int64_t bs = spec.block_size;
+  const int64_t slot_stride = num_kv_heads * hd;  // floats between consecutive slots
   const int32_t* query_start = batch.query_start.ptr<int32_t>();
   const int32_t* seq_lens = batch.seq_lens.ptr<int32_t>();
   const int32_t* page_start = batch.kv_page_start.ptr<int32_t>();
   const int32_t* pages = batch.kv_pages.ptr<int32_t>();
   const int32_t* positions = batch.positions.ptr<int32_t>();
   const int64_t token_stride = num_heads * hd;
-  const int64_t num_work = static_cast<int64_t>(batch.num_tokens) * num_heads;
+  const int64_t num_work = static_cast<int64_t>(batch.num_tokens) * num_kv_heads;
+  PAGODA_CHECK(group <= 64, "more than 64 query heads per KV head");
 
-#pragma omp parallel if (num_work * batch.max_seq_len * hd >= (1 << 15))
+  // Sequence of each token, once per call (the work loop looks it up per item).
+  std::vector<int32_t> seq_of_token(static_cast<size_t>(batch.num_tokens));
+  for (int s = 0; s < batch.num_seqs; ++s)
+    for (int t = query_start[s]; t < query_start[s + 1]; ++t) seq_of_token[t] = s;
+
+#pragma omp parallel if (num_work * batch.max_seq_len * hd * group >= (1 << 16))
   {
-    thread_local std::vector<float> scores;
-    thread_local std::vector<float> acc;
-    acc.resize(static_cast<size_t>(hd));
-#pragma omp for schedule(dynamic, 4)
+    thread_local std::vector<float> scores;  // [group, num_keys]
+#pragma omp for schedule(dynamic, 8)
     for (int64_t w = 0; w < num_work; ++w) {
-      const int64_t t = w / num_heads;
-      const int64_t h = w % num_heads;
-      const int64_t kvh = h / group;
-      // The sequence this token belongs to (few sequences: a linear scan is fine on the CPU).
-      int s = 0;
-      while (query_start[s + 1] <= t) ++s;
-      // Causal: token at position p sees keys 0..p (its own key is already stored).
+      const int64_t t = w / num_kv_heads;
+      const int64_t kvh = w % num_kv_heads;
+      const int s = seq_of_token[t];
+      // Causal: the token at position p sees keys 0..p (its own key is already stored).
       const int64_t num_keys = std::min<int64_t>(positions[t] + 1, seq_lens[s]);
       const int32_t* seq_pages = pages + page_start[s];
-      const float* qv = q + t * token_stride + h * hd;
+      const float* q0 = q + t * token_stride + kvh * group * hd;  // the group's first query head
+      scores.resize(static_cast<size_t>(group * num_keys));
 
-      scores.resize(static_cast<size_t>(num_keys));
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < num_keys; ++j) {
-        const int64_t slot = static_cast<int64_t>(seq_pages[j / bs]) * bs + j % bs;
-        const float* kv = k_cache + (slot * num_kv_heads + kvh) * hd;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) dot += qv[i] * kv[i];
-        scores[j] = dot * scale;
-        max_score = std::max(max_score, scores[j]);
+      float max_score[64];
+      std::fill(max_score, max_score + group, -INFINITY);
+      for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
+        const float* k_page = k_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+        const int64_t n = std::min(bs, num_keys - j0);
+        for (int64_t j = 0; j < n; ++j) {
+          const float* kv = k_page + j * slot_stride;
+          for (int64_t g = 0; g < group; ++g) {
+            const float sc = dot(q0 + g * hd, kv, hd) * scale;
+            scores[g * num_keys + j0 + j] = sc;
+            max_score[g] = std::max(max_score[g], sc);
+          }
+        }
       }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < num_keys; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
+      for (int64_t g = 0; g < group; ++g) {
+        float* sg = scores.data() + g * num_keys;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < num_keys; ++j) {
+          sg[j] = std::exp(sg[j] - max_score[g]);
+          sum += sg[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        for (int64_t j = 0; j < num_keys; ++j) sg[j] *= inv_sum;
+        float* o = out + t * token_stride + (kvh * group + g) * hd;
+        std::fill(o, o + hd, 0.0f);
       }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < num_keys; ++j) {
-        const int64_t slot = static_cast<int64_t>(seq_pages[j / bs]) * bs + j % bs;
-        const float* vv = v_cache + (slot * num_kv_heads + kvh) * hd;
-        const float p = scores[j];
-        for (int64_t i = 0; i < hd; ++i) acc[i] += p * vv[i];
+      for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
+        const float* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+        const int64_t n = std::min(bs, num_keys - j0);
+        for (int64_t j = 0; j < n; ++j) {
+          const float* vv = v_page + j * slot_stride;
+          for (int64_t g = 0; g < group; ++g)
+            axpy(out + t * token_stride + (kvh * group + g) * hd, scores[g * num_keys + j0 + j], vv, hd);
+        }
       }
-      float* o = out + t * token_stride + h * hd;
-      const float inv_sum = 1.0f / sum;
-      for (int64_t i = 0; i < hd; ++i) o[i] = acc[i] * inv_sum;
     }
   }
 }

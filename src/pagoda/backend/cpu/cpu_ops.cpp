@@ -19,7 +19,7 @@ Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
   const size_t nbytes = (static_cast<size_t>(t.nbytes()) + 63) / 64 * 64;
   bytes_requested_ += nbytes;
   if (chunks_.empty() || chunk_used_ + nbytes > chunks_.back().size()) {
-    chunks_.emplace_back(std::max<size_t>(nbytes, 1 << 20));
+    chunks_.emplace_back(std::max<size_t>(nbytes, 1 << 20), Buffer::Init::kUninitialized);
     chunk_used_ = 0;
   }
   t.data = static_cast<char*>(chunks_.back().data()) + chunk_used_;
@@ -31,7 +31,7 @@ void CpuOps::reset_workspace() {
   if (chunks_.size() > 1) {  // settle into one chunk big enough for the largest step seen
     const size_t want = bytes_requested_;
     chunks_.clear();
-    chunks_.emplace_back(std::max<size_t>(want, 1 << 20));
+    chunks_.emplace_back(std::max<size_t>(want, 1 << 20), Buffer::Init::kUninitialized);
   }
   chunk_used_ = 0;
   bytes_requested_ = 0;
