@@ -41,6 +41,7 @@ std::string py_capitalize(const std::string& s);
 std::string py_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count);
 
 // Argument access for built-ins: positional index i, else keyword `key`, else `fallback`.
-const Value& arg(const ValueList& args, const KwArgs& kwargs, size_t i, const char* key, const Value& fallback);
+// Returned by value: callers pass temporaries as `fallback`, which a returned reference would outlive.
+Value arg(const ValueList& args, const KwArgs& kwargs, size_t i, const char* key, const Value& fallback);
 
 }  // namespace pagoda::jinja

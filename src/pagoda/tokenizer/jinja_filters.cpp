@@ -202,7 +202,12 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       {"indent", filter_indent},
       {"safe", [](const Value& in, const ValueList&, const KwArgs&) { return in; }},
       {"int", [](const Value& in, const ValueList& a, const KwArgs& k) {
-         if (in.is_number()) return Value(static_cast<int64_t>(in.as_double()));
+         if (in.is_int()) return Value(in.as_int());
+         if (in.is_number()) {
+           double d = in.as_double();
+           if (!(std::fabs(d) < 9.2e18)) throw EvalError("cannot convert float " + in.str() + " to integer");
+           return Value(static_cast<int64_t>(d));
+         }
          try { return Value(static_cast<int64_t>(std::stoll(py_strip(in.str(), kNone, true, true)))); }
          catch (const std::exception&) { return arg(a, k, 0, "default", Value(0)); } }},
       {"float", [](const Value& in, const ValueList& a, const KwArgs& k) {

@@ -44,8 +44,9 @@ int64_t floor_div(int64_t a, int64_t b) {
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   bool ints = a.is_int() && b.is_int();
   bool nums = a.is_number() && b.is_number();
+  // Integer results that overflow int64 fall through to float arithmetic (Python has big ints).
   if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
+    if (int64_t r; ints && !__builtin_add_overflow(a.as_int(), b.as_int(), &r)) return Value(r);
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list()) {
@@ -54,10 +55,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value(std::move(out));
     }
   } else if (op == "-") {
-    if (ints) return Value(a.as_int() - b.as_int());
+    if (int64_t r; ints && !__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) return Value(r);
     if (nums) return Value(a.as_double() - b.as_double());
   } else if (op == "*") {
-    if (ints) return Value(a.as_int() * b.as_int());
+    if (int64_t r; ints && !__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) return Value(r);
     if (nums) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_list()) && b.is_int()) return repeat(a, b.as_int());
     if (a.is_int() && (b.is_string() || b.is_list())) return repeat(b, a.as_int());
@@ -68,7 +69,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
   } else if (op == "//" || op == "%") {
     if (nums && b.as_double() == 0.0) throw EvalError(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
-    if (ints) {
+    if (ints && !(a.as_int() == INT64_MIN && b.as_int() == -1)) {
       int64_t q = floor_div(a.as_int(), b.as_int());
       return op == "//" ? Value(q) : Value(a.as_int() - q * b.as_int());
     }
@@ -94,7 +95,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
 }
 
 Value unary_op(const std::string& op, const Value& a) {
-  if (a.is_int()) return op == "-" ? Value(-a.as_int()) : Value(a.as_int());
+  if (a.is_int() && a.as_int() != INT64_MIN) return op == "-" ? Value(-a.as_int()) : Value(a.as_int());
   if (a.is_number()) return op == "-" ? Value(-a.as_double()) : a;
   if (a.is_undefined()) undefined_error(a);
   throw EvalError("bad operand type for unary " + op + ": '" + a.type_name() + "'");
@@ -191,7 +192,7 @@ Value slice(const Value& obj, const Value* start, const Value* stop, const Value
   throw EvalError("'" + obj.type_name() + "' object is not subscriptable");
 }
 
-const Value& arg(const ValueList& args, const KwArgs& kwargs, size_t i, const char* key, const Value& fallback) {
+Value arg(const ValueList& args, const KwArgs& kwargs, size_t i, const char* key, const Value& fallback) {
   if (i < args.size()) return args[i];
   for (const auto& [k, v] : kwargs) {
     if (k == key) return v;
