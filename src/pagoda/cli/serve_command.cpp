@@ -104,13 +104,15 @@ void run_serve(ServeOptions& o) {
   for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
   if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
 
-  LLM llm(llm_options);
-  so.max_model_len = llm.max_model_len();
-  server::OpenAiServer api(llm.engine(), llm.tokenizer(), make_chat_renderer(o, model_path, llm.tokenizer()), so);
+  auto llm = std::make_unique<LLM>(llm_options);
+  so.max_model_len = llm->max_model_len();
+  server::OpenAiServer api(llm->engine(), llm->tokenizer(), make_chat_renderer(o, model_path, llm->tokenizer()), so);
   server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
   spdlog::info("serving {} on http://{}:{} ({} I/O threads{})", so.served_model_name, o.http.host, http.bound_port(),
                o.http.num_threads, so.api_keys.enabled() ? ", API keys required" : "");
   http.run();
+  // Stop the engine while the I/O context still exists: its last events (aborts) are posted to it.
+  llm.reset();
 }
 
 }  // namespace
