@@ -2,6 +2,11 @@
 // Exchange implementation (a queue drained by the connection, woken through a timer), signals, draining.
 #include "pagoda/server/http_server.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <functional>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -343,12 +348,21 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
   // Watch for the client closing while we wait: a readable socket with nothing to read is EOF.
   stream.expires_never();
   auto watching = std::make_shared<bool>(true);
-  stream.socket().async_wait(tcp::socket::wait_read, [ex, watching, &stream](boost::system::error_code ec) {
+  // Readiness alone is not proof of EOF: the reactor may report a socket readable with nothing to read
+  // (a readiness edge left over from the request just parsed). Peek: 0 bytes is EOF, EAGAIN is spurious
+  // (wait again), data is a pipelined request (stop watching).
+  auto watch = std::make_shared<std::function<void(boost::system::error_code)>>();
+  *watch = [ex, watching, &stream, weak = std::weak_ptr(watch)](boost::system::error_code ec) {
     if (ec || !*watching) return;
-    boost::system::error_code ec2;
-    const size_t available = stream.socket().available(ec2);
-    if (ec2 || available == 0) ex->client_gone();
-  });
+    char byte = 0;
+    const ssize_t n = ::recv(stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      ex->client_gone();
+    } else if (n < 0) {
+      if (auto again = weak.lock()) stream.socket().async_wait(tcp::socket::wait_read, *again);
+    }
+  };
+  stream.socket().async_wait(tcp::socket::wait_read, *watch);
   bool ok = true;
   bool done = false;
   while (!done) {
@@ -406,6 +420,7 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
     }
   }
   *watching = false;
+  watch.reset();
   boost::system::error_code ignored;
   stream.socket().cancel(ignored);  // the watcher
   stream.expires_never();
