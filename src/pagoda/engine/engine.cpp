@@ -24,7 +24,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
       scheduler_(options.scheduler, kv_options(options)),
       runner_(model, ops, model.kv_cache_spec(options.num_kv_blocks, options.block_size, ops.activation_dtype())),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
-  runner_.warm_up(options.scheduler.max_num_batched_tokens);
+  runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();
   thread_ = std::thread([this] { run(); });
 }

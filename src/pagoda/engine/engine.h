@@ -27,6 +27,9 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
   uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
+  // Tokens in the start-up forward (threads, workspace, page cache). Small on the CPU, where a forward of
+  // max_num_batched_tokens would take seconds on a 1B model; the GPU warms up at the largest shape.
+  int warm_up_tokens = 16;
 };
 
 struct EngineStats {

@@ -90,7 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(DType::kF32, 37, 130, 96), std::make_tuple(DType::kBF16, 1, 17, 64),
                       std::make_tuple(DType::kBF16, 9, 300, 256), std::make_tuple(DType::kF16, 5, 64, 172),
                       std::make_tuple(DType::kF16, 64, 48, 520), std::make_tuple(DType::kQ8_0, 1, 40, 64),
-                      std::make_tuple(DType::kQ8_0, 6, 129, 512), std::make_tuple(DType::kF32, 3, 1000, 2048)));
+                      std::make_tuple(DType::kQ8_0, 6, 129, 512), std::make_tuple(DType::kF32, 3, 1000, 2048),
+                      // decode sizes (1-4 tokens) take the convert-in-register path; odd rows and k tails
+                      std::make_tuple(DType::kF16, 2, 33, 172), std::make_tuple(DType::kF16, 3, 7, 2056),
+                      std::make_tuple(DType::kBF16, 4, 9, 100), std::make_tuple(DType::kF32, 2, 7, 13),
+                      std::make_tuple(DType::kQ8_0, 2, 5, 96), std::make_tuple(DType::kQ8_0, 4, 131, 256),
+                      std::make_tuple(DType::kF16, 1, 5632, 2048)));
 
 // Dense causal attention over explicit K/V per sequence, in double.
 TEST(PagedAttention, MatchesDenseReferenceWithScatteredBlocks) {

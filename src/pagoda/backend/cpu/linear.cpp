@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_direct.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -67,6 +68,8 @@ void sweep_tokens(const float* const* w_rows, const float* x, int64_t t_begin, i
 
 void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
                 int64_t k) {
+  // Decode: weights are streamed once and converted in registers.
+  if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
   const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);

@@ -1,0 +1,127 @@
+// CPU matrix-vector products for decode (a few tokens): each weight is converted to fp32 in registers
+// right where it is multiplied, so the weight stream is read once from memory and nothing is written
+// back. Weight dtypes: F16 (F16C), BF16 (shift), Q8_0 (int8 x block scale), F32.
+#include <immintrin.h>
+
+#include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_direct.h"
+
+namespace pagoda::cpu {
+namespace {
+
+struct F32Row {
+  const float* p;
+  __m256 load8(int64_t i) const { return _mm256_loadu_ps(p + i); }
+  float at(int64_t i) const { return p[i]; }
+};
+
+struct F16Row {
+  const uint16_t* p;
+  __m256 load8(int64_t i) const { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))); }
+  float at(int64_t i) const { return _cvtsh_ss(p[i]); }
+};
+
+struct BF16Row {
+  const uint16_t* p;
+  __m256 load8(int64_t i) const {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  float at(int64_t i) const { return bf16_to_f32(p[i]); }
+};
+
+struct Q8Row {  // blocks of {f16 scale, int8 q[32]}; i is a multiple of 8 and k of 32
+  const uint8_t* p;
+  __m256 load8(int64_t i) const {
+    const uint8_t* block = p + (i / 32) * 34;
+    uint16_t d;
+    __builtin_memcpy(&d, block, 2);
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i % 32));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
+  }
+  float at(int64_t) const { return 0.0f; }  // never called: k is a multiple of 32
+};
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// out[t * stride + r] = dot(w[r], x[t]) for R rows and T tokens.
+template <class Row, int R, int T>
+inline void dot_block(const Row (&w)[R], const float* x, int64_t k, float* out, int64_t stride) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t k8 = k / 8 * 8;
+  for (int64_t i = 0; i < k8; i += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = w[r].load8(i);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * k + i);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = hsum(acc[r][t]);
+      for (int64_t i = k8; i < k; ++i) s += w[r].at(i) * x[t * k + i];
+      out[t * stride + r] = s;
+    }
+  }
+}
+
+template <class Row, int R, int T>
+inline void rows_at(const uint8_t* w, int64_t row_bytes, int64_t r, const float* x, int64_t n, int64_t k, float* out) {
+  Row rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = Row{reinterpret_cast<decltype(Row::p)>(w + (r + i) * row_bytes)};
+  dot_block<Row, R, T>(rows, x, k, out + r, n);
+}
+
+// Four rows at a time: four independent weight streams per thread keep enough loads in flight.
+template <class Row, int T>
+void rows_times_tokens(const uint8_t* w, int64_t row_bytes, const float* x, int64_t n, int64_t k, float* out) {
+  constexpr int kRows = T <= 2 ? 4 : 2;
+  const bool parallel = n * k >= (1 << 16);
+  const int64_t num_groups = (n + kRows - 1) / kRows;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t g = 0; g < num_groups; ++g) {
+    const int64_t r = g * kRows;
+    if (r + kRows <= n) {
+      rows_at<Row, kRows, T>(w, row_bytes, r, x, n, k, out);
+    } else {
+      for (int64_t i = r; i < n; ++i) rows_at<Row, 1, T>(w, row_bytes, i, x, n, k, out);
+    }
+  }
+}
+
+template <class Row>
+void dispatch_tokens(const uint8_t* w, int64_t row_bytes, const float* x, int64_t num_tokens, int64_t n, int64_t k,
+                     float* out) {
+  switch (num_tokens) {
+    case 1: return rows_times_tokens<Row, 1>(w, row_bytes, x, n, k, out);
+    case 2: return rows_times_tokens<Row, 2>(w, row_bytes, x, n, k, out);
+    case 3: return rows_times_tokens<Row, 3>(w, row_bytes, x, n, k, out);
+    default: return rows_times_tokens<Row, 4>(w, row_bytes, x, n, k, out);
+  }
+}
+
+}  // namespace
+
+bool linear_direct_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
+                       int64_t k) {
+  if (num_tokens < 1 || num_tokens > kMaxDirectTokens) return false;
+  const auto* bytes = static_cast<const uint8_t*>(w);
+  const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
+  switch (w_dtype) {
+    case DType::kF32: dispatch_tokens<F32Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
+    case DType::kF16: dispatch_tokens<F16Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
+    case DType::kBF16: dispatch_tokens<BF16Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
+    case DType::kQ8_0: dispatch_tokens<Q8Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
+    default: return false;
+  }
+}
+
+}  // namespace pagoda::cpu
