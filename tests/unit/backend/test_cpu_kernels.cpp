@@ -71,16 +71,42 @@ TEST_P(LinearTest, MatchesNaiveProduct) {
   const std::vector<uint8_t> w = encode_rows(random_vector(static_cast<size_t>(n * k), rng, 0.1f), n, k, dtype, exact);
   std::vector<float> out(static_cast<size_t>(num_tokens * n), NAN);
   cpu::linear_f32(out.data(), x.data(), num_tokens, w.data(), dtype, n, k);
+  // Q8_0 weights multiply Q8_0-quantized activations (llama.cpp's scheme): the reference does the same.
+  std::vector<float> xr = x;
+  if (dtype == DType::kQ8_0) {
+    for (int64_t b = 0; b < num_tokens * k / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+      const float d = amax / 127.0f;
+      for (int j = 0; j < 32; ++j) xr[b * 32 + j] = d == 0 ? 0.0f : d * std::lrintf(x[b * 32 + j] * (1.0f / d));
+    }
+  }
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t r = 0; r < n; ++r) {
       double ref = 0;
       double mag = 0;
       for (int64_t i = 0; i < k; ++i) {
-        ref += static_cast<double>(x[t * k + i]) * exact[r * k + i];
-        mag += std::fabs(static_cast<double>(x[t * k + i]) * exact[r * k + i]);
+        ref += static_cast<double>(xr[t * k + i]) * exact[r * k + i];
+        mag += std::fabs(static_cast<double>(xr[t * k + i]) * exact[r * k + i]);
       }
       ASSERT_NEAR(out[t * n + r], ref, 1e-5 * mag + 1e-6) << "token " << t << " row " << r;
     }
+  }
+}
+
+// A Q8_0 product must not depend on how many tokens share the call (batch invariance).
+TEST(LinearQ8, SameResultForEveryBatchSize) {
+  const int64_t n = 37, k = 256, num_tokens = 11;
+  std::mt19937 rng(5);
+  const std::vector<float> x = random_vector(static_cast<size_t>(num_tokens * k), rng);
+  std::vector<float> exact;
+  const std::vector<uint8_t> w = encode_rows(random_vector(static_cast<size_t>(n * k), rng, 0.1f), n, k, DType::kQ8_0, exact);
+  std::vector<float> all(static_cast<size_t>(num_tokens * n));
+  cpu::linear_f32(all.data(), x.data(), num_tokens, w.data(), DType::kQ8_0, n, k);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    std::vector<float> one(static_cast<size_t>(n));
+    cpu::linear_f32(one.data(), x.data() + t * k, 1, w.data(), DType::kQ8_0, n, k);
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(one[r], all[t * n + r]) << "token " << t << " row " << r;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_direct.h"
+#include "pagoda/backend/cpu/linear_q8.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -68,6 +69,8 @@ void sweep_tokens(const float* const* w_rows, const float* x, int64_t t_begin, i
 
 void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
                 int64_t k) {
+  // Q8_0: integer dot products for every batch size (so results never depend on the batch).
+  if (w_dtype == DType::kQ8_0) return linear_q8_0(out, x, num_tokens, w, n, k);
   // Decode: weights are streamed once and converted in registers.
   if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
   const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);

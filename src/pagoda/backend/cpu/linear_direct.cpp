@@ -1,6 +1,6 @@
 // CPU matrix-vector products for decode (a few tokens): each weight is converted to fp32 in registers
 // right where it is multiplied, so the weight stream is read once from memory and nothing is written
-// back. Weight dtypes: F16 (F16C), BF16 (shift), Q8_0 (int8 x block scale), F32.
+// back. Weight dtypes: F16 (F16C), BF16 (shift), F32 (Q8_0 has its own integer kernel, linear_q8.cpp).
 #include <immintrin.h>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
@@ -28,18 +28,6 @@ struct BF16Row {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   float at(int64_t i) const { return bf16_to_f32(p[i]); }
-};
-
-struct Q8Row {  // blocks of {f16 scale, int8 q[32]}; i is a multiple of 8 and k of 32
-  const uint8_t* p;
-  __m256 load8(int64_t i) const {
-    const uint8_t* block = p + (i / 32) * 34;
-    uint16_t d;
-    __builtin_memcpy(&d, block, 2);
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i % 32));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
-  }
-  float at(int64_t) const { return 0.0f; }  // never called: k is a multiple of 32
 };
 
 inline float hsum(__m256 v) {
@@ -119,7 +107,6 @@ bool linear_direct_f32(float* out, const float* x, int64_t num_tokens, const voi
     case DType::kF32: dispatch_tokens<F32Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
     case DType::kF16: dispatch_tokens<F16Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
     case DType::kBF16: dispatch_tokens<BF16Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
-    case DType::kQ8_0: dispatch_tokens<Q8Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
     default: return false;
   }
 }

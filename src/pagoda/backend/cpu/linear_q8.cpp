@@ -1,0 +1,122 @@
+// CPU matrix products for Q8_0 weights in integer arithmetic, as llama.cpp does: each activation row is
+// quantized to Q8_0 blocks (32 values, one scale), and each block pair is multiplied as int8 x int8 into
+// int32 before one fp32 scale. Every (row, token) dot product is computed the same way whatever the
+// number of tokens, so results do not depend on the batch.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "pagoda/backend/cpu/linear_q8.h"
+
+namespace pagoda::cpu {
+namespace {
+
+constexpr int64_t kBlock = 32;
+constexpr int64_t kRowsPerChunk = 16;  // weight rows kept in cache while every token group sweeps them
+
+struct QuantizedRows {  // activations: per row, per block: scale and 32 int8
+  std::vector<float> scales;  // [num_tokens, k / 32]
+  std::vector<int8_t> values;  // [num_tokens, k]
+};
+
+void quantize_rows(const float* x, int64_t num_tokens, int64_t k, QuantizedRows& q) {
+  const int64_t nb = k / kBlock;
+  q.scales.resize(static_cast<size_t>(num_tokens * nb));
+  q.values.resize(static_cast<size_t>(num_tokens * k));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* src = x + t * k + b * kBlock;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      q.scales[t * nb + b] = d;
+      int8_t* dst = q.values.data() + t * k + b * kBlock;
+      for (int64_t i = 0; i < kBlock; ++i) dst[i] = static_cast<int8_t>(std::lrintf(src[i] * inv));
+    }
+  }
+}
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// 32 int8 x 32 int8 -> 8 int32 partial sums, as floats. maddubs needs an unsigned operand: |w| times x
+// with w's sign moved onto x (|w| <= 127, so pairs fit in int16).
+inline __m256 block_dot(const int8_t* w, const int8_t* x) {
+  const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+template <int R, int T>
+inline void dot_block(const uint8_t* const (&w)[R], const QuantizedRows& q, int64_t t0, int64_t k, float* out,
+                      int64_t stride) {
+  const int64_t nb = k / kBlock;
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = w[r] + b * 34;
+      uint16_t d16;
+      std::memcpy(&d16, block, 2);
+      const float dw = _cvtsh_ss(d16);
+      for (int t = 0; t < T; ++t) {
+        const int64_t tok = t0 + t;
+        const __m256 scale = _mm256_set1_ps(dw * q.scales[tok * nb + b]);
+        acc[r][t] = _mm256_fmadd_ps(block_dot(reinterpret_cast<const int8_t*>(block + 2),
+                                              q.values.data() + tok * k + b * kBlock), scale, acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[t * stride + r] = hsum(acc[r][t]);
+}
+
+template <int R>
+void token_groups(const uint8_t* const (&w)[R], const QuantizedRows& q, int64_t num_tokens, int64_t k, float* out,
+                  int64_t n) {
+  int64_t t = 0;
+  for (; t + 4 <= num_tokens; t += 4) dot_block<R, 4>(w, q, t, k, out + t * n, n);
+  switch (num_tokens - t) {
+    case 3: dot_block<R, 3>(w, q, t, k, out + t * n, n); break;
+    case 2: dot_block<R, 2>(w, q, t, k, out + t * n, n); break;
+    case 1: dot_block<R, 1>(w, q, t, k, out + t * n, n); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void linear_q8_0(float* out, const float* x, int64_t num_tokens, const void* w, int64_t n, int64_t k) {
+  thread_local QuantizedRows q;  // the calling thread's; read-only inside the parallel region
+  quantize_rows(x, num_tokens, k, q);
+  const auto* bytes = static_cast<const uint8_t*>(w);
+  const int64_t row_bytes = k / kBlock * 34;
+  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
+  const QuantizedRows& qx = q;
+#pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const int64_t r_end = std::min(n, (c + 1) * kRowsPerChunk);
+    int64_t r = c * kRowsPerChunk;
+    for (; r + 4 <= r_end; r += 4) {
+      const uint8_t* const rows[4] = {bytes + r * row_bytes, bytes + (r + 1) * row_bytes, bytes + (r + 2) * row_bytes,
+                                      bytes + (r + 3) * row_bytes};
+      token_groups<4>(rows, qx, num_tokens, k, out + r, n);
+    }
+    for (; r < r_end; ++r) {
+      const uint8_t* const rows[1] = {bytes + r * row_bytes};
+      token_groups<1>(rows, qx, num_tokens, k, out + r, n);
+    }
+  }
+}
+
+}  // namespace pagoda::cpu
