@@ -22,6 +22,20 @@ struct TokenizeOptions {
   bool jsonl = false;
 };
 
+// Calls `fn(object, line_no)` for each non-empty stdin line, which must be a JSON object with a `key`
+// of the JSON type `is_type` checks; anything else is an InvalidRequest naming the line.
+template <typename Check, typename Fn>
+void for_each_jsonl_object(const char* key, Check is_type, const char* expected, Fn fn) {
+  std::string line;
+  for (int line_no = 1; std::getline(std::cin, line); ++line_no) {
+    if (line.empty()) continue;
+    const nlohmann::json in = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!in.is_object() || !in.contains(key) || !is_type(in[key]))
+      throw InvalidRequest("stdin line " + std::to_string(line_no) + ": expected " + expected);
+    fn(in, line_no);
+  }
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer_only(const ModelOptions& model) {
   LoadedModel loaded = load_model(model.load_options());
   if (!loaded.tokenizer) throw Error(loaded.source + ": the model has no tokenizer");
@@ -36,14 +50,11 @@ void run_tokenize(const TokenizeOptions& o) {
     std::cout << nlohmann::json(tokenizer->encode(o.text, enc)).dump() << "\n";
     return;
   }
-  std::string line;
-  for (int line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (line.empty()) continue;
-    const nlohmann::json in = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!in.is_object() || !in.contains("text") || !in["text"].is_string())
-      throw InvalidRequest("stdin line " + std::to_string(line_no) + ": expected {\"text\": \"...\"}");
-    std::cout << nlohmann::json{{"ids", tokenizer->encode(in["text"].get<std::string>(), enc)}}.dump() << "\n";
-  }
+  for_each_jsonl_object("text", [](const nlohmann::json& v) { return v.is_string(); }, "{\"text\": \"...\"}",
+                        [&](const nlohmann::json& in, int) {
+                          std::cout << nlohmann::json{{"ids", tokenizer->encode(in["text"].get<std::string>(), enc)}}.dump()
+                                    << "\n";
+                        });
 }
 
 void run_detokenize(const TokenizeOptions& o) {
@@ -59,20 +70,16 @@ void run_detokenize(const TokenizeOptions& o) {
     std::cout << decode(parse_token_list(o.ids, "ids")) << "\n";
     return;
   }
-  std::string line;
-  for (int line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (line.empty()) continue;
-    const nlohmann::json in = nlohmann::json::parse(line, nullptr, false);
-    if (!in.is_object() || !in.contains("ids") || !in["ids"].is_array())
-      throw InvalidRequest("stdin line " + std::to_string(line_no) + ": expected {\"ids\": [...]}");
-    std::vector<TokenId> ids;
-    for (const auto& v : in["ids"]) {
-      if (!v.is_number_integer())
-        throw InvalidRequest("stdin line " + std::to_string(line_no) + ": ids must be integers");
-      ids.push_back(v.get<TokenId>());
-    }
-    std::cout << dump(nlohmann::json{{"text", decode(ids)}}) << "\n";
-  }
+  for_each_jsonl_object("ids", [](const nlohmann::json& v) { return v.is_array(); }, "{\"ids\": [...]}",
+                        [&](const nlohmann::json& in, int line_no) {
+                          std::vector<TokenId> ids;
+                          for (const auto& v : in["ids"]) {
+                            if (!v.is_number_integer())
+                              throw InvalidRequest("stdin line " + std::to_string(line_no) + ": ids must be integers");
+                            ids.push_back(v.get<TokenId>());
+                          }
+                          std::cout << dump(nlohmann::json{{"text", decode(ids)}}) << "\n";
+                        });
 }
 
 }  // namespace
