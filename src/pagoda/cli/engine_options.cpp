@@ -17,6 +17,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
+  cmd.add_flag("--mmap", mmap, "compute from the checkpoint's file mapping instead of a copy in memory (less RAM)");
 }
 
 LlmOptions EngineCliOptions::llm_options() const {
@@ -31,6 +32,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.enable_prefix_caching = !no_prefix_caching;
   o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   o.seed = seed;
+  o.use_mmap = mmap;
   return o;
 }
 

@@ -20,6 +20,7 @@ struct EngineCliOptions {
   bool no_prefix_caching = false;
   std::string policy = "fcfs";
   uint64_t seed = 0;
+  bool mmap = false;
 
   void add_to(CLI::App& cmd);
   LlmOptions llm_options() const;

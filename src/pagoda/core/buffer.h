@@ -13,7 +13,8 @@ namespace pagoda {
 class Buffer {
  public:
   Buffer() = default;
-  enum class Init { kZero, kUninitialized };
+  // kHugePages: uninitialized, 2 MiB aligned and advised for transparent huge pages (large weights).
+  enum class Init { kZero, kUninitialized, kHugePages };
   explicit Buffer(size_t nbytes, Init init = Init::kZero);
   void* data() const { return data_.get(); }
   size_t size() const { return size_; }
@@ -28,7 +29,7 @@ class HostTensor {
  public:
   HostTensor() = default;
   HostTensor(DType dtype, std::initializer_list<int64_t> dims);
-  HostTensor(DType dtype, std::span<const int64_t> dims);
+  HostTensor(DType dtype, std::span<const int64_t> dims, Buffer::Init init = Buffer::Init::kZero);
   const Tensor& view() const { return view_; }
   template <typename T>
   T* ptr() const { return view_.ptr<T>(); }

@@ -8,6 +8,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/memory_size.h"
+#include "pagoda/loader/weight_residency.h"
 
 namespace pagoda {
 
@@ -18,6 +19,7 @@ std::vector<TokenId> model_eos_token_ids(const LoadedModel& m) {
 }
 
 LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block_size) {
+  if (!o.use_mmap) copy_weights_into_memory(loaded_);
   const ModelConfig& c = loaded_.config;
   max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
   ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});
