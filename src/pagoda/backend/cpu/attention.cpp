@@ -37,6 +37,36 @@ inline __m256 dot8(const float* q, const float* k, int64_t stride, int64_t hd) {
   const __m256 s1 = _mm256_hadd_ps(r2, r3);  // lanes: k4 k5 k6 k7 | k4 k5 k6 k7
   return _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
 }
+// exp(x) for x <= 0 (softmax inputs after subtracting the maximum), 8 at a time: x = n ln2 + r with
+// |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n through the exponent bits. Relative error ~2e-7.
+inline __m256 exp_nonpositive(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));  // below this e^x underflows: flush to ~0
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 split in two for accuracy
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// out[0:8V] = sum_j p[j] * v_j for keys j of one page, accumulators held in registers.
+template <int V>
+inline void accumulate_values(float* out, const float* p, const float* v_rows, int64_t stride, int64_t n) {
+  __m256 acc[V];
+  for (int i = 0; i < V; ++i) acc[i] = _mm256_loadu_ps(out + 8 * i);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    for (int i = 0; i < V; ++i) acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v_rows + j * stride + 8 * i), acc[i]);
+  }
+  for (int i = 0; i < V; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
 #endif
 
 inline void axpy(float* y, float a, const float* x, int64_t n) {
@@ -113,7 +143,20 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
       for (int64_t g = 0; g < group; ++g) {
         float* sg = scores.data() + g * num_keys;
         float sum = 0.0f;
-        for (int64_t j = 0; j < num_keys; ++j) {
+        int64_t j = 0;
+#ifdef __AVX2__
+        __m256 sum8 = _mm256_setzero_ps();
+        const __m256 mx = _mm256_set1_ps(max_score[g]);
+        for (; j + 8 <= num_keys; j += 8) {
+          const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mx));
+          _mm256_storeu_ps(sg + j, e);
+          sum8 = _mm256_add_ps(sum8, e);
+        }
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, sum8);
+        for (float v : lanes) sum += v;
+#endif
+        for (; j < num_keys; ++j) {
           sg[j] = std::exp(sg[j] - max_score[g]);
           sum += sg[j];
         }
@@ -125,10 +168,16 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
       for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
         const float* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
         const int64_t n = std::min(bs, num_keys - j0);
-        for (int64_t j = 0; j < n; ++j) {
-          const float* vv = v_page + j * slot_stride;
-          for (int64_t g = 0; g < group; ++g)
-            axpy(out + t * token_stride + (kvh * group + g) * hd, scores[g * num_keys + j0 + j], vv, hd);
+        for (int64_t g = 0; g < group; ++g) {
+          float* o = out + t * token_stride + (kvh * group + g) * hd;
+          const float* p = scores.data() + g * num_keys + j0;
+#ifdef __AVX2__
+          if (hd == 8) { accumulate_values<1>(o, p, v_page, slot_stride, n); continue; }
+          if (hd == 16) { accumulate_values<2>(o, p, v_page, slot_stride, n); continue; }
+          if (hd == 32) { accumulate_values<4>(o, p, v_page, slot_stride, n); continue; }
+          if (hd == 64) { accumulate_values<8>(o, p, v_page, slot_stride, n); continue; }
+#endif
+          for (int64_t j = 0; j < n; ++j) axpy(o, p[j], v_page + j * slot_stride, hd);
         }
       }
     }
