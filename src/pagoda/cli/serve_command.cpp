@@ -107,6 +107,7 @@ void run_serve(ServeOptions& o) {
   auto llm = std::make_unique<LLM>(llm_options);
   so.max_model_len = llm->max_model_len();
   server::OpenAiServer api(llm->engine(), llm->tokenizer(), make_chat_renderer(o, model_path, llm->tokenizer()), so);
+  o.http.on_stream_delivery = [&api](double seconds) { api.metrics().observe_stream_delivery(seconds); };
   server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
   spdlog::info("serving {} on http://{}:{} ({} I/O threads{})", so.served_model_name, o.http.host, http.bound_port(),
                o.http.num_threads, so.api_keys.enabled() ? ", API keys required" : "");

@@ -2,6 +2,8 @@
 // and Exchange, one request/response pair that a handler answers at once or later, whole or streamed.
 #pragma once
 
+#include <chrono>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,7 +44,9 @@ class Exchange {
   virtual void respond(HttpResponse response) = 0;
   // Streaming: a header (chunked transfer), any number of writes, then end_stream().
   virtual void begin_stream(int status, const std::string& content_type) = 0;
-  virtual void write(std::string data) = 0;
+  // `produced_at`: when the data's content (a token) was produced by the engine; the HTTP layer reports
+  // the time until the bytes are written (HttpServerOptions::on_stream_delivery). Default: not timed.
+  virtual void write(std::string data, std::chrono::steady_clock::time_point produced_at = {}) = 0;
   virtual void end_stream() = 0;
 
   // `fn` runs (on the strand) when the client goes away or the server gives up waiting at shutdown,

@@ -75,8 +75,12 @@ void GenerationJob::start() {
     r.params.logprobs = parsed_.top_logprobs;
     if (parsed_.echo && parsed_.top_logprobs >= 0) r.params.prompt_logprobs = parsed_.top_logprobs;
     c.engine_id = ctx_.engine->submit(std::move(r), [self, k](const RequestEvent& e) {
-      // Engine thread: hand the event to the connection's strand, never block here.
-      self->exchange_->post([self, k, e] { self->on_event(k, e); });
+      // Engine thread: hand the event to the connection's strand, never block here. The time stamp is
+      // where the server's own per-token overhead starts (see HttpServerOptions::on_stream_delivery).
+      self->exchange_->post([self, k, e, produced = Clock::now()] {
+        self->event_time_ = produced;
+        self->on_event(k, e);
+      });
     });
   }
 }
@@ -233,7 +237,7 @@ json GenerationJob::usage_json() const {
           {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
-void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n"); }
+void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n", event_time_); }
 
 void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs,
                                bool finished, size_t text_offset) {

@@ -90,6 +90,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::string id_;
   int64_t created_ = 0;
   Clock::time_point arrival_;
+  Clock::time_point event_time_{};  // when the engine emitted the event being handled (epoch: none yet)
 };
 
 }  // namespace pagoda::server

@@ -39,6 +39,7 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
     Kind kind;
     HttpResponse response;  // kResponse; kHead uses status and content_type
     std::string data;       // kChunk
+    Clock::time_point produced_at{};  // kChunk: when its earliest token was produced (epoch: not timed)
   };
 
   ExchangeImpl(Strand strand, HttpRequest request)
@@ -67,13 +68,14 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
     head.content_type = content_type;
     push(Item{Kind::kHead, std::move(head), {}});
   }
-  void write(std::string data) override {
+  void write(std::string data, Clock::time_point produced_at) override {
     if (ended_ || !streaming_ || data.empty()) return;
     if (!items_.empty() && items_.back().kind == Kind::kChunk) {
       items_.back().data += data;  // coalesce what the connection has not written yet
+      if (items_.back().produced_at == Clock::time_point{}) items_.back().produced_at = produced_at;
       return;
     }
-    push(Item{Kind::kChunk, {}, std::move(data)});
+    push(Item{Kind::kChunk, {}, std::move(data), produced_at});
   }
   void end_stream() override {
     if (ended_ || !streaming_) return;
@@ -406,6 +408,8 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
       case ExchangeImpl::Kind::kChunk:
         std::tie(ec, std::ignore) = co_await asio::async_write(
             stream, http::make_chunk(asio::buffer(item.data)), asio::as_tuple(asio::use_awaitable));
+        if (!ec && options.on_stream_delivery && item.produced_at != Clock::time_point{})
+          options.on_stream_delivery(std::chrono::duration<double>(Clock::now() - item.produced_at).count());
         break;
       case ExchangeImpl::Kind::kEnd:
         std::tie(ec, std::ignore) =

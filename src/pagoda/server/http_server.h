@@ -4,6 +4,8 @@
 // the deadline, cancel the rest, return.
 #pragma once
 
+#include <functional>
+
 #include <memory>
 #include <string>
 
@@ -19,6 +21,9 @@ struct HttpServerOptions {
   int idle_timeout_s = 60;      // keep-alive connections with no request; also a request's read time
   int write_timeout_s = 60;     // a client that stops reading
   double shutdown_deadline_s = 10;  // time in-flight requests get to finish after a signal
+  // Called (on an I/O thread) with the seconds from a streamed write's produced_at to its bytes being
+  // written to the socket: the server's own overhead per token. Unset: not measured.
+  std::function<void(double)> on_stream_delivery;
 };
 
 class HttpServer {

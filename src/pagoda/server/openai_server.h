@@ -38,6 +38,7 @@ class OpenAiServer {
 
   // The HTTP handler; runs on the exchange's strand.
   void handle(const std::shared_ptr<Exchange>& exchange);
+  ServerMetrics& metrics() { return metrics_; }
 
  private:
   void route(const std::shared_ptr<Exchange>& exchange);

@@ -39,6 +39,10 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   queue_ = &r.histogram("pagoda:request_queue_time_seconds",
                         "Histogram of time from arrival until the engine first reports on the request, in seconds.",
                         kLatencyBuckets, labels_);
+  delivery_ = &r.histogram("pagoda:server_token_delivery_seconds",
+                           "Histogram of time from the engine emitting a streamed token to its SSE bytes being written "
+                           "to the socket, in seconds (the server's own overhead).",
+                           {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1}, labels_);
 }
 
 void ServerMetrics::request_finished(const std::string& reason) {

@@ -17,6 +17,7 @@ class ServerMetrics {
   void observe_inter_token_latency(double seconds) { itl_->observe(seconds); }
   void observe_e2e_latency(double seconds) { e2e_->observe(seconds); }
   void observe_queue_time(double seconds) { queue_->observe(seconds); }
+  void observe_stream_delivery(double seconds) { delivery_->observe(seconds); }
   // One per engine request: "stop", "length", "abort" or "error".
   void request_finished(const std::string& finished_reason);
 
@@ -28,7 +29,7 @@ class ServerMetrics {
   metrics::Labels labels_;
   metrics::Gauge *running_, *waiting_, *kv_usage_;
   metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *prompt_tokens_, *generation_tokens_;
-  metrics::Histogram *ttft_, *itl_, *e2e_, *queue_;
+  metrics::Histogram *ttft_, *itl_, *e2e_, *queue_, *delivery_;
 };
 
 }  // namespace pagoda::server
