@@ -42,7 +42,7 @@ RequestId Engine::submit(GenerateRequest request, EventCallback on_event) {
   const RequestId id = next_id_.fetch_add(1);
   {
     std::lock_guard lock(mutex_);
-    inbox_.push_back(Pending{id, std::move(request), std::move(on_event)});
+    inbox_.push_back(Pending{id, std::move(request), std::move(on_event), Clock::now()});
   }
   wake_.notify_one();
   return id;
@@ -128,13 +128,18 @@ void Engine::admit(Pending p) {
   }
   runner_.add_request(p.id, p.request.params, seed_rng_(), num_prompt);
   prompt_tokens_ += static_cast<uint64_t>(num_prompt);
-  active_.emplace(p.id, Active{std::move(p.request), std::move(p.on_event), {}, false});
+  active_.emplace(p.id, Active{std::move(p.request), std::move(p.on_event), {}, false, p.submitted_at});
 }
 
 void Engine::step() {
   StepPlan plan = scheduler_.schedule();
   if (plan.empty()) return;
   ++num_steps_;
+  const Clock::time_point scheduled_at = Clock::now();
+  for (const ScheduledSequence& s : plan.seqs) {
+    Active& a = active_.at(s.seq_id);
+    if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(scheduled_at - a.submitted_at).count();
+  }
   StepOutput out;
   try {
     out = runner_.execute(plan);
@@ -181,6 +186,10 @@ void Engine::step() {
       a.prompt_logprobs_sent = true;
     }
     event.usage = Usage{o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens};
+    if (!a.queue_time_sent) {
+      event.queue_seconds = a.queue_seconds;
+      a.queue_time_sent = true;
+    }
     if (o.finish_reason == FinishReason::kNone) {
       a.on_event(event);
       continue;
@@ -203,6 +212,7 @@ void Engine::finish(RequestId id, const char* reason, const std::string& error, 
   event.finish_reason = reason;
   event.error = error;
   event.usage = usage;
+  if (!it->second.queue_time_sent) event.queue_seconds = it->second.queue_seconds;
   const EventCallback on_event = std::move(it->second.on_event);
   runner_.remove_request(id);
   active_.erase(it);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -62,16 +63,21 @@ class Engine {
   EngineStats stats() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Pending {
     RequestId id;
     GenerateRequest request;
     EventCallback on_event;
+    Clock::time_point submitted_at;
   };
   struct Active {
     GenerateRequest request;
     EventCallback on_event;
     std::vector<TopLogprobs> prompt_logprobs;
     bool prompt_logprobs_sent = false;
+    Clock::time_point submitted_at;
+    double queue_seconds = -1;  // set when first scheduled, reported once
+    bool queue_time_sent = false;
   };
 
   void run();

@@ -37,6 +37,9 @@ struct RequestEvent {
   std::string finish_reason;  // "stop", "length", "abort" or "error" when finished
   std::string error;          // for "error": what went wrong, one line
   Usage usage;
+  // In the request's first event: seconds from submit() to the step that first scheduled it (its time in
+  // the waiting queue); -1 in later events and for requests never scheduled.
+  double queue_seconds = -1;
 };
 
 }  // namespace pagoda

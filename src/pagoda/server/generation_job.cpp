@@ -113,7 +113,8 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   if (!c.started) {
     c.started = true;
     ctx_.num_pending->fetch_sub(1);
-    ctx_.metrics->observe_queue_time(seconds(now - arrival_));
+    // The engine's own figure (submit to first scheduled); requests it never scheduled have none.
+    if (e.queue_seconds >= 0) ctx_.metrics->observe_queue_time(e.queue_seconds);
     if (!e.new_token_ids.empty()) ctx_.metrics->observe_time_to_first_token(seconds(now - arrival_));
   } else if (!e.new_token_ids.empty()) {
     ctx_.metrics->observe_inter_token_latency(seconds(now - c.last_token));

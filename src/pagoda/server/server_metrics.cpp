@@ -37,7 +37,7 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   e2e_ = &r.histogram("pagoda:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
                       kLatencyBuckets, labels_);
   queue_ = &r.histogram("pagoda:request_queue_time_seconds",
-                        "Histogram of time from arrival until the engine first reports on the request, in seconds.",
+                        "Histogram of time spent in WAITING phase for request.",
                         kLatencyBuckets, labels_);
   delivery_ = &r.histogram("pagoda:server_token_delivery_seconds",
                            "Histogram of time from the engine emitting a streamed token to its SSE bytes being written "

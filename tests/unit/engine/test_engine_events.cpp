@@ -118,3 +118,30 @@ TEST(EngineEvents, PromptLogprobsArriveOnceAndComplete) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// The first event of a request reports its time in the waiting queue, once.
+TEST(EngineEvents, QueueTimeIsReportedOnceInTheFirstEvent) {
+  LLM llm(stories_options());
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<double> queue_seconds;
+  bool done = false;
+  llm.engine().submit(request({1, 403, 407}, 4), [&](const RequestEvent& e) {
+    std::lock_guard lock(mutex);
+    queue_seconds.push_back(e.queue_seconds);
+    done = e.finished;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done; }));
+  ASSERT_EQ(queue_seconds.size(), 4u);
+  EXPECT_GE(queue_seconds[0], 0.0);
+  EXPECT_LT(queue_seconds[0], 30.0);
+  for (size_t i = 1; i < queue_seconds.size(); ++i) EXPECT_EQ(queue_seconds[i], -1.0);
+}
+
+}  // namespace
+}  // namespace pagoda
