@@ -83,27 +83,21 @@ ExprPtr ExprParser::parse_expression(bool with_condexpr) {
   return node;
 }
 
-ExprPtr ExprParser::parse_or() {
-  ExprPtr left = parse_and();
-  while (ts_.is_name("or")) {
-    auto node = make(Expr::Kind::kOr, ts_.next().line);
+// `operand (keyword operand)*`, left-associative: the shape of both `or` and `and`.
+ExprPtr ExprParser::parse_keyword_chain(const char* keyword, Expr::Kind kind, ExprPtr (ExprParser::*operand)()) {
+  ExprPtr left = (this->*operand)();
+  while (ts_.is_name(keyword)) {
+    auto node = make(kind, ts_.next().line);
     node->args.push_back(std::move(left));
-    node->args.push_back(parse_and());
+    node->args.push_back((this->*operand)());
     left = std::move(node);
   }
   return left;
 }
 
-ExprPtr ExprParser::parse_and() {
-  ExprPtr left = parse_not();
-  while (ts_.is_name("and")) {
-    auto node = make(Expr::Kind::kAnd, ts_.next().line);
-    node->args.push_back(std::move(left));
-    node->args.push_back(parse_not());
-    left = std::move(node);
-  }
-  return left;
-}
+ExprPtr ExprParser::parse_or() { return parse_keyword_chain("or", Expr::Kind::kOr, &ExprParser::parse_and); }
+
+ExprPtr ExprParser::parse_and() { return parse_keyword_chain("and", Expr::Kind::kAnd, &ExprParser::parse_not); }
 
 ExprPtr ExprParser::parse_not() {
   if (ts_.is_name("not")) {

@@ -47,6 +47,7 @@ class ExprParser {
   ExprPtr parse_filter(ExprPtr input);
 
  private:
+  ExprPtr parse_keyword_chain(const char* keyword, Expr::Kind kind, ExprPtr (ExprParser::*operand)());
   ExprPtr parse_or();
   ExprPtr parse_and();
   ExprPtr parse_not();
