@@ -11,6 +11,7 @@ struct ForwardBatch {
   Tensor token_ids;      // [num_tokens] I32
   Tensor positions;      // [num_tokens] I32: position of each token in its sequence
   Tensor query_start;    // [num_seqs + 1] I32: offsets of each sequence's tokens in the token arrays
+  Tensor token_seq;      // [num_tokens] I32: index of the sequence each token belongs to
   Tensor seq_lens;       // [num_seqs] I32: KV length of each sequence after this step (context + new)
   Tensor kv_page_start;  // [num_seqs + 1] I32: offsets into kv_pages
   Tensor kv_pages;       // [total_pages] I32: block ids, in order, for every sequence

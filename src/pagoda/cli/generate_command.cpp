@@ -53,10 +53,6 @@ void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
   } else {
     request.prompt_ids = parse_token_list(o.prompt_ids, "--prompt-ids");
   }
-  const int context = llm.max_model_len();
-  if (static_cast<int>(request.prompt_ids.size()) >= context)
-    throw InvalidRequest(fmt::format("the prompt has {} tokens but the model's context is {} (max_model_len)",
-                                     request.prompt_ids.size(), context));
   std::optional<IncrementalDetokenizer> detok;
   if (tok != nullptr) detok.emplace(*tok, request.prompt_ids, /*skip_special_tokens=*/true);
   if (!o.json && tok != nullptr) {
@@ -74,10 +70,7 @@ void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
   const auto t0 = Clock::now();
   llm.engine().submit(request, [&](const RequestEvent& e) {  // runs on the engine thread
     if (!t_first && !e.new_token_ids.empty()) t_first = Clock::now();
-    out.output_ids.insert(out.output_ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
-    out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-    if (!e.prompt_logprobs.empty()) out.prompt_logprobs = e.prompt_logprobs;
-    out.usage = e.usage;
+    append_event(out, e);
     if (detok) {
       for (TokenId id : e.new_token_ids) {
         const std::string piece = detok->push(id);
@@ -88,8 +81,6 @@ void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
       }
     }
     if (e.finished) {
-      out.finish_reason = e.finish_reason;
-      out.error = e.error;
       std::lock_guard lock(mutex);
       done = true;
       done_cv.notify_one();

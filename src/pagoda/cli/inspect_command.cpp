@@ -19,12 +19,8 @@ void run_inspect(const ModelOptions& o) {
   const LoadedModel m = load_model(o.load_options());
   const ModelConfig& c = m.config;
   std::map<std::string, std::pair<int64_t, int64_t>> by_dtype;  // dtype -> (parameters, bytes)
-  add_weight(by_dtype, m.weights.embed_tokens);
-  for (const LayerWeights& l : m.weights.layers)
-    for (const Weight* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-      add_weight(by_dtype, *w);
-  add_weight(by_dtype, m.weights.final_norm);
-  if (!c.tie_word_embeddings) add_weight(by_dtype, m.weights.lm_head);
+  for (const Weight* w : m.weights.all())
+    if (w != &m.weights.lm_head || !c.tie_word_embeddings) add_weight(by_dtype, *w);
   int64_t total_bytes = 0;
   for (const auto& [name, v] : by_dtype) total_bytes += v.second;
 

@@ -18,6 +18,17 @@ std::vector<TokenId> model_eos_token_ids(const LoadedModel& m) {
   return m.tokenizer ? m.tokenizer->eos_token_ids() : std::vector<TokenId>{};
 }
 
+void append_event(CompletionOutput& out, const RequestEvent& e) {
+  out.output_ids.insert(out.output_ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
+  out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  if (!e.prompt_logprobs.empty()) out.prompt_logprobs = e.prompt_logprobs;
+  out.usage = e.usage;
+  if (e.finished) {
+    out.finish_reason = e.finish_reason;
+    out.error = e.error;
+  }
+}
+
 LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block_size) {
   if (!o.use_mmap) copy_weights_into_memory(loaded_);
   const ModelConfig& c = loaded_.config;
@@ -62,14 +73,8 @@ std::vector<CompletionOutput> LLM::generate(const std::vector<GenerateRequest>& 
   for (size_t i = 0; i < requests.size(); ++i) {
     outputs[i].prompt_ids = requests[i].prompt_ids;
     engine_->submit(requests[i], [&, i](const RequestEvent& e) {
-      CompletionOutput& out = outputs[i];  // only the engine thread writes, until it signals done
-      out.output_ids.insert(out.output_ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
-      out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-      if (!e.prompt_logprobs.empty()) out.prompt_logprobs = e.prompt_logprobs;
-      out.usage = e.usage;
+      append_event(outputs[i], e);  // only the engine thread writes, until it signals done
       if (e.finished) {
-        out.finish_reason = e.finish_reason;
-        out.error = e.error;
         std::lock_guard lock(mutex);
         ++num_done;
         done.notify_one();

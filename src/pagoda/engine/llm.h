@@ -64,6 +64,9 @@ class LLM {
   int block_size_ = 16;
 };
 
+// Folds one engine event into the request's output (tokens, logprobs, usage, finish reason).
+void append_event(CompletionOutput& out, const RequestEvent& event);
+
 // The EOS ids a model stops on: generation_config.json's, else config.json's, else the tokenizer's.
 std::vector<TokenId> model_eos_token_ids(const LoadedModel& model);
 

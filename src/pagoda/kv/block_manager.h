@@ -73,8 +73,9 @@ class BlockManager {
   // then fresh blocks. All or nothing: on false nothing changed.
   [[nodiscard]] bool allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {});
 
-  // Publishes to the prefix cache the blocks of `seq` that became full now that its first
-  // `num_computed_tokens` tokens are in the KV cache. `tokens` holds at least those tokens.
+  // Publishes to the prefix cache the blocks of `seq` that are full once its first `num_computed_tokens`
+  // tokens are in the KV cache (the scheduler calls it when it plans the step that computes them).
+  // `tokens` holds at least those tokens.
   void publish_full_blocks(SequenceBlocks& seq, std::span<const TokenId> tokens, int num_computed_tokens);
 
   // Drops the sequence's references, last block first so that its tail is evicted before its head.

@@ -32,6 +32,22 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Weight final_norm;  // [hidden]
   Weight lm_head;     // [vocab, hidden]; the same view as embed_tokens when tied
+
+  // Every weight: embed_tokens, each layer's nine, final_norm, lm_head (which may alias embed_tokens).
+  std::vector<Weight*> all() {
+    std::vector<Weight*> out = {&embed_tokens};
+    for (LayerWeights& l : layers)
+      for (Weight* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
+        out.push_back(w);
+    out.push_back(&final_norm);
+    out.push_back(&lm_head);
+    return out;
+  }
+  std::vector<const Weight*> all() const {
+    std::vector<const Weight*> out;
+    for (Weight* w : const_cast<ModelWeights*>(this)->all()) out.push_back(w);
+    return out;
+  }
 };
 
 }  // namespace pagoda

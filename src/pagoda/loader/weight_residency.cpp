@@ -18,12 +18,8 @@ bool in_mapping(const LoadedModel& m, const void* p) {
 }  // namespace
 
 void copy_weights_into_memory(LoadedModel& m) {
-  std::vector<Weight*> weights = {&m.weights.embed_tokens, &m.weights.final_norm, &m.weights.lm_head};
-  for (LayerWeights& l : m.weights.layers)
-    for (Weight* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-      weights.push_back(w);
   std::map<const void*, void*> copied;  // tied weights share one copy
-  for (Weight* w : weights) {
+  for (Weight* w : m.weights.all()) {
     if (w->data.data == nullptr || !in_mapping(m, w->data.data)) continue;
     auto it = copied.find(w->data.data);
     if (it == copied.end()) {

@@ -13,7 +13,7 @@ Tensor i32_view(std::vector<int32_t>& v) {
 }  // namespace
 
 const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, int block_size) {
-  for (auto* v : {&token_ids_, &positions_, &query_start_, &seq_lens_, &page_start_, &pages_, &slots_,
+  for (auto* v : {&token_ids_, &positions_, &query_start_, &token_seq_, &seq_lens_, &page_start_, &pages_, &slots_,
                   &logits_rows_})
     v->clear();
   query_start_.push_back(0);
@@ -31,6 +31,7 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
     for (int i = 0; i < n; ++i) {
       const int pos = c.start_position + i;
       token_ids_.push_back(c.tokens[i]);
+      token_seq_.push_back(static_cast<int32_t>(query_start_.size() - 1));
       positions_.push_back(pos);
       slots_.push_back(c.block_table[pos / block_size] * block_size + pos % block_size);
     }
@@ -51,6 +52,7 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
   batch_.token_ids = i32_view(token_ids_);
   batch_.positions = i32_view(positions_);
   batch_.query_start = i32_view(query_start_);
+  batch_.token_seq = i32_view(token_seq_);
   batch_.seq_lens = i32_view(seq_lens_);
   batch_.kv_page_start = i32_view(page_start_);
   batch_.kv_pages = i32_view(pages_);

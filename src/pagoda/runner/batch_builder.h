@@ -26,7 +26,8 @@ class BatchBuilder {
   const ForwardBatch& build(std::span<const SequenceChunk> chunks, int block_size);
 
  private:
-  std::vector<int32_t> token_ids_, positions_, query_start_, seq_lens_, page_start_, pages_, slots_, logits_rows_;
+  std::vector<int32_t> token_ids_, positions_, query_start_, token_seq_, seq_lens_, page_start_, pages_, slots_,
+      logits_rows_;
   ForwardBatch batch_;
 };
 

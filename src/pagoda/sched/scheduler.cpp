@@ -154,8 +154,7 @@ std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<co
     if (it == seqs_.end() || it->second->status != SeqStatus::kRunning) continue;  // aborted meanwhile
     Sequence& seq = *it->second;
     PAGODA_CHECK(seq.num_computed_tokens == entry.start_position, "sequence {} changed since its plan", seq.seq_id);
-    seq.num_computed_tokens += entry.num_tokens;
-    block_manager_.publish_full_blocks(seq.blocks, seq.token_ids, seq.num_computed_tokens);
+    seq.num_computed_tokens += entry.num_tokens;  // its full blocks were published when planned
     if (!entry.samples) continue;
 
     seq.token_ids.push_back(token);

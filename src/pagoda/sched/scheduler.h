@@ -47,7 +47,7 @@ class Scheduler {
   // after its prefix-cache hit. Admission stops at the first that does not fit (no skipping ahead).
   StepPlan schedule();
 
-  // Applies the step: advances num_computed_tokens, publishes newly full blocks to the prefix cache,
+  // Applies the step: advances num_computed_tokens (the blocks it filled were published when planned),
   // appends `sampled[i]` to the i-th sampling entry of `plan` (sampled.size() == plan.num_sampling(),
   // in plan order: the order of the runner's logits rows), checks max_tokens / max_model_len, then
   // `stop`, and frees finished sequences. Returns one output per sampled token. Entries of sequences

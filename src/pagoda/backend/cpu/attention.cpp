@@ -83,7 +83,6 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
   const int64_t group = num_heads / num_kv_heads;
   const int64_t bs = spec.block_size;
   const int64_t slot_stride = num_kv_heads * hd;  // floats between consecutive slots
-  const int32_t* query_start = batch.query_start.ptr<int32_t>();
   const int32_t* seq_lens = batch.seq_lens.ptr<int32_t>();
   const int32_t* page_start = batch.kv_page_start.ptr<int32_t>();
   const int32_t* pages = batch.kv_pages.ptr<int32_t>();
@@ -92,10 +91,7 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
   const int64_t num_work = static_cast<int64_t>(batch.num_tokens) * num_kv_heads;
   PAGODA_CHECK(group <= 64, "more than 64 query heads per KV head");
 
-  // Sequence of each token, once per call (the work loop looks it up per item).
-  std::vector<int32_t> seq_of_token(static_cast<size_t>(batch.num_tokens));
-  for (int s = 0; s < batch.num_seqs; ++s)
-    for (int t = query_start[s]; t < query_start[s + 1]; ++t) seq_of_token[t] = s;
+  const int32_t* seq_of_token = batch.token_seq.ptr<int32_t>();
 
 #pragma omp parallel if (num_work * batch.max_seq_len * hd * group >= (1 << 16))
   {

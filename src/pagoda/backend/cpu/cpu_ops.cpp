@@ -51,18 +51,14 @@ void CpuOps::embedding(Tensor out, Tensor ids, const Weight& table) {
   }
 }
 
-namespace {
-const float* norm_weight_f32(const Weight& w, std::vector<float>& scratch) {
-  if (w.data.dtype == DType::kF32) return w.data.ptr<float>();
-  scratch.resize(static_cast<size_t>(w.data.numel()));
-  cpu::dequantize_row(w.data.data, w.data.dtype, w.data.numel(), scratch.data());
-  return scratch.data();
-}
-}  // namespace
-
 void CpuOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
-  std::vector<float> scratch;
-  cpu::rms_norm_f32(out.ptr<float>(), x.ptr<float>(), norm_weight_f32(w, scratch), x.dim(0), x.dim(1), eps);
+  const float* weight = w.data.ptr<float>();
+  if (w.data.dtype != DType::kF32) {  // BF16/F16 norm weights: a few KiB, converted into a reused buffer
+    norm_weight_.resize(static_cast<size_t>(w.data.numel()));
+    cpu::dequantize_row(w.data.data, w.data.dtype, w.data.numel(), norm_weight_.data());
+    weight = norm_weight_.data();
+  }
+  cpu::rms_norm_f32(out.ptr<float>(), x.ptr<float>(), weight, x.dim(0), x.dim(1), eps);
 }
 
 void CpuOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {

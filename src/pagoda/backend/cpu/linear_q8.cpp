@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/linear_q8.h"
+#include "pagoda/backend/cpu/simd.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -38,13 +39,6 @@ void quantize_rows(const float* x, int64_t num_tokens, int64_t k, QuantizedRows&
       for (int64_t i = 0; i < kBlock; ++i) dst[i] = static_cast<int8_t>(std::lrintf(src[i] * inv));
     }
   }
-}
-
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
 }
 
 // 32 int8 x 32 int8 -> 8 int32 partial sums, as floats. maddubs needs an unsigned operand: |w| times x
