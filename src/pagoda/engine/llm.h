@@ -25,8 +25,8 @@ struct LlmOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
   // false (default): copy the weights out of the file mapping into process memory (huge pages where
-  // possible): a private copy is not reclaimed from under the decode loop (3x faster decode measured on
-  // a 1.1B F16 GGUF on this project's CI-class VM). true: compute straight from the mapping (less memory).
+  // possible): a private copy is not reclaimed from under the decode loop (docs/PERFORMANCE.md has the
+  // measurement). true: compute straight from the mapping (less memory).
   bool use_mmap = false;
 };
 
