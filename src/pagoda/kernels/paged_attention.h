@@ -1,0 +1,51 @@
+// Paged attention over the block KV cache, bf16 q/K/V with fp32 softmax and accumulation. Causal: query
+// token i of sequence s (q_len = query_start[s+1] - query_start[s]) sits at position
+// seq_lens[s] - q_len + i and sees keys [0, that position]. GQA: query head h reads KV head
+// h / (num_heads / num_kv_heads). A sequence with seq_lens[s] == 0 is padding: its output rows are zero.
+// Everything per-sequence is read from device memory, so a decode launch can be captured in a CUDA graph
+// and replayed with new contents.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pagoda::kernels {
+
+struct PagedAttentionParams {
+  __nv_bfloat16* out;            // [num_tokens, num_heads, head_dim]
+  const __nv_bfloat16* q;        // [num_tokens, num_heads, head_dim]
+  const __nv_bfloat16* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const __nv_bfloat16* v_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const int32_t* query_start;    // [num_seqs + 1]
+  const int32_t* seq_lens;       // [num_seqs]
+  const int32_t* kv_page_start;  // [num_seqs + 1] offsets into kv_pages
+  const int32_t* kv_pages;       // block ids of every sequence, in order
+  const int32_t* token_seq;      // [num_tokens] sequence of each token
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // any even value up to 256; 64 and 128 take the fast paths
+  int block_size = 0;
+  int max_query_len = 0;  // host-side bounds used to size grids
+  int max_seq_len = 0;
+  float scale = 1.0f;  // softmax scale, 1/sqrt(head_dim)
+};
+
+// Variable-length queries (prefill chunks, mixed steps). Tensor-core tiles for head_dim 64/128, a plain
+// fp32 kernel otherwise.
+void paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t stream);
+
+// One query token per sequence (num_tokens == num_seqs). Split-K: the context is cut into partitions of
+// kDecodePartitionTokens, each handled by its own block, then merged by log-sum-exp. `num_splits` must be
+// >= ceil(max_seq_len / kDecodePartitionTokens) for every sequence in the batch; partitions past a
+// sequence's end do nothing (so a graph captured with the largest split count serves shorter contexts).
+constexpr int kDecodePartitionTokens = 512;
+int decode_num_splits(int max_seq_len);
+size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits);
+void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream);
+
+}  // namespace pagoda::kernels
