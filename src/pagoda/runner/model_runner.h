@@ -22,6 +22,7 @@ struct StepOutput {
   std::vector<TopLogprobs> logprobs;     // parallel to sampled; empty entries when not requested
   // Prompt-logprob entries that became available this step, per sequence (positions in order).
   std::unordered_map<SeqId, std::vector<TopLogprobs>> prompt_logprobs;
+  int graph_batch_size = 0;  // padded batch size of the CUDA graph replayed for this step; 0: ran eagerly
 };
 
 class ModelRunner {
