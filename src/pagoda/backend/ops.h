@@ -3,10 +3,13 @@
 // row-major in the backend's activation dtype; weights come as loaded (see loader/model_weights.h).
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "pagoda/backend/forward_batch.h"
 #include "pagoda/core/tensor.h"
+#include "pagoda/core/types.h"
 #include "pagoda/kv/kv_cache.h"
 #include "pagoda/loader/model_weights.h"
 
@@ -17,6 +20,20 @@ struct RopeParams {
   std::vector<float> inv_freq;  // [head_dim / 2]
   float attention_scaling = 1.0f;
 };
+
+// One row's sampling settings for a backend that samples on the device (see Ops::sample). Rows with
+// penalties, logit bias or logprobs never get here: the CPU sampler handles those.
+struct DeviceSamplingRow {
+  float temperature = 0.0f;  // < 1e-5: greedy
+  int top_k = 0;             // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // tokens the request has sampled so far: (seed, offset) fixes the draw
+};
+
+// A model forward over a batch whose arrays live on the backend; returns the logits.
+using ForwardFn = std::function<Tensor(const ForwardBatch& batch)>;
 
 class Ops {
  public:
@@ -48,6 +65,34 @@ class Ops {
   virtual void download_f32(Tensor host_out, Tensor x) = 0;
 
   virtual KvCache allocate_kv_cache(const KvCacheSpec& spec) = 0;
+  virtual void free_kv_cache(KvCache& cache) = 0;
+
+  // --- Fused forms, used when the backend fused the weights (LayerWeights::wqkv, w_gate_up). ---
+  // qkv [T, nh + 2 nkv, hd] (one GEMM's output): q_out [T, nh, hd] = rope(q); rope(k) and v go into the
+  // cache at batch.slot_mapping.
+  virtual void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                             const RopeParams& params) = 0;
+  // out [T, I] = silu(gate_up[:, :I]) * gate_up[:, I:], gate_up [T, 2I].
+  virtual void silu_mul_fused(Tensor out, Tensor gate_up) = 0;
+
+  // --- Whole-step hooks with portable defaults. ---
+  // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend
+  // uploads them (bf16, QKV and gate-up fused) and returns device views it owns.
+  virtual ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) { return host; }
+  // Runs one step: `host_batch` arrays are in host memory. The default runs forward on them directly;
+  // the CUDA backend copies them to the device in one transfer and replays a captured CUDA graph for
+  // decode-only steps. The logits it returns are valid until the next step.
+  virtual Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) { return forward(host_batch); }
+  // The padded batch size of the CUDA graph the last run_step replayed; 0 when it ran eagerly.
+  virtual int last_graph_batch_size() const { return 0; }
+  // Prepares later decode steps: runs the largest decode step once (so the workspace reaches its final
+  // size) and, when `capture_graphs`, captures the CUDA graphs.
+  virtual void warm_up_decode(const ForwardFn& forward, bool capture_graphs) {}
+  // Device-side sampling: one token per row of logits [rows, vocab]. Only when can_sample() is true.
+  virtual bool can_sample() const { return false; }
+  virtual void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
+    PAGODA_CHECK(false, "this backend does not sample on the device");
+  }
 };
 
 }  // namespace pagoda

@@ -17,6 +17,11 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
+  cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                 "CUDA: share of GPU memory for weights, activations and the KV cache (default 0.9)")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd.add_flag("--enforce-eager", enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
   cmd.add_flag("--mmap", mmap, "compute from the checkpoint's file mapping instead of a copy in memory (less RAM)");
 }
 
@@ -33,6 +38,9 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   o.seed = seed;
   o.use_mmap = mmap;
+  o.device = device;
+  o.gpu_memory_utilization = gpu_memory_utilization;
+  o.enforce_eager = enforce_eager;
   return o;
 }
 

@@ -21,6 +21,9 @@ struct EngineCliOptions {
   std::string policy = "fcfs";
   uint64_t seed = 0;
   bool mmap = false;
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
 
   void add_to(CLI::App& cmd);
   LlmOptions llm_options() const;

@@ -9,6 +9,11 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/core/memory_size.h"
 #include "pagoda/loader/weight_residency.h"
+#include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/runner/model_runner.h"
+#ifdef PAGODA_HAVE_CUDA
+#include "pagoda/backend/cuda/cuda_ops.h"
+#endif
 
 namespace pagoda {
 
@@ -30,25 +35,35 @@ void append_event(CompletionOutput& out, const RequestEvent& e) {
 }
 
 LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block_size) {
-  if (!o.use_mmap) copy_weights_into_memory(loaded_);
   const ModelConfig& c = loaded_.config;
   max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
-  ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});
-  model_ = std::make_unique<LlamaModel>(c, loaded_.weights);
+  if (o.device == "cpu") {
+    if (!o.use_mmap) copy_weights_into_memory(loaded_);
+    ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});
+    weights_ = loaded_.weights;
+  } else if (o.device == "cuda") {
+#ifdef PAGODA_HAVE_CUDA
+    ops_ = std::make_unique<CudaOps>(CudaOpsOptions{
+        .max_num_seqs = o.max_num_seqs, .max_model_len = max_model_len_, .enforce_eager = o.enforce_eager});
+    weights_ = ops_->prepare_weights(loaded_.weights, o.load.show_progress);
+#else
+    throw Error("--device cuda: this build has no CUDA backend (build with `cmake --preset cuda`)");
+#endif
+  } else {
+    throw Error(fmt::format("unknown --device '{}' (cpu or cuda)", o.device));
+  }
+  model_ = std::make_unique<LlamaModel>(c, weights_);
 
   const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, ops_->activation_dtype()).bytes_per_block();
-  int64_t kv_bytes = o.kv_cache_memory;
-  if (kv_bytes <= 0) {
-    const int64_t wanted = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) * block_bytes;
-    const int64_t available = host_available_memory();
-    kv_bytes = available > 0 ? std::min(wanted, available / 4) : wanted;
-  }
-  num_kv_blocks_ = static_cast<int>(kv_bytes / block_bytes);
+  num_kv_blocks_ = o.device == "cuda" ? num_blocks_for_gpu(o, block_bytes) : num_blocks_for_host(o, block_bytes);
   if (num_kv_blocks_ < 1)
-    throw Error(fmt::format("--kv-cache-memory {} holds no KV block ({} per block of {} tokens)",
-                            format_memory_size(kv_bytes), format_memory_size(block_bytes), o.block_size));
-  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({})", num_kv_blocks_, o.block_size,
-               static_cast<int64_t>(num_kv_blocks_) * o.block_size, format_memory_size(num_kv_blocks_ * block_bytes));
+    throw Error(fmt::format("the KV cache holds no block ({} per block of {} tokens): give it more memory "
+                            "(--kv-cache-memory, --gpu-memory-utilization) or lower --max-num-batched-tokens",
+                            format_memory_size(block_bytes), o.block_size));
+  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({}), {:.1f} full-length sequences", num_kv_blocks_,
+               o.block_size, static_cast<int64_t>(num_kv_blocks_) * o.block_size,
+               format_memory_size(num_kv_blocks_ * block_bytes),
+               static_cast<double>(num_kv_blocks_) * o.block_size / max_model_len_);
 
   EngineOptions eo;
   eo.scheduler = SchedulerConfig{.max_num_seqs = o.max_num_seqs,
@@ -64,6 +79,47 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
 }
 
 LLM::~LLM() { engine_.reset(); }
+
+int LLM::num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const {
+  int64_t kv_bytes = o.kv_cache_memory;
+  if (kv_bytes <= 0) {
+    const int64_t wanted = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) * block_bytes;
+    const int64_t available = host_available_memory();
+    kv_bytes = available > 0 ? std::min(wanted, available / 4) : wanted;
+  }
+  return static_cast<int>(kv_bytes / block_bytes);
+}
+
+// The largest step (max_num_batched_tokens tokens, logits for all of them, and the largest decode step)
+// runs once with a small cache; what gpu_memory_utilization leaves after that peak becomes the KV pool.
+int LLM::num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes) {
+#ifdef PAGODA_HAVE_CUDA
+  auto& cuda = static_cast<CudaOps&>(*ops_);
+  const int probe_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs);
+  {
+    const int probe_blocks = (probe_tokens + o.block_size - 1) / o.block_size + 1;
+    ModelRunner probe(*model_, *ops_, model_->kv_cache_spec(probe_blocks, o.block_size, ops_->activation_dtype()));
+    probe.profile_run(probe_tokens);
+    cuda.synchronize();
+  }
+  const GpuMemoryInfo mem = cuda.memory_info();
+  const int64_t used = mem.total - mem.free;
+  const int64_t budget = static_cast<int64_t>(o.gpu_memory_utilization * static_cast<double>(mem.total));
+  // Graphs and allocator slack: a little is kept back beyond the measured peak.
+  const int64_t reserve = int64_t{256} << 20;
+  const int64_t kv_bytes = o.kv_cache_memory > 0 ? o.kv_cache_memory : budget - used - reserve;
+  spdlog::info("GPU memory: {} total, {} in use after weights and the largest step; KV budget {} "
+               "(--gpu-memory-utilization {})",
+               format_memory_size(mem.total), format_memory_size(used), format_memory_size(std::max<int64_t>(kv_bytes, 0)),
+               o.gpu_memory_utilization);
+  if (kv_bytes > mem.free - reserve)
+    throw Error(fmt::format("the KV cache needs {} but only {} of GPU memory is free",
+                            format_memory_size(kv_bytes), format_memory_size(mem.free)));
+  return static_cast<int>(std::max<int64_t>(kv_bytes, 0) / block_bytes);
+#else
+  return 0;
+#endif
+}
 
 std::vector<CompletionOutput> LLM::generate(const std::vector<GenerateRequest>& requests) {
   std::vector<CompletionOutput> outputs(requests.size());

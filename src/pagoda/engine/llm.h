@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/backend/ops.h"
 #include "pagoda/engine/engine.h"
 #include "pagoda/loader/model_loader.h"
 
@@ -15,12 +15,17 @@ namespace pagoda {
 
 struct LlmOptions {
   LoadOptions load;
+  std::string device = "cpu";            // "cpu" or "cuda" (builds with the cuda preset)
+  double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory the engine may use in all
+  bool enforce_eager = false;            // CUDA: no graphs
   int num_threads = 0;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   int max_model_len = 0;           // 0: the model's context
   int block_size = 16;
-  int64_t kv_cache_memory = 0;     // bytes; 0: enough for max_num_seqs full sequences, at most 25% of free RAM
+  // KV cache bytes; 0: automatic (CPU: enough for max_num_seqs full sequences, at most 25% of free RAM;
+  // CUDA: what gpu_memory_utilization leaves after weights and the largest step).
+  int64_t kv_cache_memory = 0;
   bool enable_prefix_caching = true;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
@@ -56,12 +61,16 @@ class LLM {
 
  private:
   LoadedModel loaded_;
-  std::unique_ptr<CpuOps> ops_;
+  std::unique_ptr<Ops> ops_;
+  ModelWeights weights_;  // what the backend computes with (device copies on CUDA)
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Engine> engine_;
   int max_model_len_ = 0;
   int num_kv_blocks_ = 0;
   int block_size_ = 16;
+
+  int num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const;
+  int num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes);
 };
 
 // Folds one engine event into the request's output (tokens, logprobs, usage, finish reason).

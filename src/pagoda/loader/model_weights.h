@@ -25,6 +25,10 @@ struct LayerWeights {
   Weight w_gate;     // [intermediate, hidden]
   Weight w_up;       // [intermediate, hidden]
   Weight w_down;     // [hidden, intermediate]
+  // Fused forms, set only by a backend that fuses (Ops::prepare_weights): wq, wk, wv (and w_gate, w_up)
+  // are then row ranges of these.
+  Weight wqkv;       // [(num_heads + 2 num_kv_heads) * head_dim, hidden]
+  Weight w_gate_up;  // [2 * intermediate, hidden]
 };
 
 struct ModelWeights {

@@ -41,12 +41,21 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   Tensor residual = ops.alloc(act, {T, H});  // [T, H] the residual stream
   Tensor normed = ops.alloc(act, {T, H});    // [T, H]
   Tensor q = ops.alloc(act, {T, nh, hd});
-  Tensor k = ops.alloc(act, {T, nkv, hd});
-  Tensor v = ops.alloc(act, {T, nkv, hd});
   Tensor attn = ops.alloc(act, {T, nh, hd});
   Tensor proj = ops.alloc(act, {T, H});  // output of o_proj / down_proj, added into the residual
-  Tensor gate = ops.alloc(act, {T, I});
-  Tensor up = ops.alloc(act, {T, I});
+  // The backend either fused the projections (one GEMM each for QKV and gate-up: CUDA) or not (CPU).
+  const bool fused = !weights_.layers.empty() && !weights_.layers[0].wqkv.data.empty();
+  Tensor qkv, gate_up, gate, up, k, v;
+  if (fused) {
+    qkv = ops.alloc(act, {T, nh + 2 * nkv, hd});
+    gate_up = ops.alloc(act, {T, 2 * I});
+    gate = ops.alloc(act, {T, I});  // silu(gate) * up
+  } else {
+    k = ops.alloc(act, {T, nkv, hd});
+    v = ops.alloc(act, {T, nkv, hd});
+    gate = ops.alloc(act, {T, I});
+    up = ops.alloc(act, {T, I});
+  }
 
   ops.embedding(residual, batch.token_ids, weights_.embed_tokens);
   for (int l = 0; l < config_.num_layers; ++l) {
@@ -56,18 +65,28 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
     } else {
       ops.add_rms_norm(residual, proj, normed, w.attn_norm, eps);
     }
-    ops.linear(q.reshape({T, nh * hd}), normed, w.wq);
-    ops.linear(k.reshape({T, nkv * hd}), normed, w.wk);
-    ops.linear(v.reshape({T, nkv * hd}), normed, w.wv);
-    ops.rope(q, k, batch.positions, rope_);
-    ops.store_kv(cache, l, k, v, batch);
+    if (fused) {
+      ops.linear(qkv.reshape({T, (nh + 2 * nkv) * hd}), normed, w.wqkv);
+      ops.rope_store_kv(q, qkv, cache, l, batch, rope_);
+    } else {
+      ops.linear(q.reshape({T, nh * hd}), normed, w.wq);
+      ops.linear(k.reshape({T, nkv * hd}), normed, w.wk);
+      ops.linear(v.reshape({T, nkv * hd}), normed, w.wv);
+      ops.rope(q, k, batch.positions, rope_);
+      ops.store_kv(cache, l, k, v, batch);
+    }
     ops.attention(attn, q, cache, l, batch, attn_scale_);
     ops.linear(proj, attn.reshape({T, nh * hd}), w.wo);
 
     ops.add_rms_norm(residual, proj, normed, w.ffn_norm, eps);
-    ops.linear(gate, normed, w.w_gate);
-    ops.linear(up, normed, w.w_up);
-    ops.silu_mul(gate, gate, up);
+    if (fused) {
+      ops.linear(gate_up, normed, w.w_gate_up);
+      ops.silu_mul_fused(gate, gate_up);
+    } else {
+      ops.linear(gate, normed, w.w_gate);
+      ops.linear(up, normed, w.w_up);
+      ops.silu_mul(gate, gate, up);
+    }
     ops.linear(proj, gate, w.w_down);
   }
 

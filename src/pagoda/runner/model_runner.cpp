@@ -8,10 +8,13 @@ namespace pagoda {
 ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec)
     : model_(model), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {}
 
+ModelRunner::~ModelRunner() { ops_.free_kv_cache(kv_cache_); }
+
 void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens) {
   RequestState state;
   state.params = params;
-  state.rng.seed(params.seed ? *params.seed : seed);
+  state.device_seed = params.seed ? *params.seed : seed;
+  state.rng.seed(state.device_seed);
   state.num_prompt_tokens = num_prompt_tokens;
   requests_[seq_id] = std::move(state);
 }
@@ -19,14 +22,38 @@ void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64
 void ModelRunner::remove_request(SeqId seq_id) { requests_.erase(seq_id); }
 
 void ModelRunner::warm_up(int num_tokens) {
+  const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
+  run_filler_step(num_tokens, LogitsWanted::kLast);
+  ops_.warm_up_decode(forward, /*capture_graphs=*/true);
+}
+
+void ModelRunner::profile_run(int num_tokens) {
+  const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
+  run_filler_step(num_tokens, LogitsWanted::kAll);
+  ops_.warm_up_decode(forward, /*capture_graphs=*/false);
+}
+
+void ModelRunner::run_filler_step(int num_tokens, LogitsWanted logits) {
   const int bs = kv_cache_.spec.block_size;
   const int n = std::max(1, std::min(num_tokens, kv_cache_.spec.num_blocks * bs));
   std::vector<TokenId> tokens(static_cast<size_t>(n), 0);
   std::vector<int32_t> blocks(static_cast<size_t>((n + bs - 1) / bs));
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
   // The KV written here lands in blocks no sequence holds yet; they are overwritten before being read.
-  SequenceChunk chunk{tokens, 0, blocks, LogitsWanted::kLast};
-  model_.forward(ops_, builder_.build(std::span(&chunk, 1), bs), kv_cache_);
+  SequenceChunk chunk{tokens, 0, blocks, logits};
+  ops_.run_step(builder_.build(std::span(&chunk, 1), bs),
+                [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
+}
+
+bool ModelRunner::can_sample_on_device(const StepPlan& plan) const {
+  if (!ops_.can_sample()) return false;
+  for (const ScheduledSequence& s : plan.seqs) {
+    const SamplingParams& p = requests_.at(s.seq_id).params;
+    if (p.logprobs >= 0 || p.prompt_logprobs >= 0 || p.repetition_penalty != 1.0 || p.presence_penalty != 0.0 ||
+        p.frequency_penalty != 0.0)
+      return false;
+  }
+  return true;
 }
 
 StepOutput ModelRunner::execute(const StepPlan& plan) {
@@ -52,9 +79,28 @@ StepOutput ModelRunner::execute(const StepPlan& plan) {
     num_rows += wanted == LogitsWanted::kAll ? s.num_tokens : wanted == LogitsWanted::kLast ? 1 : 0;
   }
   const ForwardBatch& batch = builder_.build(chunks_, kv_cache_.spec.block_size);
-  Tensor logits = model_.forward(ops_, batch, kv_cache_);
+  Tensor logits = ops_.run_step(batch, [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
+  out.graph_batch_size = ops_.last_graph_batch_size();
   const int64_t vocab = model_.config().vocab_size;
   PAGODA_CHECK(logits.dim(0) == num_rows);
+
+  if (can_sample_on_device(plan)) {  // every row is a plain draw: sample where the logits are
+    device_rows_.clear();
+    for (const ScheduledSequence& s : plan.seqs) {
+      if (!s.samples) continue;
+      const RequestState& st = requests_.at(s.seq_id);
+      device_rows_.push_back({.temperature = static_cast<float>(st.params.temperature),
+                              .top_k = st.params.top_k,
+                              .top_p = static_cast<float>(st.params.top_p),
+                              .min_p = static_cast<float>(st.params.min_p),
+                              .seed = st.device_seed,
+                              .offset = s.seq->output_token_ids().size()});
+    }
+    out.sampled.resize(device_rows_.size());
+    if (!device_rows_.empty()) ops_.sample(out.sampled, logits, device_rows_);
+    out.logprobs.resize(out.sampled.size());
+    return out;
+  }
   host_logits_.resize(static_cast<size_t>(num_rows * vocab));
   if (num_rows > 0) ops_.download_f32(Tensor(host_logits_.data(), DType::kF32, {num_rows, vocab}), logits);
 

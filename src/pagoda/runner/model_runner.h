@@ -28,6 +28,9 @@ struct StepOutput {
 class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Per-request sampling state, from admission until the request is gone.
   void add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens);
@@ -36,8 +39,12 @@ class ModelRunner {
   StepOutput execute(const StepPlan& plan);
 
   // Runs one forward of `num_tokens` tokens (capped by the KV pool) so that threads start, the workspace
-  // grows to its largest size and caches warm before the first request; leaves no state behind.
+  // grows to its largest size and caches warm before the first request, then lets the backend prepare
+  // its decode steps (CUDA graphs); leaves no state behind.
   void warm_up(int num_tokens);
+  // The largest step this runner can be asked for: `num_tokens` tokens with logits for every row, and the
+  // largest decode step; no graphs. Run with a small KV cache to measure the peak memory of the backend.
+  void profile_run(int num_tokens);
 
   const KvCacheSpec& kv_spec() const { return kv_cache_.spec; }
 
@@ -45,9 +52,15 @@ class ModelRunner {
   struct RequestState {
     SamplingParams params;
     SamplerRng rng;
+    uint64_t device_seed = 0;  // the request's seed for device sampling
     int num_prompt_tokens = 0;
     int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
   };
+
+  // One forward of `num_tokens` zero tokens in a single sequence over blocks 0, 1, ...
+  void run_filler_step(int num_tokens, LogitsWanted logits);
+  // Whether every sampling row of a step can be drawn on the device (no penalties, no logprobs).
+  bool can_sample_on_device(const StepPlan& plan) const;
 
   const LlamaModel& model_;
   Ops& ops_;
@@ -57,6 +70,7 @@ class ModelRunner {
   std::vector<SequenceChunk> chunks_;
   std::vector<float> host_logits_;
   std::vector<float> row_;
+  std::vector<DeviceSamplingRow> device_rows_;
 };
 
 }  // namespace pagoda

@@ -143,4 +143,37 @@ KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
   return cache;
 }
 
+void CpuOps::free_kv_cache(KvCache& cache) {
+  for (auto* list : {&cache.k, &cache.v})
+    for (const Tensor& t : *list)
+      std::erase_if(kv_storage_, [&](const Buffer& b) { return b.data() == t.data; });
+  cache = KvCache{};
+}
+
+void CpuOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                           const RopeParams& params) {
+  // The reference form: split the fused rows, then the separate ops.
+  const int64_t T = qkv.dim(0), nh = q_out.dim(1), hd = q_out.dim(2), nkv = (qkv.dim(1) - nh) / 2;
+  Tensor k = alloc(DType::kF32, {T, nkv, hd});
+  Tensor v = alloc(DType::kF32, {T, nkv, hd});
+  const float* src = qkv.ptr<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = src + t * (nh + 2 * nkv) * hd;
+    std::memcpy(q_out.ptr<float>() + t * nh * hd, row, nh * hd * sizeof(float));
+    std::memcpy(k.ptr<float>() + t * nkv * hd, row + nh * hd, nkv * hd * sizeof(float));
+    std::memcpy(v.ptr<float>() + t * nkv * hd, row + (nh + nkv) * hd, nkv * hd * sizeof(float));
+  }
+  rope(q_out, k, batch.positions, params);
+  store_kv(cache, layer, k, v, batch);
+}
+
+void CpuOps::silu_mul_fused(Tensor out, Tensor gate_up) {
+  const int64_t rows = out.dim(0), inter = out.dim(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up.ptr<float>() + r * 2 * inter;
+    float* o = out.ptr<float>() + r * inter;
+    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * g[inter + i];
+  }
+}
+
 }  // namespace pagoda

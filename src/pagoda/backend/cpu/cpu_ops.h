@@ -36,6 +36,10 @@ class CpuOps final : public Ops {
   void gather_rows(Tensor out, Tensor x, Tensor rows) override;
   void download_f32(Tensor host_out, Tensor x) override;
   KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
+  void free_kv_cache(KvCache& cache) override;
+  void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                     const RopeParams& params) override;
+  void silu_mul_fused(Tensor out, Tensor gate_up) override;
 
  private:
   // A bump allocator: chunks are kept across steps, so steady-state forwards allocate nothing.

@@ -1,0 +1,404 @@
+// CudaOps: workspace, the ops as kernel launches, KV cache storage, steps (one input copy, CUDA graphs for
+// decode) and device sampling. Weight upload lives in weight_upload.cpp.
+#include "pagoda/backend/cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "pagoda/backend/cuda/cuda_ops_impl.h"
+#include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
+#include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/gemv.h"
+#include "pagoda/kernels/paged_attention.h"
+#include "pagoda/kernels/sampling.h"
+
+namespace pagoda {
+
+using kernels::bf16;
+using cuda::DeviceBuffer;
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(fmt::format("cuBLAS error {} in {}", cublasGetStatusString(status), what));
+}
+
+bf16* bf(const Tensor& t) {
+  PAGODA_CHECK(t.dtype == DType::kBF16 && t.device == Device::kCuda, "expected a bf16 CUDA tensor, got {} {}",
+               dtype_name(t.dtype), t.shape_string());
+  return static_cast<bf16*>(t.data);
+}
+const int32_t* i32(const Tensor& t) {
+  PAGODA_CHECK(t.dtype == DType::kI32 && t.device == Device::kCuda, "expected an int32 CUDA tensor");
+  return t.ptr<const int32_t>();
+}
+int rows_of(const Tensor& t) { return static_cast<int>(t.dim(0)); }
+int row_elems(const Tensor& t) { return static_cast<int>(t.numel() / std::max<int64_t>(t.dim(0), 1)); }
+
+// Decode graphs exist for these padded batch sizes: 1, 2, 4, 8, then steps of 8.
+int graph_size_for(int num_seqs) {
+  if (num_seqs <= 1) return 1;
+  if (num_seqs <= 2) return 2;
+  if (num_seqs <= 4) return 4;
+  return (num_seqs + 7) / 8 * 8;
+}
+
+}  // namespace
+
+CudaOps::Impl::Impl(const CudaOpsOptions& o) : options(o) {
+  PAGODA_CUDA_CHECK(cudaSetDevice(o.device));
+  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  check_cublas(cublasCreate(&cublas), "cublasCreate");
+  check_cublas(cublasSetStream(cublas, stream), "cublasSetStream");
+  cublas_workspace = DeviceBuffer(kCublasWorkspaceBytes);
+  // A workspace of our own keeps cuBLAS from allocating while a graph is being captured.
+  check_cublas(cublasSetWorkspace(cublas, cublas_workspace.data(), cublas_workspace.size()), "cublasSetWorkspace");
+  check_cublas(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+}
+
+CudaOps::Impl::~Impl() {
+  drop_graphs();
+  if (cublas) cublasDestroy(cublas);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+void CudaOps::Impl::drop_graphs() {
+  for (auto& [size, g] : graphs) cudaGraphExecDestroy(g.exec);
+  graphs.clear();
+}
+
+void* CudaOps::Impl::arena_alloc(size_t bytes) {
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  step_bytes += bytes;
+  while (chunk < chunks.size() && chunk_used + bytes > chunks[chunk].size()) {
+    ++chunk;
+    chunk_used = 0;
+  }
+  if (chunk == chunks.size()) {
+    PAGODA_CHECK(!capturing, "the GPU workspace must grow while a CUDA graph is captured");
+    const size_t last = chunks.empty() ? 0 : chunks.back().size();
+    chunks.emplace_back(std::max({bytes, 2 * last, size_t{64} << 20}));
+    chunk_used = 0;
+  }
+  void* p = static_cast<char*>(chunks[chunk].data()) + chunk_used;
+  chunk_used += bytes;
+  return p;
+}
+
+void CudaOps::Impl::arena_reset() {
+  // After a step that needed several chunks, make one chunk of the step's size: addresses then repeat
+  // exactly from step to step (graphs captured before the move are dropped).
+  if (chunks.size() > 1 && !capturing) {
+    const size_t total = step_bytes;
+    chunks.clear();
+    chunks.emplace_back(total);
+    drop_graphs();
+  }
+  chunk = 0;
+  chunk_used = 0;
+  step_bytes = 0;
+}
+
+const float* CudaOps::Impl::device_inv_freq(const RopeParams& p) {
+  auto it = inv_freq.find(p.inv_freq.data());
+  if (it == inv_freq.end()) {
+    PAGODA_CHECK(!capturing, "RoPE tables are uploaded before graph capture");
+    DeviceBuffer buf(p.inv_freq.size() * sizeof(float));
+    PAGODA_CUDA_CHECK(cudaMemcpy(buf.data(), p.inv_freq.data(), buf.size(), cudaMemcpyHostToDevice));
+    it = inv_freq.emplace(p.inv_freq.data(), std::move(buf)).first;
+  }
+  return static_cast<const float*>(it->second.data());
+}
+
+CudaOps::CudaOps(const CudaOpsOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+CudaOps::~CudaOps() = default;
+
+Tensor CudaOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor t(nullptr, dtype, dims, Device::kCuda);
+  t.data = impl_->arena_alloc(static_cast<size_t>(t.nbytes()));
+  return t;
+}
+
+void CudaOps::reset_workspace() { impl_->arena_reset(); }
+
+Tensor CudaOps::upload(const Tensor& host) {
+  Tensor t = host;
+  t.device = Device::kCuda;
+  t.data = impl_->arena_alloc(static_cast<size_t>(host.nbytes()));
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(t.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, impl_->stream));
+  return t;
+}
+
+void CudaOps::embedding(Tensor out, Tensor ids, const Weight& table) {
+  kernels::embedding(bf(out), i32(ids), bf(table.data), rows_of(out), static_cast<int>(table.data.dim(1)),
+                     impl_->stream);
+}
+
+void CudaOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
+  kernels::rms_norm(bf(out), bf(x), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
+}
+
+void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {
+  kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
+}
+
+void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
+  const int T = rows_of(x), N = static_cast<int>(w.data.dim(0)), K = static_cast<int>(w.data.dim(1));
+  PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
+               w.data.shape_string(), out.shape_string());
+  if (T == 0) return;
+  if (kernels::skinny_gemm_supported(x.data, w.data.data, T, N, K)) {
+    kernels::skinny_gemm(bf(out), bf(x), bf(w.data), T, N, K, impl_->stream);
+    return;
+  }
+  // Column-major view: out^T [N, T] = W [K, N]^T · x^T [K, T].
+  const float alpha = 1.0f, beta = 0.0f;
+  check_cublas(cublasGemmEx(impl_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, bf(w.data), CUDA_R_16BF, K,
+                            bf(x), CUDA_R_16BF, K, &beta, bf(out), CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+void CudaOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) {
+  kernels::rope(bf(q), bf(k), i32(positions), impl_->device_inv_freq(params), params.attention_scaling, rows_of(q),
+                static_cast<int>(q.dim(1)), static_cast<int>(k.dim(1)), static_cast<int>(q.dim(2)), impl_->stream);
+}
+
+void CudaOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
+  kernels::store_kv(bf(cache.k[layer]), bf(cache.v[layer]), bf(k), bf(v), i32(batch.slot_mapping), rows_of(k),
+                    cache.spec.num_kv_heads, cache.spec.head_dim, impl_->stream);
+}
+
+void CudaOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                            const RopeParams& params) {
+  kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                          i32(batch.slot_mapping), impl_->device_inv_freq(params), params.attention_scaling,
+                          rows_of(qkv), static_cast<int>(q_out.dim(1)), cache.spec.num_kv_heads,
+                          cache.spec.head_dim, impl_->stream);
+}
+
+void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
+                        float scale) {
+  kernels::PagedAttentionParams p;
+  p.out = bf(out);
+  p.q = bf(q);
+  p.k_cache = bf(cache.k[layer]);
+  p.v_cache = bf(cache.v[layer]);
+  p.query_start = i32(batch.query_start);
+  p.seq_lens = i32(batch.seq_lens);
+  p.kv_page_start = i32(batch.kv_page_start);
+  p.kv_pages = i32(batch.kv_pages);
+  p.token_seq = i32(batch.token_seq);
+  p.num_seqs = batch.num_seqs;
+  p.num_tokens = batch.num_tokens;
+  p.num_heads = static_cast<int>(q.dim(1));
+  p.num_kv_heads = cache.spec.num_kv_heads;
+  p.head_dim = cache.spec.head_dim;
+  p.block_size = cache.spec.block_size;
+  p.max_query_len = batch.max_query_len;
+  p.max_seq_len = batch.max_seq_len;
+  p.scale = scale;
+  if (batch.num_tokens == 0) return;
+  if (batch.decode_only && batch.num_tokens == batch.num_seqs) {
+    // A captured graph must cover every context it may replay with: split for the longest one.
+    const int splits = std::max(
+        1, kernels::decode_num_splits(impl_->graph_shapes ? impl_->options.max_model_len : batch.max_seq_len));
+    void* workspace = impl_->arena_alloc(
+        kernels::paged_attention_decode_workspace_bytes(batch.num_seqs, p.num_heads, p.head_dim, splits));
+    kernels::paged_attention_decode(p, splits, workspace, impl_->stream);
+  } else {
+    kernels::paged_attention_prefill(p, impl_->stream);
+  }
+}
+
+void CudaOps::silu_mul(Tensor out, Tensor gate, Tensor up) {
+  kernels::silu_mul(bf(out), bf(gate), bf(up), out.numel(), impl_->stream);
+}
+
+void CudaOps::silu_mul_fused(Tensor out, Tensor gate_up) {
+  kernels::silu_mul_fused(bf(out), bf(gate_up), rows_of(out), row_elems(out), impl_->stream);
+}
+
+void CudaOps::gather_rows(Tensor out, Tensor x, Tensor rows) {
+  kernels::gather_rows(bf(out), bf(x), i32(rows), rows_of(rows), row_elems(x), impl_->stream);
+}
+
+void CudaOps::download(void* host, Tensor x) {
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host, x.data, x.nbytes(), cudaMemcpyDeviceToHost, impl_->stream));
+  synchronize();
+}
+
+void CudaOps::download_f32(Tensor host_out, Tensor x) {
+  PAGODA_CHECK(host_out.numel() == x.numel());
+  const size_t bytes = static_cast<size_t>(x.nbytes());
+  if (impl_->download_staging.size() < bytes) impl_->download_staging = cuda::PinnedBuffer(std::max(bytes, size_t{1} << 20));
+  download(impl_->download_staging.data(), x);
+  const int64_t n = x.numel();
+  float* out = host_out.ptr<float>();
+  if (x.dtype == DType::kF32) {
+    std::memcpy(out, impl_->download_staging.data(), bytes);
+    return;
+  }
+  PAGODA_CHECK(x.dtype == DType::kBF16);
+  const auto* src = static_cast<const uint16_t*>(impl_->download_staging.data());
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(src[i]);
+}
+
+void CudaOps::synchronize() { PAGODA_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
+
+KvCache CudaOps::allocate_kv_cache(const KvCacheSpec& spec) {
+  PAGODA_CHECK(spec.dtype == DType::kBF16, "the CUDA backend keeps its KV cache in BF16");
+  KvCache cache;
+  cache.spec = spec;
+  const int64_t per_layer = static_cast<int64_t>(spec.num_blocks) * spec.block_size * spec.num_kv_heads * spec.head_dim;
+  DeviceBuffer storage(static_cast<size_t>(2 * spec.num_layers * per_layer) * sizeof(uint16_t));
+  PAGODA_CUDA_CHECK(cudaMemsetAsync(storage.data(), 0, storage.size(), impl_->stream));
+  auto* base = static_cast<uint16_t*>(storage.data());
+  for (int l = 0; l < spec.num_layers; ++l) {
+    const int64_t dims[] = {spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
+    cache.k.push_back(Tensor::from_span(base + (2 * l) * per_layer, DType::kBF16, dims, Device::kCuda));
+    cache.v.push_back(Tensor::from_span(base + (2 * l + 1) * per_layer, DType::kBF16, dims, Device::kCuda));
+  }
+  impl_->kv_storage.emplace(storage.data(), std::move(storage));
+  synchronize();
+  return cache;
+}
+
+void CudaOps::free_kv_cache(KvCache& cache) {
+  if (!cache.k.empty()) {
+    synchronize();
+    impl_->drop_graphs();  // graphs read the cache's addresses
+    impl_->kv_storage.erase(cache.k[0].data);
+  }
+  cache = KvCache{};
+}
+
+GpuMemoryInfo CudaOps::memory_info() const {
+  size_t free = 0, total = 0;
+  PAGODA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
+// --- Steps and graphs ---
+
+int CudaOps::last_graph_batch_size() const { return impl_->last_graph_size; }
+
+Tensor CudaOps::Impl::capture(int size, const ForwardFn& forward, const ForwardBatch& batch) {
+  cudaGraph_t graph = nullptr;
+  PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  capturing = graph_shapes = true;
+  Tensor logits;
+  try {
+    logits = forward(batch);
+  } catch (...) {
+    capturing = graph_shapes = false;
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  capturing = graph_shapes = false;
+  PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PAGODA_CUDA_CHECK(status);
+  graphs[size] = DecodeGraph{exec, logits};
+  return logits;
+}
+
+Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
+  Impl& m = *impl_;
+  m.last_graph_size = 0;
+  const int n = host.num_seqs;
+  const int rows = static_cast<int>(host.logits_rows.dim(0));
+  bool rows_are_seqs = rows == n;
+  for (int i = 0; rows_are_seqs && i < rows; ++i) rows_are_seqs = host.logits_rows.ptr<int32_t>()[i] == i;
+  const bool graph = !m.options.enforce_eager && host.decode_only && n > 0 && n <= m.options.max_num_seqs &&
+                     rows_are_seqs && !m.inv_freq.empty();
+  bool moved = false;
+  if (!graph) {
+    const ForwardBatch& batch = m.inputs.stage(host, n, m.stream, &moved);
+    if (moved) m.drop_graphs();
+    return forward(batch);
+  }
+  const int size = graph_size_for(n);
+  const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
+  if (moved) m.drop_graphs();
+  auto it = m.graphs.find(size);
+  if (it == m.graphs.end()) {
+    m.capture(size, forward, batch);
+    it = m.graphs.find(size);
+  }
+  PAGODA_CUDA_CHECK(cudaGraphLaunch(it->second.exec, m.stream));
+  m.last_graph_size = size;
+  return it->second.logits.rows(0, rows);
+}
+
+void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs) {
+  Impl& m = *impl_;
+  if (m.options.enforce_eager) return;
+  std::vector<int> sizes;
+  for (int s = 1; s <= graph_size_for(m.options.max_num_seqs); s = graph_size_for(s + 1)) sizes.push_back(s);
+  bool moved = false;
+  // The largest graph's step, eagerly: the workspace grows to what every capture will need.
+  m.graph_shapes = true;
+  try {
+    forward(m.inputs.stage_padding(sizes.back(), m.stream, &moved));
+  } catch (...) {
+    m.graph_shapes = false;
+    throw;
+  }
+  m.graph_shapes = false;
+  synchronize();
+  if (!capture_graphs) return;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    const ForwardBatch& batch = m.inputs.stage_padding(*it, m.stream, &moved);
+    if (moved) m.drop_graphs();
+    m.capture(*it, forward, batch);
+  }
+  synchronize();
+  spdlog::info("CUDA graphs captured for {} decode batch sizes (1 to {})", sizes.size(), sizes.back());
+}
+
+// --- Sampling ---
+
+void CudaOps::sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
+  Impl& m = *impl_;
+  const int n = static_cast<int>(rows.size());
+  const int vocab = row_elems(logits);
+  PAGODA_CHECK(rows_of(logits) == n && static_cast<int>(out.size()) == n);
+  const size_t rows_bytes = n * sizeof(kernels::SamplingRow);
+  const size_t tokens_bytes = n * sizeof(int32_t);
+  const size_t workspace_bytes = kernels::sampling_workspace_bytes(n, vocab);
+  if (m.sample_host.size() < rows_bytes + tokens_bytes) {
+    m.sample_host = cuda::PinnedBuffer(2 * (rows_bytes + tokens_bytes));
+    m.sample_device = DeviceBuffer(2 * (rows_bytes + tokens_bytes));
+  }
+  if (m.sample_workspace.size() < workspace_bytes) m.sample_workspace = DeviceBuffer(2 * workspace_bytes);
+  auto* host_rows = static_cast<kernels::SamplingRow*>(m.sample_host.data());
+  for (int i = 0; i < n; ++i) {
+    const DeviceSamplingRow& r = rows[i];
+    host_rows[i] = kernels::SamplingRow{r.temperature, r.top_k, r.top_p, r.min_p, r.seed, r.offset};
+  }
+  auto* dev_rows = static_cast<kernels::SamplingRow*>(m.sample_device.data());
+  auto* dev_tokens = reinterpret_cast<int32_t*>(static_cast<char*>(m.sample_device.data()) + rows_bytes);
+  auto* host_tokens = reinterpret_cast<int32_t*>(static_cast<char*>(m.sample_host.data()) + rows_bytes);
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dev_rows, host_rows, rows_bytes, cudaMemcpyHostToDevice, m.stream));
+  kernels::sample_tokens(dev_tokens, bf(logits), dev_rows, n, vocab, m.sample_workspace.data(), m.stream);
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_tokens, dev_tokens, tokens_bytes, cudaMemcpyDeviceToHost, m.stream));
+  synchronize();
+  std::copy(host_tokens, host_tokens + n, out.begin());
+}
+
+}  // namespace pagoda

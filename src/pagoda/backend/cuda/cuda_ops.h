@@ -1,0 +1,71 @@
+// CudaOps: the GPU backend. bf16 weights, activations and KV cache with fp32 accumulation; cuBLAS for
+// GEMMs with more than a few rows, our own kernels (src/pagoda/kernels/) for everything else. Steps run on
+// one stream; a step's inputs reach the device in one copy (StepInputs), and decode-only steps replay
+// CUDA graphs captured per padded batch size (DecodeGraphs). No CUDA header leaks out of this file.
+#pragma once
+
+#include <memory>
+
+#include "pagoda/backend/ops.h"
+
+namespace pagoda {
+
+struct CudaOpsOptions {
+  int device = 0;
+  int max_num_seqs = 256;   // the largest decode graph
+  int max_model_len = 0;    // the longest context a graph's attention must cover
+  bool enforce_eager = false;  // no CUDA graphs
+};
+
+struct GpuMemoryInfo {
+  int64_t free = 0;
+  int64_t total = 0;
+};
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaOpsOptions& options);
+  ~CudaOps() override;
+
+  Device device() const override { return Device::kCuda; }
+  DType activation_dtype() const override { return DType::kBF16; }
+  Tensor alloc(DType dtype, std::initializer_list<int64_t> dims) override;
+  void reset_workspace() override;
+  Tensor upload(const Tensor& host) override;
+
+  void embedding(Tensor out, Tensor ids, const Weight& table) override;
+  void rms_norm(Tensor out, Tensor x, const Weight& w, float eps) override;
+  void add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) override;
+  void linear(Tensor out, Tensor x, const Weight& w) override;
+  void rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) override;
+  void store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) override;
+  void attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
+                 float scale) override;
+  void silu_mul(Tensor out, Tensor gate, Tensor up) override;
+  void gather_rows(Tensor out, Tensor x, Tensor rows) override;
+  void download_f32(Tensor host_out, Tensor x) override;
+  KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
+  void free_kv_cache(KvCache& cache) override;
+  void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                     const RopeParams& params) override;
+  void silu_mul_fused(Tensor out, Tensor gate_up) override;
+
+  ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) override;
+  Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;
+  int last_graph_batch_size() const override;
+  void warm_up_decode(const ForwardFn& forward, bool capture_graphs) override;
+  bool can_sample() const override { return true; }
+  void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) override;
+
+  // Device memory now (after weights, workspace and caches), for sizing the KV pool.
+  GpuMemoryInfo memory_info() const;
+  // Copies a device tensor to host memory as-is (tests).
+  void download(void* host, Tensor x);
+  void synchronize();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda

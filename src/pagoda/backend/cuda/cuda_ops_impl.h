@@ -1,0 +1,57 @@
+// CudaOps' private state, shared by its .cpp files (ops and steps, weight upload).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <vector>
+
+#include "pagoda/backend/cuda/cuda_ops.h"
+#include "pagoda/backend/cuda/device_memory.h"
+#include "pagoda/backend/cuda/step_inputs.h"
+#include "pagoda/kernels/cuda_check.h"
+
+namespace pagoda {
+
+struct DecodeGraph {
+  cudaGraphExec_t exec = nullptr;
+  Tensor logits;  // [padded batch, vocab] in the workspace, as captured
+};
+
+struct CudaOps::Impl {
+  explicit Impl(const CudaOpsOptions& options);
+  ~Impl();
+
+  void* arena_alloc(size_t bytes);
+  void arena_reset();
+  const float* device_inv_freq(const RopeParams& params);
+  void drop_graphs();
+  // Captures forward(batch) as the graph for `size` sequences; returns the logits it will write.
+  Tensor capture(int size, const ForwardFn& forward, const ForwardBatch& batch);
+
+  CudaOpsOptions options;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cuda::DeviceBuffer cublas_workspace;
+
+  // The workspace: a bump allocator over chunks, reset at every forward.
+  std::vector<cuda::DeviceBuffer> chunks;
+  size_t chunk = 0, chunk_used = 0, step_bytes = 0;
+  bool capturing = false;
+  bool graph_shapes = false;  // decode attention sized for max_model_len (graph capture and its warm-up)
+
+  std::vector<cuda::DeviceBuffer> weight_storage;
+  std::map<const void*, cuda::DeviceBuffer> kv_storage;  // by the cache's first K pointer
+  std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
+
+  cuda::StepInputs inputs;
+  std::map<int, DecodeGraph> graphs;  // by padded batch size
+  int last_graph_size = 0;
+
+  cuda::PinnedBuffer download_staging;
+  cuda::PinnedBuffer sample_host;
+  cuda::DeviceBuffer sample_device, sample_workspace;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,41 @@
+// cudaMalloc / cudaMallocHost with readable out-of-memory errors.
+#include "pagoda/backend/cuda/device_memory.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "pagoda/core/error.h"
+#include "pagoda/core/memory_size.h"
+
+namespace pagoda::cuda {
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if (cudaError_t e = cudaMalloc(&data_, bytes); e != cudaSuccess) {
+    size_t free = 0, total = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free, &total);
+    throw Error(fmt::format("out of GPU memory: asked for {} with {} free of {} ({})",
+                            format_memory_size(static_cast<int64_t>(bytes)), format_memory_size(static_cast<int64_t>(free)),
+                            format_memory_size(static_cast<int64_t>(total)), cudaGetErrorString(e)));
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if (cudaError_t e = cudaMallocHost(&data_, bytes); e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(fmt::format("cannot pin {} of host memory: {}", format_memory_size(static_cast<int64_t>(bytes)),
+                            cudaGetErrorString(e)));
+  }
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_) cudaFreeHost(data_);
+}
+
+}  // namespace pagoda::cuda
