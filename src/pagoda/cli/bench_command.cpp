@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "pagoda/cli/bench_latency.h"
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
 #include "pagoda/core/error.h"
@@ -101,6 +102,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "seed for the random prompts");
   cmd->add_flag("--json", opts->json, "print the result as JSON");
   cmd->callback([opts] { run_throughput(*opts); });
+  add_bench_latency_command(*bench);
 }
 
 }  // namespace pagoda::cli
