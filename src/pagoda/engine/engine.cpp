@@ -16,6 +16,14 @@ BlockManagerOptions kv_options(const EngineOptions& o) {
 
 bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
 
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A one-token chunk past the prompt is a decode; anything else (prompt chunks, recomputation after a
+// preemption) is prefill work.
+bool is_decode(const ScheduledSequence& s) { return s.num_tokens == 1 && s.start_position >= s.seq->num_prompt_tokens; }
+
 }  // namespace
 
 Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
@@ -61,6 +69,11 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+void Engine::set_step_observer(StepObserver fn) {
+  std::lock_guard lock(mutex_);
+  step_observer_ = std::move(fn);
+}
+
 void Engine::run() {
   while (true) {
     std::deque<Pending> inbox;
@@ -92,6 +105,8 @@ void Engine::run() {
   for (Pending& p : never_admitted) {
     RequestEvent event;
     event.request_id = p.id;
+    event.time = Clock::now();
+    event.times.queued = p.submitted_at;
     event.finished = true;
     event.finish_reason = "abort";
     event.usage.prompt_tokens = static_cast<int>(p.request.prompt_ids.size());
@@ -119,6 +134,8 @@ void Engine::admit(Pending p) {
   } catch (const Error& e) {
     RequestEvent event;
     event.request_id = p.id;
+    event.time = Clock::now();
+    event.times.queued = p.submitted_at;
     event.finished = true;
     event.finish_reason = "error";
     event.error = e.what();
@@ -128,17 +145,39 @@ void Engine::admit(Pending p) {
   }
   runner_.add_request(p.id, p.request.params, seed_rng_(), num_prompt);
   prompt_tokens_ += static_cast<uint64_t>(num_prompt);
-  active_.emplace(p.id, Active{std::move(p.request), std::move(p.on_event), {}, false, p.submitted_at});
+  Active a;
+  a.request = std::move(p.request);
+  a.on_event = std::move(p.on_event);
+  a.submitted_at = p.submitted_at;
+  a.times.queued = p.submitted_at;
+  active_.emplace(p.id, std::move(a));
 }
 
 void Engine::step() {
+  StepRecord record;
+  record.start = Clock::now();
   StepPlan plan = scheduler_.schedule();
   if (plan.empty()) return;
   ++num_steps_;
   const Clock::time_point scheduled_at = Clock::now();
+  record.schedule_seconds = seconds_between(record.start, scheduled_at);
+  record.num_seqs = static_cast<int>(plan.seqs.size());
+  record.num_preempted = static_cast<int>(plan.preempted.size());
   for (const ScheduledSequence& s : plan.seqs) {
     Active& a = active_.at(s.seq_id);
-    if (a.queue_seconds < 0) a.queue_seconds = std::chrono::duration<double>(scheduled_at - a.submitted_at).count();
+    if (a.queue_seconds < 0) {
+      a.queue_seconds = seconds_between(a.submitted_at, scheduled_at);
+      a.times.scheduled = scheduled_at;
+    }
+    if (is_decode(s)) {
+      ++record.decode_seqs;
+    } else {
+      record.prefill_tokens += s.num_tokens;
+    }
+  }
+  for (SeqId id : plan.preempted) {
+    auto it = active_.find(id);
+    if (it != active_.end()) ++it->second.times.num_preemptions;
   }
   StepOutput out;
   try {
@@ -153,8 +192,14 @@ void Engine::step() {
     }
     // Blocks published for this step were never computed: forget every cached block not in use.
     scheduler_.block_manager().reset_prefix_cache();
+    record.execute_seconds = record.total_seconds = seconds_between(scheduled_at, Clock::now());
+    record_step(record);
     return;
   }
+  const Clock::time_point executed_at = Clock::now();
+  record.execute_seconds = seconds_between(scheduled_at, executed_at);
+  record.graph_batch_size = out.graph_batch_size;
+  execute_seconds_ += record.execute_seconds;
   for (auto& [id, entries] : out.prompt_logprobs) {
     auto& dst = active_.at(id).prompt_logprobs;
     if (dst.empty()) dst.emplace_back();  // entry 0: nothing predicts the first prompt token
@@ -186,6 +231,9 @@ void Engine::step() {
       a.prompt_logprobs_sent = true;
     }
     event.usage = Usage{o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens};
+    if (o.num_output_tokens == 1) a.times.prefill_done = executed_at;
+    event.time = executed_at;
+    event.times = a.times;
     if (!a.queue_time_sent) {
       event.queue_seconds = a.queue_seconds;
       a.queue_time_sent = true;
@@ -201,6 +249,19 @@ void Engine::step() {
     active_.erase(it);
     on_event(event);
   }
+  record.total_seconds = seconds_between(record.start, Clock::now());
+  record_step(record);
+}
+
+void Engine::record_step(const StepRecord& record) {
+  last_step_ = record;
+  StepObserver observer;
+  {
+    std::lock_guard lock(mutex_);
+    stats_.last_step = record;
+    observer = step_observer_;
+  }
+  if (observer) observer(record);
 }
 
 void Engine::finish(RequestId id, const char* reason, const std::string& error, const Usage& usage) {
@@ -212,6 +273,8 @@ void Engine::finish(RequestId id, const char* reason, const std::string& error, 
   event.finish_reason = reason;
   event.error = error;
   event.usage = usage;
+  event.time = Clock::now();
+  event.times = it->second.times;
   if (!it->second.queue_time_sent) event.queue_seconds = it->second.queue_seconds;
   const EventCallback on_event = std::move(it->second.on_event);
   runner_.remove_request(id);
@@ -238,6 +301,8 @@ void Engine::publish_stats() {
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;
   s.num_steps = num_steps_;
+  s.execute_seconds = execute_seconds_;
+  s.last_step = last_step_;
   std::lock_guard lock(mutex_);
   stats_ = s;
 }

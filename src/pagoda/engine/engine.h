@@ -33,6 +33,19 @@ struct EngineOptions {
   int warm_up_tokens = 16;
 };
 
+// One engine step, as the engine thread saw it: its batch composition and where its time went.
+struct StepRecord {
+  std::chrono::steady_clock::time_point start;  // schedule() began
+  double schedule_seconds = 0;  // planning
+  double execute_seconds = 0;   // ModelRunner::execute: forward and sampling (the device's work)
+  double total_seconds = 0;     // the whole step, events to clients included
+  int prefill_tokens = 0;       // tokens of prompt chunks (and of recomputation after preemption)
+  int decode_seqs = 0;          // sequences computing one new token
+  int num_seqs = 0;             // sequences in the step
+  int num_preempted = 0;        // preempted while planning it
+  int graph_batch_size = 0;     // padded CUDA graph batch replayed; 0: ran eagerly
+};
+
 struct EngineStats {
   int num_running = 0;
   int num_waiting = 0;
@@ -45,6 +58,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;  // tokens sampled
   uint64_t num_steps = 0;
+  double execute_seconds = 0;  // sum of StepRecord::execute_seconds: time the backend was busy
+  StepRecord last_step;        // the latest step (all zero before the first)
 };
 
 class Engine {
@@ -61,6 +76,9 @@ class Engine {
   // Thread-safe; unknown or finished ids are ignored. The request ends with an "abort" event.
   void cancel(RequestId id);
   EngineStats stats() const;
+  // Thread-safe. `fn` runs on the engine thread after every step (it must not block); empty: none.
+  using StepObserver = std::function<void(const StepRecord&)>;
+  void set_step_observer(StepObserver fn);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -78,6 +96,7 @@ class Engine {
     Clock::time_point submitted_at;
     double queue_seconds = -1;  // set when first scheduled, reported once
     bool queue_time_sent = false;
+    RequestTimes times;
   };
 
   void run();
@@ -86,6 +105,7 @@ class Engine {
   void finish(RequestId id, const char* reason, const std::string& error, const Usage& usage);
   Usage usage_of(const Sequence& seq) const;
   void publish_stats();
+  void record_step(const StepRecord& record);  // completes the step's stats and tells the observer
 
   const LlamaModel& model_;
   EngineOptions options_;
@@ -101,6 +121,9 @@ class Engine {
   bool stopping_ = false;
   EngineStats stats_;  // published copy, under mutex_
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, num_steps_ = 0;
+  double execute_seconds_ = 0;
+  StepRecord last_step_;
+  StepObserver step_observer_;  // under mutex_
   std::atomic<RequestId> next_id_{1};
   std::thread thread_;
 };

@@ -1,6 +1,7 @@
 // What clients hand the engine (GenerateRequest) and what they get back (RequestEvent), as plain data.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,15 @@ struct Usage {
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
+// Where a request has been inside the engine (steady clock). A default (epoch) time point: not yet.
+struct RequestTimes {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  TimePoint queued;        // submit()
+  TimePoint scheduled;     // the first step that scheduled it was planned (its forward starts)
+  TimePoint prefill_done;  // end of the step that computed its last prompt token (and sampled its first token)
+  int num_preemptions = 0;
+};
+
 // One event per request per step in which something happened. The last event has finished = true.
 struct RequestEvent {
   RequestId request_id = 0;
@@ -40,6 +50,9 @@ struct RequestEvent {
   // In the request's first event: seconds from submit() to the step that first scheduled it (its time in
   // the waiting queue); -1 in later events and for requests never scheduled.
   double queue_seconds = -1;
+  // When the engine emitted this event (the end of its step), and the request's times so far.
+  std::chrono::steady_clock::time_point time;
+  RequestTimes times;
 };
 
 }  // namespace pagoda
