@@ -1,0 +1,488 @@
+// Elementwise and row-wise kernels of the Llama forward pass (elementwise.h): embedding and row gathers,
+// RMSNorm (plain and fused with the residual add), RoPE (in place, and fused with the KV-cache store),
+// SiLU-gated products, dtype conversions and seeded random fills.
+//
+// Conventions: bf16 in and out, fp32 arithmetic. Every kernel has a 16-byte path (8 bf16 per access)
+// taken when the sizes and the pointers allow it, and a scalar path otherwise; the choice is made once per
+// launch on the host. Row kernels run one block per row; flat kernels are grid-stride loops.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/elementwise.h"
+
+namespace pagoda::kernels {
+namespace {
+
+constexpr int kFlatThreads = 256;         // block size of the grid-stride kernels
+constexpr int64_t kMaxFlatBlocks = 8192;  // grid-stride kernels loop beyond this
+constexpr int kVec = 8;                   // elements per 16-byte access of bf16/f16
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Blocks for a grid-stride loop over `work` items.
+unsigned flat_blocks(int64_t work) {
+  int64_t blocks = (work + kFlatThreads - 1) / kFlatThreads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > kMaxFlatBlocks) blocks = kMaxFlatBlocks;
+  return static_cast<unsigned>(blocks);
+}
+
+// Threads for a one-block-per-row kernel with `units` items per row: a multiple of 32, at most `cap`.
+unsigned row_threads(int64_t units, int cap) {
+  int64_t t = (units + 31) / 32 * 32;
+  if (t < 32) t = 32;
+  if (t > cap) t = cap;
+  return static_cast<unsigned>(t);
+}
+
+// ---- 8-wide loads and stores, widened to fp32 ----
+
+struct F8 {
+  float v[kVec];
+};
+
+union Pack16 {  // one 16-byte access seen as its lanes
+  uint4 u;
+  __nv_bfloat162 b2[4];
+  __half2 h2[4];
+};
+
+__device__ __forceinline__ F8 load8(const bf16* p) {  // p: 16-byte aligned
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  F8 f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // a bf16 is the top half of an fp32: widening is exact
+    f.v[2 * j] = __uint_as_float(w[j] << 16);
+    f.v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+  return f;
+}
+
+__device__ __forceinline__ F8 load8(const __half* p) {
+  Pack16 pk;
+  pk.u = *reinterpret_cast<const uint4*>(p);
+  F8 f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 t = __half22float2(pk.h2[j]);
+    f.v[2 * j] = t.x;
+    f.v[2 * j + 1] = t.y;
+  }
+  return f;
+}
+
+__device__ __forceinline__ F8 load8(const float* p) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0];
+  const float4 b = reinterpret_cast<const float4*>(p)[1];
+  return F8{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+}
+
+__device__ __forceinline__ void store8(bf16* p, const F8& f) {  // rounds to nearest even
+  Pack16 pk;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) pk.b2[j] = __floats2bfloat162_rn(f.v[2 * j], f.v[2 * j + 1]);
+  *reinterpret_cast<uint4*>(p) = pk.u;
+}
+
+__device__ __forceinline__ void store8(float* p, const F8& f) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(f.v[4], f.v[5], f.v[6], f.v[7]);
+}
+
+__device__ __forceinline__ float load1(const bf16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load1(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float load1(const float* p) { return *p; }
+__device__ __forceinline__ void store1(bf16* p, float v) { *p = __float2bfloat16(v); }
+__device__ __forceinline__ void store1(float* p, float v) { *p = v; }
+
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+// Copies n bf16 with the block's threads (16-byte accesses when `vec`: n % 8 == 0, both ends aligned).
+__device__ __forceinline__ void copy_row(bf16* dst, const bf16* src, int n, bool vec) {
+  if (vec) {
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    for (int i = threadIdx.x; i < n / kVec; i += blockDim.x) d[i] = s[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+// Sum over the block (every thread gets the total). Called once per kernel: its scratch is not reused.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  const int num_warps = (blockDim.x + 31) / 32;
+  v = lane < num_warps ? warp_sums[lane] : 0.0f;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// ---- row copies: embedding, gather_rows ----
+
+// out [R, C] = src[rows[r], :]; one block per output row.
+__global__ void gather_rows_kernel(bf16* out, const bf16* src, const int32_t* rows, int row_elems, bool vec) {
+  const int64_t r = blockIdx.x;
+  copy_row(out + r * row_elems, src + static_cast<int64_t>(rows[r]) * row_elems, row_elems, vec);
+}
+
+void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows, int row_elems,
+                   cudaStream_t stream, const char* name) {
+  if (num_rows <= 0 || row_elems <= 0) return;
+  const bool vec = row_elems % kVec == 0 && aligned16(out) && aligned16(src);
+  const unsigned threads = row_threads(vec ? row_elems / kVec : row_elems, 256);
+  gather_rows_kernel<<<num_rows, threads, 0, stream>>>(out, src, rows, row_elems, vec);
+  PAGODA_CUDA_CHECK_LAUNCH(name);
+}
+
+// ---- RMSNorm ----
+
+// One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
+// Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so pass 2
+// reads back its own residual stores.
+template <bool kAdd>
+__global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
+                                bool vec) {
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
+  const bf16* xr = x + base;
+  bf16* rr = kAdd ? residual + base : nullptr;
+  bf16* orow = out + base;
+  float ss = 0.0f;
+  if (vec) {
+    for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {
+      F8 v = load8(xr + u * kVec);
+      if (kAdd) {
+        const F8 r = load8(rr + u * kVec);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
+        store8(rr + u * kVec, v);
+      }
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+      float v = load1(xr + i);
+      if (kAdd) {
+        v = round_bf16(load1(rr + i) + v);
+        store1(rr + i, v);
+      }
+      ss += v * v;
+    }
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+  const bf16* src = kAdd ? rr : xr;
+  if (vec) {
+    for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {
+      F8 v = load8(src + u * kVec);
+      const F8 g = load8(w + u * kVec);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
+      store8(orow + u * kVec, v);
+    }
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+      store1(orow + i, round_bf16(load1(src + i) * inv) * load1(w + i));
+  }
+}
+
+template <bool kAdd>
+void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, int rows, int hidden, float eps,
+                     cudaStream_t stream, const char* name) {
+  if (rows <= 0 || hidden <= 0) return;
+  const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
+                   (!kAdd || aligned16(residual));
+  const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
+  rms_norm_kernel<kAdd><<<rows, threads, 0, stream>>>(out, residual, x, w, hidden, eps, vec);
+  PAGODA_CUDA_CHECK_LAUNCH(name);
+}
+
+// ---- RoPE ----
+
+// cs [2 * half]: cos * scaling, then sin * scaling, for token position `pos`. The fp32 angle is reduced
+// in double, so positions of 100k+ keep full accuracy whatever the math flags.
+__device__ __forceinline__ void rope_table(float* cs, int32_t pos, const float* inv_freq, int half, float scaling) {
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = __fmul_rn(static_cast<float>(pos), inv_freq[i]);
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    cs[i] = static_cast<float>(c) * scaling;
+    cs[half + i] = static_cast<float>(s) * scaling;
+  }
+  __syncthreads();
+}
+
+// Rotates the pair (i, i + half) of one head: src may equal dst (in place).
+__device__ __forceinline__ void rotate_pair(bf16* dst, const bf16* src, int i, int half, float c, float s) {
+  const float x0 = load1(src + i);
+  const float x1 = load1(src + i + half);
+  store1(dst + i, x0 * c - x1 * s);
+  store1(dst + i + half, x1 * c + x0 * s);
+}
+
+// One block per token: q [T, nh, hd] and k [T, nkv, hd] in place.
+__global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling,
+                            int num_heads, int num_kv_heads, int head_dim) {
+  extern __shared__ float cs[];  // [2 * half]
+  const int64_t t = blockIdx.x;
+  const int half = head_dim / 2;
+  rope_table(cs, positions[t], inv_freq, half, scaling);
+  const int pairs = (num_heads + num_kv_heads) * half;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int h = p / half;
+    const int i = p - h * half;
+    bf16* v = h < num_heads ? q + (t * num_heads + h) * head_dim
+                            : k + (t * num_kv_heads + (h - num_heads)) * head_dim;
+    rotate_pair(v, v, i, half, cs[i], cs[half + i]);
+  }
+}
+
+// One block per token of qkv [T, nh + 2 nkv, hd]: q_out [T, nh, hd] = rope(q); unless slot < 0, the cache
+// rows [slot] of k_cache, v_cache [slots, nkv, hd] get rope(k) and v.
+__global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
+                                      const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq,
+                                      float scaling, int num_heads, int num_kv_heads, int head_dim, bool vec_v) {
+  extern __shared__ float cs[];  // [2 * half]
+  const int64_t t = blockIdx.x;
+  const int half = head_dim / 2;
+  const int64_t slot = slot_mapping[t];
+  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;  // elements per cache row
+  const bf16* src = qkv + t * (num_heads + 2 * num_kv_heads) * head_dim;
+  rope_table(cs, positions[t], inv_freq, half, scaling);
+  const int pairs = (slot >= 0 ? num_heads + num_kv_heads : num_heads) * half;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int h = p / half;
+    const int i = p - h * half;
+    bf16* dst = h < num_heads ? q_out + (t * num_heads + h) * head_dim
+                              : k_cache + slot * kv_row + static_cast<int64_t>(h - num_heads) * head_dim;
+    rotate_pair(dst, src + static_cast<int64_t>(h) * head_dim, i, half, cs[i], cs[half + i]);
+  }
+  if (slot >= 0)
+    copy_row(v_cache + slot * kv_row, src + static_cast<int64_t>(num_heads + num_kv_heads) * head_dim,
+             static_cast<int>(kv_row), vec_v);
+}
+
+// ---- KV store ----
+
+// One block per token: k, v [T, nkv * hd] to the cache rows slot_mapping[t].
+__global__ void store_kv_kernel(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v,
+                                const int32_t* slot_mapping, int row_elems, bool vec) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0) return;  // padding token
+  copy_row(k_cache + slot * row_elems, k + t * row_elems, row_elems, vec);
+  copy_row(v_cache + slot * row_elems, v + t * row_elems, row_elems, vec);
+}
+
+// ---- SiLU-gated products ----
+
+__device__ __forceinline__ float silu_mul1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// out [n] = silu(gate) * up.
+__global__ void silu_mul_kernel(bf16* out, const bf16* gate, const bf16* up, int64_t n, bool vec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nv = vec ? n / kVec : 0;
+  for (int64_t i = tid; i < nv; i += stride) {
+    F8 g = load8(gate + i * kVec);
+    const F8 u = load8(up + i * kVec);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) g.v[j] = silu_mul1(g.v[j], u.v[j]);
+    store8(out + i * kVec, g);
+  }
+  for (int64_t i = nv * kVec + tid; i < n; i += stride) store1(out + i, silu_mul1(load1(gate + i), load1(up + i)));
+}
+
+// out [R, I] = silu(gate_up[:, :I]) * gate_up[:, I:]; `units` items (8-vectors or scalars) per row.
+__global__ void silu_mul_fused_kernel(bf16* out, const bf16* gate_up, int64_t rows, int inter, bool vec) {
+  const int64_t units = vec ? inter / kVec : inter;
+  const int64_t total = rows * units;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+    const int64_t r = idx / units;
+    const int64_t c = idx - r * units;
+    const bf16* g = gate_up + r * 2 * inter;
+    const bf16* u = g + inter;
+    bf16* o = out + r * inter;
+    if (vec) {
+      F8 gv = load8(g + c * kVec);
+      const F8 uv = load8(u + c * kVec);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) gv.v[j] = silu_mul1(gv.v[j], uv.v[j]);
+      store8(o + c * kVec, gv);
+    } else {
+      store1(o + c, silu_mul1(load1(g + c), load1(u + c)));
+    }
+  }
+}
+
+// ---- conversions ----
+
+// out [n] = in [n] through fp32 (exact widening, one rounding to nearest even when narrowing).
+template <class Out, class In>
+__global__ void convert_kernel(Out* out, const In* in, int64_t n, bool vec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nv = vec ? n / kVec : 0;
+  for (int64_t i = tid; i < nv; i += stride) store8(out + i * kVec, load8(in + i * kVec));
+  for (int64_t i = nv * kVec + tid; i < n; i += stride) store1(out + i, load1(in + i));
+}
+
+template <class Out, class In>
+void launch_convert(Out* out, const In* in, int64_t n, cudaStream_t stream, const char* name) {
+  if (n <= 0) return;
+  const bool vec = aligned16(out) && aligned16(in);
+  convert_kernel<Out, In><<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, in, n, vec);
+  PAGODA_CUDA_CHECK_LAUNCH(name);
+}
+
+// ---- seeded random fill ----
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Elements 2p and 2p + 1 of the stream `key`: Box-Muller on two 24-bit uniforms from one hash, so every
+// value depends only on (seed, index), never on the launch configuration.
+__device__ __forceinline__ float2 normal_pair(uint64_t key, uint64_t p) {
+  const uint64_t h = mix64(key + p * 0x9e3779b97f4a7c15ull);
+  const float u1 = static_cast<float>((h >> 40) + 1) * 0x1p-24f;  // (0, 1]
+  const float u2 = static_cast<float>(h & 0xffffffu) * 0x1p-24f;  // [0, 1)
+  const float r = sqrtf(-2.0f * __logf(u1));
+  float s, c;
+  __sincosf(6.283185307f * u2, &s, &c);  // argument in [0, 2 pi): the fast form is accurate here
+  return make_float2(r * c, r * s);
+}
+
+__global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t key, float stddev, float value, bool vec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nv = vec ? n / kVec : 0;
+  for (int64_t i = tid; i < nv; i += stride) {
+    F8 f;
+#pragma unroll
+    for (int j = 0; j < kVec / 2; ++j) {
+      const float2 z = stddev != 0.0f ? normal_pair(key, static_cast<uint64_t>(i) * 4 + j) : make_float2(0.f, 0.f);
+      f.v[2 * j] = stddev != 0.0f ? z.x * stddev : value;
+      f.v[2 * j + 1] = stddev != 0.0f ? z.y * stddev : value;
+    }
+    store8(out + i * kVec, f);
+  }
+  for (int64_t i = nv * kVec + tid; i < n; i += stride) {
+    float v = value;
+    if (stddev != 0.0f) {
+      const float2 z = normal_pair(key, static_cast<uint64_t>(i) / 2);
+      v = (i % 2 ? z.y : z.x) * stddev;
+    }
+    store1(out + i, v);
+  }
+}
+
+uint64_t mix64_host(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void embedding(bf16* out, const int32_t* ids, const bf16* table, int num_tokens, int hidden, cudaStream_t stream) {
+  launch_gather(out, table, ids, num_tokens, hidden, stream, "embedding");
+}
+
+void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, int row_elems, cudaStream_t stream) {
+  launch_gather(out, x, rows, num_rows, row_elems, stream, "gather_rows");
+}
+
+void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream) {
+  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm");
+}
+
+void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
+                  cudaStream_t stream) {
+  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm");
+}
+
+void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling, int num_tokens,
+          int num_heads, int num_kv_heads, int head_dim, cudaStream_t stream) {
+  if (k == nullptr) num_kv_heads = 0;
+  const int half = head_dim / 2;
+  if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
+  const unsigned threads = row_threads(static_cast<int64_t>(num_heads + num_kv_heads) * half, 256);
+  rope_kernel<<<num_tokens, threads, 2 * half * sizeof(float), stream>>>(q, k, positions, inv_freq, scaling,
+                                                                         num_heads, num_kv_heads, head_dim);
+  PAGODA_CUDA_CHECK_LAUNCH("rope");
+}
+
+void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* slot_mapping,
+              int num_tokens, int num_kv_heads, int head_dim, cudaStream_t stream) {
+  const int row = num_kv_heads * head_dim;
+  if (num_tokens <= 0 || row <= 0) return;
+  const bool vec = row % kVec == 0 && aligned16(k_cache) && aligned16(v_cache) && aligned16(k) && aligned16(v);
+  store_kv_kernel<<<num_tokens, row_threads(vec ? row / kVec : row, 256), 0, stream>>>(k_cache, v_cache, k, v,
+                                                                                       slot_mapping, row, vec);
+  PAGODA_CUDA_CHECK_LAUNCH("store_kv");
+}
+
+void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, const int32_t* positions,
+                    const int32_t* slot_mapping, const float* inv_freq, float scaling, int num_tokens, int num_heads,
+                    int num_kv_heads, int head_dim, cudaStream_t stream) {
+  const int half = head_dim / 2;
+  if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
+  // V rows start at (t (nh + 2 nkv) + nh + nkv) hd elements: 16-byte aligned when hd % 8 == 0.
+  const bool vec_v = head_dim % kVec == 0 && aligned16(qkv) && aligned16(v_cache);
+  const unsigned threads = row_threads(static_cast<int64_t>(num_heads + num_kv_heads) * half, 256);
+  qkv_rope_store_kernel<<<num_tokens, threads, 2 * half * sizeof(float), stream>>>(
+      q_out, qkv, k_cache, v_cache, positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim,
+      vec_v);
+  PAGODA_CUDA_CHECK_LAUNCH("qkv_rope_store");
+}
+
+void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  const bool vec = aligned16(out) && aligned16(gate) && aligned16(up);
+  silu_mul_kernel<<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, gate, up, n, vec);
+  PAGODA_CUDA_CHECK_LAUNCH("silu_mul");
+}
+
+void silu_mul_fused(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream) {
+  if (rows <= 0 || intermediate <= 0) return;
+  const bool vec = intermediate % kVec == 0 && aligned16(out) && aligned16(gate_up);
+  const int64_t work = static_cast<int64_t>(rows) * (vec ? intermediate / kVec : intermediate);
+  silu_mul_fused_kernel<<<flat_blocks(work), kFlatThreads, 0, stream>>>(out, gate_up, rows, intermediate, vec);
+  PAGODA_CUDA_CHECK_LAUNCH("silu_mul_fused");
+}
+
+void bf16_to_f32(float* out, const bf16* x, int64_t n, cudaStream_t stream) {
+  launch_convert(out, x, n, stream, "bf16_to_f32");
+}
+
+void f32_to_bf16(bf16* out, const float* x, int64_t n, cudaStream_t stream) {
+  launch_convert(out, x, n, stream, "f32_to_bf16");
+}
+
+void f16_to_bf16(bf16* out, const __half* x, int64_t n, cudaStream_t stream) {
+  launch_convert(out, x, n, stream, "f16_to_bf16");
+}
+
+void fill_random(bf16* out, int64_t n, uint64_t seed, float stddev, float value, cudaStream_t stream) {
+  if (n <= 0) return;
+  const bool vec = aligned16(out);
+  const uint64_t key = mix64_host(seed ^ 0x632be59bd9b4e019ull);
+  fill_random_kernel<<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, n, key, stddev, value, vec);
+  PAGODA_CUDA_CHECK_LAUNCH("fill_random");
+}
+
+}  // namespace pagoda::kernels

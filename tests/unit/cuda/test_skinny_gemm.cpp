@@ -1,0 +1,224 @@
+// GPU tests of the skinny decode GEMM (kernels/gemv.h): out [T, N] = x [T, K] · w [N, K]^T for T = 1..8
+// against a float64 host reference, on shapes that take every path of the kernel (partial K chunks, K
+// split between warps, N not a multiple of the rows per block), one lm_head-sized case, and a timing
+// printout (GB/s of weights streamed; printed, never asserted).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/gemv.h"
+
+namespace pagoda {
+namespace {
+
+namespace k = kernels;
+
+uint16_t bf16_bits(float f) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Uniform bf16 in [-1, 1): a fast xorshift stream, enough for 16M-element operands.
+std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = bf16_bits(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
+  }
+  return v;
+}
+
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    if (n_) PAGODA_CUDA_CHECK(cudaMalloc(&ptr_, n_ * sizeof(T)));
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    if (n_) PAGODA_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr_); }
+
+  T* get() const { return ptr_; }
+  std::vector<T> download(size_t count) const {
+    PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> host(count);
+    if (count) PAGODA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_;
+};
+
+k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
+
+// x_row · w_row in float64, and sum |x_k w_k| (the scale of the fp32 accumulation error).
+void dot_ref(const uint16_t* x, const uint16_t* w, int kk, double* dot, double* mag) {
+  double d = 0, m = 0;
+  for (int i = 0; i < kk; ++i) {
+    const double p = double{bf16_value(x[i])} * bf16_value(w[i]);
+    d += p;
+    m += std::fabs(p);
+  }
+  *dot = d;
+  *mag = m;
+}
+
+// The output is rounded to bf16 (half a step: <= 2^-8 relative); fp32 sums add a little in |x||w| terms.
+void expect_output_close(uint16_t got, double want, double mag, const char* what, int t, int64_t row) {
+  const double g = bf16_value(got);
+  EXPECT_LE(std::fabs(g - want), 0.0040 * std::fabs(want) + 2e-5 * mag + 1e-6)
+      << what << " token " << t << " row " << row << ": got " << g << ", want " << want;
+}
+
+TEST(SkinnyGemm, SupportedShapes) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  alignas(16) static uint16_t buf[64];
+  EXPECT_TRUE(k::skinny_gemm_supported(buf, buf, 1, 4096, 4096));
+  EXPECT_TRUE(k::skinny_gemm_supported(buf, buf, k::kSkinnyGemmMaxTokens, 96, 64));
+  EXPECT_FALSE(k::skinny_gemm_supported(buf, buf, 0, 4096, 4096));
+  EXPECT_FALSE(k::skinny_gemm_supported(buf, buf, k::kSkinnyGemmMaxTokens + 1, 4096, 4096));
+  EXPECT_FALSE(k::skinny_gemm_supported(buf, buf, 1, 4096, 4100));  // K % 8 != 0
+  EXPECT_FALSE(k::skinny_gemm_supported(buf + 1, buf, 1, 4096, 4096));
+  EXPECT_FALSE(k::skinny_gemm_supported(buf, buf + 4, 1, 4096, 4096));
+}
+
+// Every T on shapes reaching each path: (96, 64) a partial chunk only; (4096, 4096) whole chunks, K split
+// for the larger T; (1000, 14336) K split four ways with a partial chunk per slice; (2500, 2056) a one-vector
+// tail and N not a multiple of the rows per block.
+TEST(SkinnyGemm, MatchesFloat64ReferenceForEveryTokenCount) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Shape { int n, k; };
+  constexpr int kMaxT = k::kSkinnyGemmMaxTokens;
+  for (const Shape s : {Shape{96, 64}, Shape{4096, 4096}, Shape{1000, 14336}, Shape{2500, 2056}}) {
+    const auto x = random_bf16(static_cast<size_t>(kMaxT) * s.k, s.n + 1);
+    const auto w = random_bf16(static_cast<size_t>(s.n) * s.k, s.k + 2);
+    std::vector<double> want(static_cast<size_t>(kMaxT) * s.n), mag(want.size());
+    for (int t = 0; t < kMaxT; ++t) {
+      for (int r = 0; r < s.n; ++r)
+        dot_ref(x.data() + int64_t{t} * s.k, w.data() + int64_t{r} * s.k, s.k, &want[int64_t{t} * s.n + r],
+                &mag[int64_t{t} * s.n + r]);
+    }
+    DeviceArray<uint16_t> d_x(x), d_w(w), d_out(static_cast<size_t>(kMaxT) * s.n);
+    for (int T = 1; T <= kMaxT; ++T) {
+      SCOPED_TRACE(testing::Message() << "N " << s.n << " K " << s.k << " T " << T);
+      ASSERT_TRUE(k::skinny_gemm_supported(d_x.get(), d_w.get(), T, s.n, s.k));
+      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, static_cast<size_t>(kMaxT) * s.n * 2));  // NaN
+      k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), T, s.n, s.k, nullptr);
+      const auto got = d_out.download(static_cast<size_t>(kMaxT) * s.n);
+      for (int t = 0; t < kMaxT; ++t) {
+        for (int r = 0; r < s.n; ++r) {
+          const size_t i = static_cast<size_t>(t) * s.n + r;
+          if (t < T) {
+            expect_output_close(got[i], want[i], mag[i], "skinny_gemm", t, r);
+          } else {
+            ASSERT_EQ(got[i], 0xffff) << "wrote past token " << T - 1;
+          }
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Mean time of `iters` back-to-back calls after a warm-up, by CUDA events.
+double time_ms(int iters, const std::function<void()>& call) {
+  for (int i = 0; i < 3; ++i) call();
+  cudaEvent_t start, stop;
+  PAGODA_CUDA_CHECK(cudaEventCreate(&start));
+  PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
+  PAGODA_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) call();
+  PAGODA_CUDA_CHECK(cudaEventRecord(stop));
+  PAGODA_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iters;
+}
+
+void print_bandwidth(int T, int n, int kk, double ms) {
+  const double bytes = 2.0 * (double(n) * kk + double(T) * kk + double(T) * n);
+  std::printf("[ skinny  ] T=%d N=%6d K=%6d: %8.2f us, %7.1f GB/s\n", T, n, kk, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+}
+
+// lm_head of Llama 3 (128256 x 4096, 1 GB of weights made on the device): a sample of rows checked.
+TEST(SkinnyGemm, LmHeadSizedMatchesOnSampledRows) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const int n = 128256, kk = 4096;
+  DeviceArray<uint16_t> d_w(static_cast<size_t>(n) * kk), d_out(n);
+  k::fill_random(bf(d_w.get()), int64_t{n} * kk, 7, 0.02f, 0.0f, nullptr);
+  const auto x = random_bf16(kk, 3);
+  DeviceArray<uint16_t> d_x(x);
+  k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), 1, n, kk, nullptr);
+  const auto got = d_out.download(n);
+
+  std::vector<uint16_t> w_row(kk);
+  for (int i = 0; i < 300; ++i) {
+    const int64_t row = i == 0 ? 0 : i == 1 ? n - 1 : (int64_t{i} * 2654435761u) % n;
+    PAGODA_CUDA_CHECK(cudaMemcpy(w_row.data(), d_w.get() + row * kk, kk * 2, cudaMemcpyDeviceToHost));
+    double want, mag;
+    dot_ref(x.data(), w_row.data(), kk, &want, &mag);
+    expect_output_close(got[row], want, mag, "lm_head", 0, row);
+    if (HasFailure()) return;
+  }
+  const double ms =
+      time_ms(10, [&] { k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), 1, n, kk, nullptr); });
+  print_bandwidth(1, n, kk, ms);
+}
+
+// Llama-3-8B's MLP shapes (up/gate: 14336 x 4096, down: 4096 x 14336), each 117 MB: more than L2 holds.
+TEST(SkinnyGemm, PrintsBandwidthOnLlamaShapes) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Shape { int n, k; };
+  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
+    DeviceArray<uint16_t> d_w(static_cast<size_t>(s.n) * s.k);
+    DeviceArray<uint16_t> d_out(static_cast<size_t>(k::kSkinnyGemmMaxTokens) * s.n);
+    k::fill_random(bf(d_w.get()), int64_t{s.n} * s.k, 11, 0.02f, 0.0f, nullptr);
+    DeviceArray<uint16_t> d_x(random_bf16(static_cast<size_t>(k::kSkinnyGemmMaxTokens) * s.k, 5));
+    for (const int T : {1, 2, 4, 8}) {
+      const double ms = time_ms(20, [&] {
+        k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), T, s.n, s.k, nullptr);
+      });
+      print_bandwidth(T, s.n, s.k, ms);
+    }
+  }
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST(SkinnyGemm, EmptyShapesLaunchNothing) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  k::skinny_gemm(nullptr, nullptr, nullptr, 0, 4096, 4096, nullptr);
+  k::skinny_gemm(nullptr, nullptr, nullptr, 1, 0, 4096, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace pagoda
