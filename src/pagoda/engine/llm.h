@@ -53,6 +53,7 @@ class LLM {
   const LoadedModel& model() const { return loaded_; }
   const Tokenizer* tokenizer() const { return loaded_.tokenizer.get(); }
   Engine& engine() { return *engine_; }
+  Ops& backend() { return *ops_; }
   int max_model_len() const { return max_model_len_; }
   int num_kv_tokens() const { return num_kv_blocks_ * block_size_; }
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the cuda preset on this machine and gathers what the GPU machine needs into device_bundle/
+# (git-ignored, carried by the device tool): the pagoda binary, the GPU test binary, and the shared
+# libraries they load that a bare Ubuntu image lacks. cuBLAS and the CUDA driver come from the GPU machine.
+#   scripts/device/bundle.sh            # then: run scripts/device/run.sh there, carrying device_bundle
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake --preset cuda >/dev/null
+cmake --build build/cuda -j"$(nproc)" --target pagoda test_cuda
+rm -rf device_bundle
+mkdir -p device_bundle/bin device_bundle/lib
+cp build/cuda/bin/pagoda "$(find build/cuda -name test_cuda -type f -perm -u+x | head -1)" device_bundle/bin/
+strip device_bundle/bin/*
+for binary in device_bundle/bin/*; do ldd "$binary"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda.so*|libcublas*) ;;
+    *) cp -L "$lib" device_bundle/lib/ ;;
+  esac
+done
+git rev-parse HEAD >device_bundle/COMMIT
+du -sh device_bundle device_bundle/*

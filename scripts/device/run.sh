@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, with device_bundle/ carried (scripts/device/bundle.sh):
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick]     (default: tests parity bench)
+# tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
+# reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
+# transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
+# 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256.
+# Details go to $OUT (JSON and logs); a short table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/pagoda-device-out}
+mkdir -p "$OUT"
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(tests parity bench)
+
+cublas_dirs=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+dirs = set(os.path.dirname(p) for p in glob.glob('/usr/local/cuda*/lib64/libcublas.so.*') + glob.glob('/usr/local/cuda*/targets/*/lib/libcublas.so.*'))
+try:
+    import nvidia.cublas, os as o
+    dirs.add(o.path.join(list(nvidia.cublas.__path__)[0], 'lib'))
+except Exception:
+    pass
+print(':'.join(sorted(dirs)))
+PY
+)
+export LD_LIBRARY_PATH="$PWD/device_bundle/lib:${cublas_dirs}:${LD_LIBRARY_PATH:-}"
+export PAGODA_TEST_DATA_DIR="$PWD/tests/data"
+PAGODA=$PWD/device_bundle/bin/pagoda
+summary=()
+note() { summary+=("$1"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+echo "GPU: $(cat "$OUT/gpu.txt"); commit $(cat device_bundle/COMMIT)"
+
+for stage in "${stages[@]}"; do
+  case $stage in
+    tests)
+      timeout 300 device_bundle/bin/test_cuda --gtest_output=json:"$OUT/gtest.json" >"$OUT/gtest.log" 2>&1
+      rc=$?
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |GB/s|worst|decided|^\[ .* \]" "$OUT/gtest.log" | head -60
+      note "gpu unit tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gtest.log") ok, $(grep -c '^\[  FAILED' "$OUT/gtest.log") failed lines)"
+      ;;
+    parity)
+      timeout 420 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" 2>"$OUT/hf_parity.log"
+      note "hf parity: rc=$?"
+      ;;
+    bench|bench-quick)
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
+      run_bench() {  # name, then the pagoda arguments
+        local name=$1; shift
+        timeout 400 "$PAGODA" --log-level warn "$@" --json >"$OUT/bench_$name.json" 2>"$OUT/bench_$name.log"
+        echo "$name rc=$? $(python3 -c "import json,sys; d=json.load(open('$OUT/bench_$name.json')); print({k: d[k] for k in d if 'per_second' in k or k in ('ttft_seconds','tpot_seconds','elapsed_time')})" 2>/dev/null)"
+      }
+      run_bench decode_ctx128 bench latency $M --batch-size 1 --input-len 128 --output-len 256 --num-iters 3 --max-model-len 4096
+      run_bench decode_ctx2048 bench latency $M --batch-size 1 --input-len 2048 --output-len 256 --num-iters 3 --max-model-len 4096
+      run_bench ttft_1024 bench latency $M --batch-size 1 --input-len 1024 --output-len 1 --num-iters 5 --max-model-len 4096
+      run_bench throughput_128 bench throughput $M --num-prompts 1000 --input-len 128 --output-len 128 --max-num-seqs 256 --max-model-len 4096
+      [ "$stage" = bench ] && run_bench throughput_1000 bench throughput $M --num-prompts 1000 --input-len 1000 --output-len 1000 --max-num-seqs 256 --max-model-len 4096
+      python3 - "$OUT" <<'PY'
+import json, sys, os
+out = sys.argv[1]
+def load(n):
+    try: return json.load(open(f"{out}/bench_{n}.json"))
+    except Exception: return None
+rows = []
+for n in ("decode_ctx128", "decode_ctx2048"):
+    d = load(n)
+    if d: rows.append((n, f"{d['decode_tokens_per_second_per_sequence']:.1f} tok/s", f"target >= 240 tok/s"))
+d = load("ttft_1024")
+if d: rows.append(("ttft_1024", f"{1e3*d['ttft_seconds']['median']:.1f} ms", "target <= 35 ms"))
+for n in ("throughput_128", "throughput_1000"):
+    d = load(n)
+    if d: rows.append((n, f"{d['output_tokens_per_second']:.0f} out tok/s", f"{d['total_tokens_per_second']:.0f} total"))
+for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
+PY
+      note "bench: see $OUT/bench_*.json"
+      ;;
+  esac
+done
+echo "---- summary ----"
+printf '%s\n' "${summary[@]}"
+[ -f "$OUT/hf_parity.log" ] && tail -6 "$OUT/hf_parity.log"
+true
