@@ -1,5 +1,6 @@
 // `pagoda serve`: load the model, start the engine, serve the OpenAI-compatible HTTP API until
 // SIGINT/SIGTERM, then drain and exit 0.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,8 +9,11 @@
 #include "pagoda/cli/engine_options.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/metrics/gpu_sampler.h"
+#include "pagoda/server/gpu_timeline.h"
 #include "pagoda/server/http_server.h"
 #include "pagoda/server/openai_server.h"
+#include "pagoda/server/trace_writer.h"
 #if PAGODA_HAVE_CHAT_TEMPLATE
 #include "pagoda/tokenizer/chat_template.h"
 #endif
@@ -27,6 +31,42 @@ struct ServeOptions {
   std::string api_keys_file;
   int max_waiting_requests = 0;
   std::string chat_template;
+  std::string trace_file;
+  int gpu_sample_interval_ms = 50;
+  std::vector<int> gpu_sample_devices;
+  std::string gpu_timeline_file;
+};
+
+// The NVML devices to sample: --gpu-sample-devices, else the first of CUDA_VISIBLE_DEVICES when it is a
+// number (NVML and CUDA agree on order when CUDA_DEVICE_ORDER=PCI_BUS_ID), else 0.
+std::vector<int> gpu_devices(const ServeOptions& o) {
+  if (!o.gpu_sample_devices.empty()) return o.gpu_sample_devices;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    char* end = nullptr;
+    const long d = std::strtol(visible, &end, 10);
+    if (end != visible && (*end == '\0' || *end == ',') && d >= 0) return {static_cast<int>(d)};
+  }
+  return {0};
+}
+
+void write_timeline(const server::GpuTimeline& timeline, const std::string& path) {
+  const metrics::Heatmap h = timeline.heatmap();
+  std::ofstream out(path);
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".svg") == 0) {
+    out << metrics::render_svg(h);
+  } else {
+    out << metrics::to_json(h).dump(1) << "\n";
+  }
+  if (!out) throw Error(path + ": cannot write the GPU timeline");
+  spdlog::info("GPU timeline ({} steps) written to {}", timeline.num_steps(), path);
+}
+
+// Clears the engine's step observer when the objects it points to go away.
+struct StepObserverGuard {
+  Engine* engine;
+  ~StepObserverGuard() {
+    if (engine) engine->set_step_observer({});
+  }
 };
 
 #if PAGODA_HAVE_CHAT_TEMPLATE
@@ -103,17 +143,36 @@ void run_serve(ServeOptions& o) {
   so.max_waiting_requests = o.max_waiting_requests;
   for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
   if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
-
+  std::unique_ptr<server::TraceWriter> trace;
+  if (!o.trace_file.empty()) {
+    trace = std::make_unique<server::TraceWriter>(o.trace_file);
+    so.trace = trace.get();
+  }
   auto llm = std::make_unique<LLM>(llm_options);
   so.max_model_len = llm->max_model_len();
   server::OpenAiServer api(llm->engine(), llm->tokenizer(), make_chat_renderer(o, model_path, llm->tokenizer()), so);
   o.http.on_stream_delivery = [&api](double seconds) { api.metrics().observe_stream_delivery(seconds); };
   server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
+  metrics::GpuSamplerOptions gpu;
+  gpu.interval_ms = o.gpu_sample_interval_ms;
+  gpu.devices = gpu_devices(o);
+  metrics::GpuSampler sampler(gpu, api.metrics().registry(), api.metrics().labels());
+  spdlog::info("GPU sampler {}", sampler.status());
+  server::GpuTimeline timeline(&sampler);
+  api.set_gpu_timeline(&timeline);
+  llm->engine().set_step_observer([&timeline, &api](const StepRecord& step) {
+    timeline.add_step(step);
+    api.metrics().observe_step(step);
+  });
+  StepObserverGuard guard{&llm->engine()};
+  if (trace) spdlog::info("tracing requests to {}", trace->path());
   spdlog::info("serving {} on http://{}:{} ({} I/O threads{})", so.served_model_name, o.http.host, http.bound_port(),
                o.http.num_threads, so.api_keys.enabled() ? ", API keys required" : "");
   http.run();
   // Stop the engine while the I/O context still exists: its last events (aborts) are posted to it.
+  guard.engine = nullptr;
   llm.reset();
+  if (!o.gpu_timeline_file.empty()) write_timeline(timeline, o.gpu_timeline_file);
 }
 
 }  // namespace
@@ -142,6 +201,17 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-request-body", h.body_limit, "largest request body in bytes (default 16 MiB)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--trace-file", opts->trace_file,
+                  "append one JSON line per finished request: engine times (queued, scheduled, prefill done, each "
+                  "token, finished)");
+  cmd->add_option("--gpu-sample-interval-ms", opts->gpu_sample_interval_ms,
+                  "NVML GPU sampling period (default 50; 0: off; without NVML the sampler is off)")
+      ->check(CLI::Range(0, 10000));
+  cmd->add_option("--gpu-sample-devices", opts->gpu_sample_devices,
+                  "NVML device indices to sample, e.g. 0,1 (default: the first of CUDA_VISIBLE_DEVICES, else 0)")
+      ->delimiter(',');
+  cmd->add_option("--gpu-timeline-file", opts->gpu_timeline_file,
+                  "at shutdown, write the GPU/step timeline heatmap here (.svg: an image; else JSON)");
   cmd->callback([opts] { run_serve(*opts); });
 }
 

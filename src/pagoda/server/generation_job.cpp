@@ -38,7 +38,8 @@ GenerationJob::GenerationJob(JobContext context, ParsedRequest parsed, std::vect
       requests_(std::move(requests)),
       exchange_(std::move(exchange)),
       on_done_(std::move(on_done)),
-      arrival_(Clock::now()) {}
+      arrival_(Clock::now()),
+      arrival_wall_(std::chrono::system_clock::now()) {}
 
 void GenerationJob::start() {
   id_ = (parsed_.chat ? "chatcmpl-" : "cmpl-") + random_hex();
@@ -122,7 +123,9 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   if (!e.new_token_ids.empty()) c.last_token = now;
   if (c.finished) return;  // stopped on a stop string; this is the engine catching up
   c.usage = e.usage;
+  c.times = e.times;
   if (!e.prompt_logprobs.empty()) c.prompt_logprobs = e.prompt_logprobs;
+  const Clock::time_point emitted = e.time != Clock::time_point{} ? e.time : now;
 
   std::string delta;
   std::vector<LogprobEntry> logprobs;
@@ -130,6 +133,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   for (size_t t = 0; t < e.new_token_ids.size() && !c.finished; ++t) {
     const TokenId id = e.new_token_ids[t];
     ++c.num_tokens;
+    c.token_times.push_back(emitted);
     if (parsed_.top_logprobs >= 0 && t < e.logprobs.size()) {
       logprobs.push_back(logprob_entry(id, e.logprobs[t]));
       c.logprobs.push_back(logprobs.back());
@@ -140,7 +144,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     if (r.stopped) {
       c.stop_reason = r.stopped;
       ctx_.engine->cancel(c.engine_id);
-      finish_choice(c, "stop");
+      finish_choice(c, "stop", e);
     }
   }
   if (!c.finished && e.finished) {
@@ -148,11 +152,11 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     delta += r.text;
     if (r.stopped) {
       c.stop_reason = r.stopped;
-      finish_choice(c, "stop");
+      finish_choice(c, "stop", e);
     } else {
       delta += c.stop->flush();
       c.error = e.error;
-      finish_choice(c, e.finish_reason);
+      finish_choice(c, e.finish_reason, e);
     }
   }
   c.text += delta;
@@ -171,13 +175,35 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   if (num_finished_ == choices_.size()) complete();
 }
 
-void GenerationJob::finish_choice(Choice& c, const std::string& reason) {
+void GenerationJob::finish_choice(Choice& c, const std::string& reason, const RequestEvent& e) {
   if (c.finished) return;
   c.finished = true;
   c.finish_reason = reason;
   ++num_finished_;
   ctx_.metrics->request_finished(reason);
   ctx_.metrics->observe_e2e_latency(seconds(Clock::now() - arrival_));
+  trace_choice(c, e.time != Clock::time_point{} ? e.time : Clock::now());
+}
+
+void GenerationJob::trace_choice(Choice& c, Clock::time_point finished) {
+  RequestTrace t;
+  t.id = id_;
+  t.choice = c.index;
+  t.engine_id = c.engine_id;
+  t.model = ctx_.model_name;
+  t.tenant = ctx_.tenant.empty() ? "-" : ctx_.tenant;
+  t.finish_reason = c.finish_reason;
+  t.usage = c.usage;
+  t.usage.prompt_tokens = static_cast<int>(requests_[c.prompt].prompt_ids.size());
+  t.completion_tokens = c.num_tokens;
+  t.arrival = arrival_;
+  t.arrival_wall = arrival_wall_;
+  t.times = c.times;
+  t.token_times = std::move(c.token_times);
+  t.finished = finished;
+  ctx_.metrics->observe_trace(t);
+  c.timing = t.log_summary();
+  if (ctx_.trace) ctx_.trace->write(t);
 }
 
 std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choice& c) const {
@@ -266,9 +292,11 @@ void GenerationJob::complete() {
   if (completed_) return;
   completed_ = true;
   const json usage = usage_json();
-  exchange_->log_note = fmt::format("id={} tenant={} prompt_tokens={} completion_tokens={}", id_,
+  // Timings are choice 0's (the engine request of a plain n = 1 request).
+  exchange_->log_note = fmt::format("id={} tenant={} prompt_tokens={} completion_tokens={} {}{}", id_,
                                     ctx_.tenant.empty() ? "-" : ctx_.tenant, usage["prompt_tokens"].get<int>(),
-                                    usage["completion_tokens"].get<int>());
+                                    usage["completion_tokens"].get<int>(), choices_.front().timing,
+                                    choices_.size() > 1 ? fmt::format(" choices={}", choices_.size()) : "");
   const Choice* failed = nullptr;
   for (const Choice& c : choices_)
     if (c.finish_reason == "error") failed = &c;

@@ -16,6 +16,7 @@
 #include "pagoda/server/openai_request.h"
 #include "pagoda/server/server_metrics.h"
 #include "pagoda/server/stop_matcher.h"
+#include "pagoda/server/trace_writer.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
 
 namespace pagoda::server {
@@ -27,6 +28,7 @@ struct JobContext {
   std::atomic<int>* num_pending = nullptr;  // engine requests submitted that have not started yet
   std::string model_name;
   std::string tenant;
+  TraceWriter* trace = nullptr;  // --trace-file; may be null
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -62,10 +64,15 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Usage usage;
     Clock::time_point last_token;
     bool sent_role = false;
+    RequestTimes times;                          // the engine's, as of the latest event
+    std::vector<Clock::time_point> token_times;  // engine emission time of each token counted
+    std::string timing;                          // RequestTrace::log_summary() once finished
   };
 
   void on_event(size_t c, const RequestEvent& e);
-  void finish_choice(Choice& c, const std::string& reason);
+  // `e`: the event that ended the choice (its time is the finish time).
+  void finish_choice(Choice& c, const std::string& reason, const RequestEvent& e);
+  void trace_choice(Choice& c, Clock::time_point finished);
   void cancel_all();
   void complete();
   LogprobEntry logprob_entry(TokenId id, const TopLogprobs& top) const;
@@ -90,6 +97,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::string id_;
   int64_t created_ = 0;
   Clock::time_point arrival_;
+  std::chrono::system_clock::time_point arrival_wall_;
   Clock::time_point event_time_{};  // when the engine emitted the event being handled (epoch: none yet)
 };
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <ctime>
 
 #include "pagoda/core/error.h"
@@ -17,6 +18,34 @@ using nlohmann::json;
 
 HttpResponse json_response(const json& body, int status = 200) {
   return HttpResponse{status, "application/json", dump_json(body), {}};
+}
+
+// The value of `name` in the target's query string ("" when absent); no percent-decoding (numbers only).
+std::string query_param(const std::string& target, const std::string& name) {
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return "";
+  size_t pos = q + 1;
+  while (pos <= target.size()) {
+    size_t end = target.find('&', pos);
+    if (end == std::string::npos) end = target.size();
+    const std::string pair = target.substr(pos, end - pos);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string::npos ? "" : pair.substr(eq + 1);
+    pos = end + 1;
+  }
+  return "";
+}
+
+double query_number(const std::string& target, const std::string& name, double fallback) {
+  const std::string v = query_param(target, name);
+  if (v.empty()) return fallback;
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size() && x >= 0 && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  throw ApiError(400, fmt::format("'{}' must be a non-negative number", name), name);
 }
 
 HttpResponse error_response(const ApiError& e) {
@@ -72,6 +101,11 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   if (path == "/metrics") {
     if (!get) throw ApiError(405, "use GET");
     ex->respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(engine_.stats()), {}});
+    return;
+  }
+  if (path == "/debug/gpu_timeline") {
+    if (!get) throw ApiError(405, "use GET");
+    gpu_timeline(ex);
     return;
   }
   const Tenant* tenant = nullptr;
@@ -171,7 +205,7 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
       --tenant_active_[tenant_name];
     };
   }
-  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name};
+  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace};
   auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), ex, std::move(on_done));
   job->start();
 }
@@ -208,6 +242,27 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
     body["token_strs"] = std::move(strs);
   }
   ex->respond(json_response(body));
+}
+
+void OpenAiServer::gpu_timeline(const std::shared_ptr<Exchange>& ex) {
+  if (timeline_ == nullptr) throw ApiError(404, "this server keeps no GPU timeline", "", "NotFoundError");
+  const std::string& target = ex->request().target;
+  const double window = query_number(target, "window_s", 0);
+  const double bin = query_number(target, "bin_ms", 0) / 1000;
+  std::string format = query_param(target, "format");
+  if (format.empty()) format = "svg";
+  if (format != "svg" && format != "json") throw ApiError(400, "'format' must be svg or json", "format");
+  metrics::Heatmap h;
+  try {
+    h = timeline_->heatmap(window, bin);
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what(), "bin_ms");
+  }
+  if (format == "json") {
+    ex->respond(json_response(metrics::to_json(h)));
+  } else {
+    ex->respond(HttpResponse{200, "image/svg+xml", metrics::render_svg(h), {}});
+  }
 }
 
 void OpenAiServer::detokenize(const std::shared_ptr<Exchange>& ex) {

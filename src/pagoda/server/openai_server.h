@@ -13,8 +13,10 @@
 #include "pagoda/engine/engine.h"
 #include "pagoda/server/api_keys.h"
 #include "pagoda/server/exchange.h"
+#include "pagoda/server/gpu_timeline.h"
 #include "pagoda/server/openai_request.h"
 #include "pagoda/server/server_metrics.h"
+#include "pagoda/server/trace_writer.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda::server {
@@ -29,6 +31,7 @@ struct OpenAiServerOptions {
   int max_model_len = 0;
   int max_waiting_requests = 0;  // engine requests not yet started; 0: unlimited
   ApiKeys api_keys;              // empty: no authentication
+  TraceWriter* trace = nullptr;  // --trace-file: a JSON line per finished engine request; null: none
 };
 
 class OpenAiServer {
@@ -39,6 +42,8 @@ class OpenAiServer {
   // The HTTP handler; runs on the exchange's strand.
   void handle(const std::shared_ptr<Exchange>& exchange);
   ServerMetrics& metrics() { return metrics_; }
+  // GET /debug/gpu_timeline draws this (null: 404). Set before serving.
+  void set_gpu_timeline(GpuTimeline* timeline) { timeline_ = timeline; }
 
  private:
   void route(const std::shared_ptr<Exchange>& exchange);
@@ -47,6 +52,7 @@ class OpenAiServer {
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
   void tokenize(const std::shared_ptr<Exchange>& exchange);
   void detokenize(const std::shared_ptr<Exchange>& exchange);
+  void gpu_timeline(const std::shared_ptr<Exchange>& exchange);
   void check_model(const std::string& model) const;
 
   Engine& engine_;
@@ -54,6 +60,7 @@ class OpenAiServer {
   ChatRenderer chat_;
   OpenAiServerOptions options_;
   ServerMetrics metrics_;
+  GpuTimeline* timeline_ = nullptr;
   std::atomic<int> num_pending_{0};
   std::mutex tenants_mutex_;
   std::unordered_map<std::string, int> tenant_active_;  // HTTP requests in flight per tenant

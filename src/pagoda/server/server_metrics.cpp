@@ -11,6 +11,11 @@ const std::vector<double> kItlBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02
 const std::vector<double> kLatencyBuckets = {0.01, 0.025, 0.05, 0.1, 0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,
                                              5.0,  10.0,  15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0};
 
+const std::vector<double> kTpotBuckets = {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05,
+                                          0.075, 0.1,    0.15,  0.2,    0.3,  0.4,   0.5,  0.75, 1.0,  2.5};
+const std::vector<double> kStepBuckets = {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 7.5e-3, 0.01, 0.015, 0.02, 0.03,
+                                          0.05, 0.075,  0.1,  0.25, 0.5,    1.0,  2.5};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_name", model_name}} {
@@ -43,7 +48,38 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
                            "Histogram of time from the engine emitting a streamed token to its SSE bytes being written "
                            "to the socket, in seconds (the server's own overhead).",
                            {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1}, labels_);
+  prefill_ = &r.histogram("pagoda:request_prefill_time_seconds",
+                          "Histogram of time spent in PREFILL phase for request (first scheduled to first token).",
+                          kLatencyBuckets, labels_);
+  decode_ = &r.histogram("pagoda:request_decode_time_seconds",
+                         "Histogram of time spent in DECODE phase for request (first token to finished).",
+                         kLatencyBuckets, labels_);
+  inference_ = &r.histogram("pagoda:request_inference_time_seconds",
+                            "Histogram of time spent in RUNNING phase for request (first scheduled to finished).",
+                            kLatencyBuckets, labels_);
+  request_tpot_ = &r.histogram("pagoda:request_time_per_output_token_seconds",
+                               "Histogram of time_per_output_token_seconds per request (decode time / (tokens - 1)).",
+                               kTpotBuckets, labels_);
+  steps_ = &r.counter("pagoda:engine_steps_total", "Engine steps run.", labels_);
+  busy_ = &r.counter("pagoda:engine_busy_seconds_total",
+                     "Seconds the engine spent in forward passes and sampling; its rate is the busy fraction.", labels_);
+  step_duration_ = &r.histogram("pagoda:engine_step_duration_seconds",
+                                "Histogram of engine step time (forward and sampling) in seconds.", kStepBuckets, labels_);
+  step_prefill_tokens_ = &r.gauge("pagoda:engine_step_prefill_tokens", "Prefill tokens in the latest engine step.", labels_);
+  step_decode_seqs_ = &r.gauge("pagoda:engine_step_decode_seqs", "Decoding sequences in the latest engine step.", labels_);
+  step_seconds_ = &r.gauge("pagoda:engine_step_seconds", "Forward and sampling time of the latest engine step.", labels_);
+  step_graph_batch_ = &r.gauge("pagoda:engine_step_graph_batch_size",
+                               "Padded CUDA graph batch size of the latest engine step (0: eager).", labels_);
 }
+
+void ServerMetrics::observe_trace(const RequestTrace& t) {
+  if (auto v = t.prefill_seconds()) prefill_->observe(*v);
+  if (auto v = t.decode_seconds()) decode_->observe(*v);
+  if (auto v = t.inference_seconds()) inference_->observe(*v);
+  if (auto v = t.time_per_output_token()) request_tpot_->observe(*v);
+}
+
+void ServerMetrics::observe_step(const StepRecord& step) { step_duration_->observe(step.execute_seconds); }
 
 void ServerMetrics::request_finished(const std::string& reason) {
   metrics::Labels l = labels_;
@@ -60,6 +96,12 @@ std::string ServerMetrics::render(const EngineStats& s) {
   preemptions_->set_total(static_cast<double>(s.num_preemptions));
   prompt_tokens_->set_total(static_cast<double>(s.prompt_tokens));
   generation_tokens_->set_total(static_cast<double>(s.generation_tokens));
+  steps_->set_total(static_cast<double>(s.num_steps));
+  busy_->set_total(s.execute_seconds);
+  step_prefill_tokens_->set(s.last_step.prefill_tokens);
+  step_decode_seqs_->set(s.last_step.decode_seqs);
+  step_seconds_->set(s.last_step.execute_seconds);
+  step_graph_batch_->set(s.last_step.graph_batch_size);
   return registry_.render();
 }
 

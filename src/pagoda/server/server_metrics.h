@@ -6,6 +6,7 @@
 
 #include "pagoda/engine/engine.h"
 #include "pagoda/metrics/metrics.h"
+#include "pagoda/server/request_trace.h"
 
 namespace pagoda::server {
 
@@ -20,6 +21,13 @@ class ServerMetrics {
   void observe_stream_delivery(double seconds) { delivery_->observe(seconds); }
   // One per engine request: "stop", "length", "abort" or "error".
   void request_finished(const std::string& finished_reason);
+  // A finished engine request's phases: prefill, decode, inference, time per output token.
+  void observe_trace(const RequestTrace& trace);
+  // Thread-safe; called from the engine's step observer.
+  void observe_step(const StepRecord& step);
+  // For other metric sources that share the exposition (the GPU sampler).
+  metrics::Registry& registry() { return registry_; }
+  const metrics::Labels& labels() const { return labels_; }
 
   // Text exposition, with the engine's current state.
   std::string render(const EngineStats& stats);
@@ -30,6 +38,9 @@ class ServerMetrics {
   metrics::Gauge *running_, *waiting_, *kv_usage_;
   metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *prompt_tokens_, *generation_tokens_;
   metrics::Histogram *ttft_, *itl_, *e2e_, *queue_, *delivery_;
+  metrics::Histogram *prefill_, *decode_, *inference_, *request_tpot_, *step_duration_;
+  metrics::Counter *steps_, *busy_;
+  metrics::Gauge *step_prefill_tokens_, *step_decode_seqs_, *step_seconds_, *step_graph_batch_;
 };
 
 }  // namespace pagoda::server
