@@ -1,0 +1,439 @@
+// GPU paged attention (kernels/paged_attention.cu) against a double-precision host reference computed
+// from the same bf16-rounded inputs. Prefill over a grid of head dims x GQA shapes x block sizes (prompts,
+// chunks with prior context, single tokens, padding), other head dims (generic kernel), decode with
+// split-K (more splits than needed gives the same bits, one split writes directly) and a CUDA graph
+// replayed with new sequence lengths. Block tables are shuffled, and every cache slot outside a sequence
+// holds NaN, so a read of a wrong page or of a key past the end shows up as NaN.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/paged_attention.h"
+
+namespace pagoda {
+namespace {
+
+using kernels::PagedAttentionParams;
+
+constexpr uint16_t kBf16NaN = 0x7fc0;
+constexpr double kAbsTol = 2e-2;
+constexpr double kRelTol = 2e-2;
+
+uint16_t to_bf16(float f) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Shape {
+  int num_heads, num_kv_heads, head_dim, block_size;
+};
+struct Seq {
+  int seq_len, q_len;  // KV length after the step; new tokens (the last q_len positions)
+};
+
+std::string describe(const Shape& s) {
+  return "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) + ", head_dim " +
+         std::to_string(s.head_dim) + ", block_size " + std::to_string(s.block_size);
+}
+
+// One batch on the host: bf16 tensors as raw bits, block tables in CSR form.
+struct Batch {
+  Shape shape{};
+  int num_seqs = 0, num_tokens = 0, num_blocks = 0, max_query_len = 0, max_seq_len = 0;
+  std::vector<uint16_t> q;  // [num_tokens, num_heads, head_dim]
+  std::vector<uint16_t> k;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<uint16_t> v;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<int32_t> query_start, seq_lens, kv_page_start, kv_pages, token_seq;
+};
+
+// Random q/K/V (q and K in [-2, 2), V in [-1, 1)), each sequence's blocks drawn from a shuffled pool
+// with a few spare blocks; slots no sequence owns are NaN.
+Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  Batch b;
+  b.shape = shape;
+  b.num_seqs = static_cast<int>(seqs.size());
+  const int bs = shape.block_size, hd = shape.head_dim, nkv = shape.num_kv_heads;
+  b.query_start.push_back(0);
+  b.kv_page_start.push_back(0);
+  int total_pages = 0;
+  for (int s = 0; s < b.num_seqs; ++s) {
+    b.query_start.push_back(b.query_start.back() + seqs[s].q_len);
+    b.seq_lens.push_back(seqs[s].seq_len);
+    total_pages += (seqs[s].seq_len + bs - 1) / bs;
+    b.kv_page_start.push_back(total_pages);
+    for (int i = 0; i < seqs[s].q_len; ++i) b.token_seq.push_back(s);
+    b.max_query_len = std::max(b.max_query_len, seqs[s].q_len);
+    b.max_seq_len = std::max(b.max_seq_len, seqs[s].seq_len);
+  }
+  b.num_tokens = b.query_start.back();
+  b.num_blocks = total_pages + 5;
+  std::vector<int32_t> pool(b.num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  b.kv_pages.assign(pool.begin(), pool.begin() + total_pages);
+
+  b.q.resize(static_cast<size_t>(b.num_tokens) * shape.num_heads * hd);
+  for (auto& x : b.q) x = to_bf16(2.0f * uni(rng));
+  const size_t cache_elems = static_cast<size_t>(b.num_blocks) * bs * nkv * hd;
+  b.k.assign(cache_elems, kBf16NaN);
+  b.v.assign(cache_elems, kBf16NaN);
+  for (int s = 0; s < b.num_seqs; ++s) {
+    for (int key = 0; key < seqs[s].seq_len; ++key) {
+      const int64_t slot = static_cast<int64_t>(b.kv_pages[b.kv_page_start[s] + key / bs]) * bs + key % bs;
+      for (int i = 0; i < nkv * hd; ++i) {
+        b.k[slot * nkv * hd + i] = to_bf16(2.0f * uni(rng));
+        b.v[slot * nkv * hd + i] = to_bf16(uni(rng));
+      }
+    }
+  }
+  return b;
+}
+
+// out[t, h, :] = softmax(scale * q . K[0..pos]) V[0..pos] in double; zero rows for padding sequences.
+std::vector<double> reference(const Batch& b) {
+  const Shape& sh = b.shape;
+  const int hd = sh.head_dim, group = sh.num_heads / sh.num_kv_heads, bs = sh.block_size;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<double> q(b.q.size()), k(b.k.size()), v(b.v.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = from_bf16(b.q[i]);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = from_bf16(b.k[i]);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = from_bf16(b.v[i]);
+  std::vector<double> out(b.q.size(), 0.0);
+  std::vector<double> w;
+  for (int s = 0; s < b.num_seqs; ++s) {
+    const int q_len = b.query_start[s + 1] - b.query_start[s], seq_len = b.seq_lens[s];
+    std::vector<int64_t> row_of_key(seq_len);  // element offset of each key's slot
+    for (int key = 0; key < seq_len; ++key) {
+      row_of_key[key] =
+          (static_cast<int64_t>(b.kv_pages[b.kv_page_start[s] + key / bs]) * bs + key % bs) * sh.num_kv_heads * hd;
+    }
+    for (int i = 0; i < q_len; ++i) {
+      const int t = b.query_start[s] + i;
+      const int num_keys = std::min(seq_len, seq_len - q_len + i + 1);
+      for (int h = 0; h < sh.num_heads && num_keys > 0; ++h) {
+        const double* qh = &q[(static_cast<size_t>(t) * sh.num_heads + h) * hd];
+        const int64_t head_off = static_cast<int64_t>(h / group) * hd;
+        w.assign(num_keys, 0.0);
+        double mx = -INFINITY;
+        for (int key = 0; key < num_keys; ++key) {
+          const double* kr = &k[row_of_key[key] + head_off];
+          double dot = 0.0;
+          for (int d = 0; d < hd; ++d) dot += qh[d] * kr[d];
+          w[key] = dot * scale;
+          mx = std::max(mx, w[key]);
+        }
+        double sum = 0.0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        double* o = &out[(static_cast<size_t>(t) * sh.num_heads + h) * hd];
+        for (int key = 0; key < num_keys; ++key) {
+          const double* vr = &v[row_of_key[key] + head_off];
+          const double p = w[key] / sum;
+          for (int d = 0; d < hd; ++d) o[d] += p * vr[d];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Device memory freed at scope exit.
+class DeviceArena {
+ public:
+  ~DeviceArena() {
+    for (void* p : ptrs_) cudaFree(p);
+  }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    PAGODA_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    ptrs_.push_back(p);
+    return p;
+  }
+  template <typename T>
+  T* upload(const std::vector<T>& host) {
+    T* p = static_cast<T*>(alloc(host.size() * sizeof(T)));
+    if (!host.empty()) PAGODA_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+  }
+
+ private:
+  std::vector<void*> ptrs_;
+};
+
+// Uploads a batch; the output starts as all-ones bits (NaN) so that an unwritten row shows.
+PagedAttentionParams upload_batch(DeviceArena& arena, const Batch& b) {
+  PagedAttentionParams p;
+  const size_t out_bytes = b.q.size() * sizeof(uint16_t);
+  p.out = static_cast<__nv_bfloat16*>(arena.alloc(out_bytes));
+  PAGODA_CUDA_CHECK(cudaMemset(p.out, 0xff, out_bytes));
+  p.q = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.q));
+  p.k_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.k));
+  p.v_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.v));
+  p.query_start = arena.upload(b.query_start);
+  p.seq_lens = arena.upload(b.seq_lens);
+  p.kv_page_start = arena.upload(b.kv_page_start);
+  p.kv_pages = arena.upload(b.kv_pages);
+  p.token_seq = arena.upload(b.token_seq);
+  p.num_seqs = b.num_seqs;
+  p.num_tokens = b.num_tokens;
+  p.num_heads = b.shape.num_heads;
+  p.num_kv_heads = b.shape.num_kv_heads;
+  p.head_dim = b.shape.head_dim;
+  p.block_size = b.shape.block_size;
+  p.max_query_len = b.max_query_len;
+  p.max_seq_len = b.max_seq_len;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(b.shape.head_dim));
+  return p;
+}
+
+std::vector<uint16_t> download_out(const PagedAttentionParams& p, const Batch& b) {
+  std::vector<uint16_t> out(b.q.size());
+  PAGODA_CUDA_CHECK(cudaMemcpy(out.data(), p.out, out.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+std::vector<uint16_t> run_prefill(const Batch& b) {
+  DeviceArena arena;
+  const PagedAttentionParams p = upload_batch(arena, b);
+  kernels::paged_attention_prefill(p, nullptr);
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  return download_out(p, b);
+}
+
+std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
+  DeviceArena arena;
+  const PagedAttentionParams p = upload_batch(arena, b);
+  void* ws = arena.alloc(
+      kernels::paged_attention_decode_workspace_bytes(b.num_seqs, b.shape.num_heads, b.shape.head_dim, num_splits));
+  kernels::paged_attention_decode(p, num_splits, ws, nullptr);
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  return download_out(p, b);
+}
+
+// Every element within kAbsTol + kRelTol * |ref|; padding rows exactly zero. Prints the max error.
+void expect_matches(const Batch& b, const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                    const std::string& what) {
+  const int hd = b.shape.head_dim, nh = b.shape.num_heads;
+  double max_err = 0.0;
+  int64_t bad = 0;
+  std::string first_bad;
+  for (int s = 0; s < b.num_seqs; ++s) {
+    for (int t = b.query_start[s]; t < b.query_start[s + 1]; ++t) {
+      for (int h = 0; h < nh; ++h) {
+        for (int d = 0; d < hd; ++d) {
+          const size_t i = (static_cast<size_t>(t) * nh + h) * hd + d;
+          const double g = from_bf16(got[i]);
+          const bool ok = b.seq_lens[s] == 0 ? g == 0.0
+                                              : std::abs(g - ref[i]) <= kAbsTol + kRelTol * std::abs(ref[i]);
+          if (b.seq_lens[s] != 0 && std::isfinite(g)) max_err = std::max(max_err, std::abs(g - ref[i]));
+          if (!ok && bad++ == 0) {
+            first_bad = "seq " + std::to_string(s) + " (seq_len " + std::to_string(b.seq_lens[s]) + ", q_len " +
+                        std::to_string(b.query_start[s + 1] - b.query_start[s]) + ") token " + std::to_string(t) +
+                        " head " + std::to_string(h) + " dim " + std::to_string(d) + ": got " + std::to_string(g) +
+                        ", want " + std::to_string(ref[i]);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": first mismatch at " << first_bad;
+  std::printf("  %-60s max abs error %.3g\n", what.c_str(), max_err);
+}
+
+// The 4 x 4 grid of head dims and GQA shapes; block sizes 16, 32, 1, 8 in a Latin square, so every
+// head dim meets every block size once.
+std::vector<Shape> shape_grid() {
+  const int head_dims[] = {8, 16, 64, 128};
+  const int gqa[][2] = {{32, 8}, {4, 2}, {8, 8}, {6, 2}};
+  const int block_sizes[] = {16, 32, 1, 8};
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) shapes.push_back({gqa[j][0], gqa[j][1], head_dims[i], block_sizes[(i + j) % 4]});
+  }
+  return shapes;
+}
+
+// Prompts (q_len == seq_len), chunks after a prior context that is not a multiple of the 64-key tile,
+// single tokens through the prefill kernel, several query tiles, and padding (seq_len 0).
+const std::vector<Seq> kPrefillSeqs = {{1, 1},   {0, 1},    {150, 150}, {300, 77}, {129, 1},
+                                       {64, 64}, {520, 40}, {100, 65},  {0, 2}};
+
+// Decode contexts around the 512-key partition edges, up to 3 partitions, and padding.
+const std::vector<Seq> kDecodeSeqs = {{1, 1},   {0, 1},    {17, 1},  {512, 1}, {513, 1},
+                                      {1100, 1}, {777, 1}, {64, 1},  {1025, 1}};
+
+TEST(PagedAttentionPrefill, MatchesReferenceOverShapes) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  uint32_t seed = 1;
+  for (const Shape& shape : shape_grid()) {
+    const Batch b = make_batch(shape, kPrefillSeqs, seed++);
+    expect_matches(b, run_prefill(b), reference(b), "prefill " + describe(shape));
+  }
+}
+
+TEST(PagedAttentionPrefill, OtherHeadDimsAndLargeGroups) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const std::vector<Seq> seqs = {{1, 1}, {0, 1}, {70, 70}, {90, 20}, {40, 1}, {200, 130}};
+  const Shape shapes[] = {{4, 2, 2, 16}, {4, 2, 6, 8},    {4, 1, 32, 16},  {6, 3, 96, 16},
+                          {4, 2, 256, 32}, {20, 1, 64, 16}, {36, 2, 128, 8}};
+  uint32_t seed = 100;
+  for (const Shape& shape : shapes) {
+    const Batch b = make_batch(shape, seqs, seed++);
+    expect_matches(b, run_prefill(b), reference(b), "prefill " + describe(shape));
+  }
+}
+
+// A mixed step: more than 128 sequences (the query-tile search takes several passes), most of them one
+// decode token, some prompt chunks after a prior context, a whole prompt, padding.
+std::vector<Seq> mixed_step_seqs() {
+  std::mt19937 rng(9);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 170; ++i) {
+    if (i % 50 == 7) {
+      seqs.push_back({0, 1});
+    } else if (i % 40 == 13) {
+      seqs.push_back({static_cast<int>(100 + rng() % 300), 100});
+    } else {
+      seqs.push_back({static_cast<int>(1 + rng() % 200), 1});
+    }
+  }
+  seqs.push_back({200, 200});
+  return seqs;
+}
+
+TEST(PagedAttentionPrefill, MixedStepWithManySequences) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  uint32_t seed = 150;
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 8}, Shape{4, 2, 16, 16}}) {
+    const Batch b = make_batch(shape, mixed_step_seqs(), seed++);
+    expect_matches(b, run_prefill(b), reference(b), "prefill, mixed step, " + describe(shape));
+  }
+}
+
+TEST(PagedAttentionDecode, MatchesReferenceOverShapesWithNeededAndExtraSplits) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  uint32_t seed = 200;
+  for (const Shape& shape : shape_grid()) {
+    const Batch b = make_batch(shape, kDecodeSeqs, seed++);
+    const int splits = kernels::decode_num_splits(b.max_seq_len);
+    ASSERT_EQ(splits, 3);
+    expect_matches(b, run_decode(b, splits), reference(b), "decode " + describe(shape));
+    // A graph captured for longer contexts passes more splits: the partitions past the end do nothing.
+    expect_matches(b, run_decode(b, 8), reference(b), "decode, 8 splits, " + describe(shape));
+  }
+}
+
+TEST(PagedAttentionDecode, SingleSplitWritesDirectly) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const std::vector<Seq> seqs = {{1, 1}, {0, 1}, {33, 1}, {512, 1}, {300, 1}, {511, 1}};
+  const Shape shapes[] = {{32, 8, 128, 16}, {8, 8, 64, 32}, {6, 2, 64, 1}, {4, 2, 128, 8}};
+  uint32_t seed = 300;
+  for (const Shape& shape : shapes) {
+    const Batch b = make_batch(shape, seqs, seed++);
+    ASSERT_EQ(kernels::decode_num_splits(b.max_seq_len), 1);
+    const std::vector<double> ref = reference(b);
+    expect_matches(b, run_decode(b, 1), ref, "decode, 1 split, " + describe(shape));
+    expect_matches(b, run_decode(b, 2), ref, "decode, 2 splits, " + describe(shape));
+  }
+}
+
+TEST(PagedAttentionDecode, LargeGroupsOtherHeadDimsAndManySequences) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const Shape shapes[] = {{20, 1, 64, 16}, {36, 2, 128, 8}, {4, 2, 2, 16},
+                          {4, 2, 6, 8},    {6, 3, 96, 16},  {4, 2, 256, 32}};
+  uint32_t seed = 400;
+  for (const Shape& shape : shapes) {
+    const Batch b = make_batch(shape, {{1, 1}, {0, 1}, {45, 1}, {600, 1}, {1030, 1}}, seed++);
+    expect_matches(b, run_decode(b, kernels::decode_num_splits(b.max_seq_len)), reference(b),
+                   "decode " + describe(shape));
+  }
+  // A wide batch of short contexts (every tenth sequence padding).
+  std::mt19937 rng(7);
+  std::vector<Seq> many;
+  for (int i = 0; i < 96; ++i) many.push_back({i % 10 == 0 ? 0 : static_cast<int>(1 + rng() % 300), 1});
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 16}}) {
+    const Batch b = make_batch(shape, many, seed++);
+    expect_matches(b, run_decode(b, 1), reference(b), "decode, 96 sequences, " + describe(shape));
+  }
+}
+
+// A batch big enough that the launch merges partitions into longer spans per block (how many depends on
+// the GPU's SM count), with the needed and with a graph-sized split count.
+TEST(PagedAttentionDecode, WideBatchOfLongContexts) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(8);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 24; ++i) seqs.push_back({i % 7 == 3 ? 0 : static_cast<int>(1 + rng() % 2500), 1});
+  uint32_t seed = 450;
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 16}}) {
+    const Batch b = make_batch(shape, seqs, seed++);
+    const std::vector<double> ref = reference(b);
+    expect_matches(b, run_decode(b, kernels::decode_num_splits(b.max_seq_len)), ref, "decode " + describe(shape));
+    expect_matches(b, run_decode(b, 16), ref, "decode, 16 splits, " + describe(shape));
+  }
+}
+
+// The decode launch is captured once with the largest split count, then replayed after the sequence
+// lengths and queries change in device memory (same pointers, new contents).
+TEST(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const Shape& shape : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 32}}) {
+    // Blocks allocated for the longest contexts; the replays use shorter or equal lengths.
+    Batch b = make_batch(shape, {{2048, 1}, {300, 1}, {600, 1}, {1500, 1}, {2048, 1}}, 500);
+    const int splits = kernels::decode_num_splits(2048);
+    DeviceArena arena;
+    PagedAttentionParams p = upload_batch(arena, b);
+    void* ws = arena.alloc(
+        kernels::paged_attention_decode_workspace_bytes(b.num_seqs, shape.num_heads, shape.head_dim, splits));
+    cudaStream_t stream = nullptr;
+    PAGODA_CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    kernels::paged_attention_decode(p, splits, ws, stream);
+    PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    PAGODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+
+    const std::vector<std::vector<int32_t>> lens = {{700, 0, 33, 1500, 2048}, {2048, 300, 1, 512, 513}};
+    std::mt19937 rng(501);
+    std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+    for (size_t round = 0; round < lens.size(); ++round) {
+      b.seq_lens = lens[round];
+      for (auto& x : b.q) x = to_bf16(uni(rng));
+      PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), b.seq_lens.data(),
+                                   b.seq_lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<__nv_bfloat16*>(p.q), b.q.data(), b.q.size() * sizeof(uint16_t),
+                                   cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      expect_matches(b, download_out(p, b), reference(b),
+                     "graph replay " + std::to_string(round) + ", " + describe(shape));
+    }
+    PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
+    PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
