@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 ARGS ?=
 
-.PHONY: deps configure build test serve asan clean
+.PHONY: deps configure build test test-cuda serve asan clean
 
 deps:
 	./scripts/setup-deps.sh
@@ -17,6 +17,14 @@ build: configure
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	$(MAKE) test-cuda
+
+# The cuda preset compiles, and its GPU tests run: each reports SKIPPED on a machine without a GPU.
+test-cuda: deps
+	@if [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  cmake --preset cuda >/dev/null && cmake --build build/cuda -j $(JOBS) --target pagoda test_cuda && \
+	  build/cuda/tests/test_cuda; \
+	else echo "test-cuda: no CUDA toolkit in /usr/local/cuda, the cuda preset is not built"; fi
 
 serve: build
 	$(BUILD_DIR)/bin/pagoda serve $(ARGS)

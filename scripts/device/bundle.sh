@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the cuda preset on this machine and gathers what the GPU machine needs into device_bundle/
-# (git-ignored, carried by the device tool): the pagoda binary, the GPU test binary, and the shared
+# and device_bundle.tar.xz (git-ignored; the device tool carries the .tar.xz): the pagoda binary, the GPU test binary, and the shared
 # libraries they load that a bare Ubuntu image lacks. cuBLAS and the CUDA driver come from the GPU machine.
-#   scripts/device/bundle.sh            # then: run scripts/device/run.sh there, carrying device_bundle
+#   scripts/device/bundle.sh     # then, there: scripts/device/run.sh, carrying device_bundle.tar.xz
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake --preset cuda >/dev/null
@@ -18,4 +18,6 @@ for binary in device_bundle/bin/*; do ldd "$binary"; done | awk '/=> \//{print $
   esac
 done
 git rev-parse HEAD >device_bundle/COMMIT
-du -sh device_bundle device_bundle/*
+# The working tree travels too (about 52 MB of it is test data) under a 64 MiB limit: carry it compressed.
+tar -cJf device_bundle.tar.xz device_bundle
+du -sh device_bundle device_bundle.tar.xz

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from the repository root, with device_bundle/ carried (scripts/device/bundle.sh):
+# Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
 #   scripts/device/run.sh [tests] [parity] [bench] [bench-quick]     (default: tests parity bench)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -10,6 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$OUT"
+[ -d device_bundle ] || tar -xJf device_bundle.tar.xz
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(tests parity bench)
 

@@ -21,5 +21,7 @@ inline std::string test_data_dir() {
 
 }  // namespace pagoda::test
 
-#define PAGODA_SKIP_WITHOUT_GPU() \
-  if (!::pagoda::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
+#define PAGODA_SKIP_WITHOUT_GPU()        \
+  if (!::pagoda::test::have_gpu()) {     \
+    GTEST_SKIP() << "no CUDA device";    \
+  }
