@@ -103,6 +103,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "print the result as JSON");
   cmd->callback([opts] { run_throughput(*opts); });
   add_bench_latency_command(*bench);
+  add_bench_serve_command(*bench);
 }
 
 }  // namespace pagoda::cli

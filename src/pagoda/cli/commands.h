@@ -10,5 +10,7 @@ void add_tokenize_commands(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// `pagoda bench serve`, registered by add_bench_command.
+void add_bench_serve_command(CLI::App& bench);
 
 }  // namespace pagoda::cli

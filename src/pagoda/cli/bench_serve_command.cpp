@@ -1,0 +1,135 @@
+// `pagoda bench serve`: load-test an OpenAI-compatible server the way `vllm bench serve` does (same
+// options where they exist, same table, the same summary keys in the JSON result).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "pagoda/bench/report.h"
+#include "pagoda/bench/serve_benchmark.h"
+#include "pagoda/bench/summary.h"
+#include "pagoda/cli/commands.h"
+#include "pagoda/core/error.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct BenchServeCli {
+  bench::ServeBenchmarkOptions run;
+  std::string request_rate = "inf";
+  std::string extra_body;
+  std::vector<std::string> goodput;
+  std::string percentiles = "50,90,99";
+  std::string json_file;
+  std::string label;
+  bool no_progress = false;
+};
+
+double parse_rate(const std::string& text) {
+  if (text == "inf" || text == "Inf" || text == "infinity") return std::numeric_limits<double>::infinity();
+  try {
+    size_t used = 0;
+    const double r = std::stod(text, &used);
+    if (used == text.size() && r > 0 && std::isfinite(r)) return r;
+  } catch (const std::logic_error&) {
+  }
+  throw InvalidRequest("--request-rate " + text + ": expected a positive number of requests per second, or inf");
+}
+
+std::vector<double> parse_percentiles(const std::string& text) {
+  std::vector<double> qs;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    try {
+      size_t used = 0;
+      const double q = std::stod(item, &used);
+      if (used != item.size() || !(q > 0 && q < 100)) throw std::invalid_argument(item);
+      qs.push_back(q);
+    } catch (const std::logic_error&) {
+      throw InvalidRequest("--metric-percentiles " + text + ": expected numbers in (0, 100) separated by commas");
+    }
+    pos = end + 1;
+  }
+  return qs;
+}
+
+void run_bench_serve(BenchServeCli& c) {
+  c.run.request_rate = parse_rate(c.request_rate);
+  if (!c.extra_body.empty()) {
+    c.run.extra_body = nlohmann::json::parse(c.extra_body, nullptr, /*allow_exceptions=*/false);
+    if (!c.run.extra_body.is_object()) throw InvalidRequest("--extra-body must be a JSON object");
+  }
+  if (c.run.api_key.empty())
+    if (const char* key = std::getenv("OPENAI_API_KEY")) c.run.api_key = key;
+  c.run.progress = !c.no_progress;
+  const bench::GoodputSlo slo = bench::parse_goodput(c.goodput);
+  const std::vector<double> percentiles = parse_percentiles(c.percentiles);
+  c.run.validate();
+  std::ofstream json_out;
+  if (!c.json_file.empty()) {  // fail before the run, not after it
+    json_out.open(c.json_file);
+    if (!json_out) throw Error(c.json_file + ": cannot write the result file");
+  }
+  const bench::ServeBenchmarkRun run = bench::run_serve_benchmark(c.run);
+  const bench::Summary summary = bench::summarize(run.records, run.duration, slo, percentiles);
+  bench::print_report(stdout, c.run, slo, summary);
+  if (json_out.is_open()) {
+    json_out << bench::result_json(c.run, slo, percentiles, run, summary, c.label)
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+             << "\n";
+    if (!json_out) throw Error(c.json_file + ": cannot write the result file");
+  }
+}
+
+}  // namespace
+
+void add_bench_serve_command(CLI::App& bench) {
+  auto c = std::make_shared<BenchServeCli>();
+  bench::ServeBenchmarkOptions& o = c->run;
+  CLI::App* cmd = bench.add_subcommand("serve", "Load-test an OpenAI-compatible server (like vllm bench serve)");
+  cmd->add_option("--base-url", o.base_url, "the server, http://HOST:PORT (default http://127.0.0.1:8000)");
+  cmd->add_option("--endpoint", o.endpoint, "/v1/completions (default) or /v1/chat/completions")
+      ->check(CLI::IsMember({"/v1/completions", "/v1/chat/completions"}));
+  cmd->add_option("--model", o.model, "model id (default: the first of GET /v1/models)");
+  cmd->add_option("--api-key", o.api_key, "bearer key (default: $OPENAI_API_KEY)");
+  cmd->add_option("--request-rate", c->request_rate, "requests per second, or inf to send all at once (default inf)");
+  cmd->add_option("--burstiness", o.burstiness, "gamma shape of the arrivals: 1 = Poisson, < 1 burstier (default 1)");
+  cmd->add_option("--max-concurrency", o.max_concurrency, "most requests in flight (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--num-prompts", o.synthetic.num_prompts, "requests (default 1000)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o.seed, "seed of the prompts and the arrivals (default 0)");
+  cmd->add_option("--dataset", o.dataset, "random (default), prefix or jsonl")
+      ->check(CLI::IsMember({"random", "prefix", "jsonl"}));
+  cmd->add_option("--random-input-len", o.synthetic.input_len,
+                  "prompt tokens (prefix dataset: after the prefix) (default 1024)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--random-output-len", o.synthetic.output_len,
+                  "max_tokens per request; also for jsonl lines without output_len (default 128)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--random-range-ratio", o.synthetic.range_ratio,
+                  "lengths uniform in [len*(1-r), len*(1+r)], 0 <= r < 1 (default 0)");
+  cmd->add_option("--prefix-len", o.synthetic.prefix_len, "prefix dataset: tokens shared within a group (default 256)");
+  cmd->add_option("--num-prefix-groups", o.synthetic.num_prefix_groups, "prefix dataset: distinct prefixes (default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dataset-path", o.dataset_path, "jsonl dataset: lines {\"prompt\": \"...\" or [ids], \"output_len\"?: N}");
+  cmd->add_flag("--ignore-eos", o.ignore_eos, "generate exactly max_tokens (sends ignore_eos: true; else false)");
+  cmd->add_option("--temperature", o.temperature, "sampling temperature (default 0: greedy)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--extra-body", c->extra_body, "a JSON object merged into every request body");
+  cmd->add_option("--goodput", c->goodput, "service-level objectives for goodput, e.g. ttft:500 tpot:50 (also e2el), ms")
+      ->expected(1, 3);
+  cmd->add_option("--metric-percentiles", c->percentiles, "percentiles to report (default 50,90,99)");
+  cmd->add_option("--timeout", o.timeout_s, "seconds to wait for a connection or the next bytes (default 600)");
+  cmd->add_option("--json", c->json_file, "write the full result (summary and every request) to this file");
+  cmd->add_option("--label", c->label, "a name for this run in the result file (plots use it)");
+  cmd->add_flag("--no-progress", c->no_progress, "no progress bar on stderr");
+  o.synthetic.prefix_len = 256;
+  o.synthetic.num_prefix_groups = 10;
+  cmd->callback([c] { run_bench_serve(*c); });
+}
+
+}  // namespace pagoda::cli
