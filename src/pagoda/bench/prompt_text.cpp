@@ -39,20 +39,21 @@ std::string exact_text(PromptTokenizer& tokenizer, std::vector<TokenId> ids, con
   bool have_best = false;
   for (int round = 0; round < 16; ++round) {
     std::string text = tokenizer.decode(ids);
-    std::vector<TokenId> got = tokenizer.encode(text);
-    const auto distance = [&](size_t n) { return n > target ? n - target : target - n; };
-    if (!have_best || distance(got.size()) < distance(best_count)) {
+    const size_t n = tokenizer.count(text);
+    const auto distance = [&](size_t k) { return k > target ? k - target : target - k; };
+    if (!have_best || distance(n) < distance(best_count)) {
       best = text;
-      best_count = got.size();
+      best_count = n;
       have_best = true;
     }
-    if (got.size() == target) break;
-    if (got.size() > target) {
-      got.resize(target);
+    if (n == target) break;
+    std::vector<TokenId> content = tokenizer.encode(text);
+    if (n > target) {
+      content.resize(content.size() > n - target ? content.size() - (n - target) : 1);
     } else {
-      while (got.size() < target) got.push_back(pool[pick(rng)]);
+      for (size_t k = n; k < target; ++k) content.push_back(pool[pick(rng)]);
     }
-    ids = std::move(got);
+    ids = std::move(content);
   }
   if (num_tokens) *num_tokens = static_cast<int>(best_count);
   return best;

@@ -84,13 +84,14 @@ std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingH
     if (o.dataset == "random") s.prefix_len = 0;
     prompts = synthetic_prompts(s, pool);
   }
-  if (o.chat()) {  // chat prompts are text: find text of the same token count
+  if (o.chat()) {  // chat prompts are text: find text whose whole chat prompt has the same token count
     std::mt19937_64 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
+    ServerTokenizer chat_tokenizer(http, model, /*chat=*/true);
     for (BenchPrompt& p : prompts) {
       if (p.is_text) continue;
       need_tokenizer();
       int count = 0;
-      p.text = exact_text(*tokenizer, p.ids, pool, rng, &count);
+      p.text = exact_text(chat_tokenizer, p.ids, pool, rng, &count);
       p.is_text = true;
       p.prompt_len = count;
       p.ids.clear();

@@ -29,6 +29,15 @@ std::vector<TokenId> ServerTokenizer::encode(const std::string& text) {
   return j["tokens"].get<std::vector<TokenId>>();
 }
 
+size_t ServerTokenizer::count(const std::string& text) {
+  if (!chat_) return encode(text).size();
+  const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", text}}});
+  const nlohmann::json j = call(http_, "/tokenize", {{"model", model_}, {"messages", messages}, {"add_generation_prompt", true}});
+  if (j.contains("count") && j["count"].is_number_integer()) return j["count"].get<size_t>();
+  if (!j.contains("tokens") || !j["tokens"].is_array()) throw Error("POST /tokenize: no \"tokens\" list in the answer");
+  return j["tokens"].size();
+}
+
 std::string ServerTokenizer::decode(const std::vector<TokenId>& ids) {
   const nlohmann::json j = call(http_, "/detokenize", {{"model", model_}, {"tokens", ids}});
   if (!j.contains("prompt") || !j["prompt"].is_string()) throw Error("POST /detokenize: no \"prompt\" text in the answer");
