@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev
   libboost1.81-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  python3-matplotlib  # bench/plot_serve.py (plots of pagoda bench serve results) and its test
   prometheus  # promtool, for the /metrics check of the server tests
 )
 # The server tests run the official `openai` npm client under node; a node from elsewhere (e.g. NodeSource)
