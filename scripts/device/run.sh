@@ -39,7 +39,8 @@ for stage in "${stages[@]}"; do
     tests)
       timeout 300 device_bundle/bin/test_cuda --gtest_output=json:"$OUT/gtest.json" >"$OUT/gtest.log" 2>&1
       rc=$?
-      grep -E "^\[  (FAILED|PASSED|SKIPPED) |GB/s|worst|decided|^\[ .* \]" "$OUT/gtest.log" | head -60
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |GB/s|worst|decided|PAGODA_CHECK|what\(\)|Failure|^\[ [a-zA-Z].* \]" "$OUT/gtest.log" | head -60
+      [ $rc -ne 0 ] && tail -15 "$OUT/gtest.log"
       note "gpu unit tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gtest.log") ok, $(grep -c '^\[  FAILED' "$OUT/gtest.log") failed lines)"
       ;;
     parity)
@@ -50,7 +51,8 @@ for stage in "${stages[@]}"; do
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
       run_bench() {  # name, then the pagoda arguments
         local name=$1; shift
-        timeout 400 "$PAGODA" --log-level warn "$@" --json >"$OUT/bench_$name.json" 2>"$OUT/bench_$name.log"
+        PAGODA_CUDA_STEP_TIMING=1 timeout 400 "$PAGODA" --log-level info "$@" --json >"$OUT/bench_$name.json" 2>"$OUT/bench_$name.log"
+        grep -h "graph replays" "$OUT/bench_$name.log"
         echo "$name rc=$? $(python3 -c "import json,sys; d=json.load(open('$OUT/bench_$name.json')); print({k: d[k] for k in d if 'per_second' in k or k in ('ttft_seconds','tpot_seconds','elapsed_time')})" 2>/dev/null)"
       }
       run_bench decode_ctx128 bench latency $M --batch-size 1 --input-len 128 --output-len 256 --num-iters 3 --max-model-len 4096
@@ -79,6 +81,9 @@ PY
       ;;
   esac
 done
+# At most 8 files come back: everything goes into one archive, the key results beside it.
+tar -czf "$OUT/details.tgz" -C "$OUT" --exclude=details.tgz . 2>/dev/null
+( cd "$OUT" && for f in *; do case $f in details.tgz|hf_parity.json|gtest.log) ;; *) rm -f "$f" ;; esac; done )
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/hf_parity.log" ] && tail -6 "$OUT/hf_parity.log"

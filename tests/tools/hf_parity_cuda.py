@@ -5,8 +5,8 @@ Runs on the GPU machine (scripts/device/run.sh calls it). For each checkpoint, r
 through transformers in fp32 (the truth) and in bf16 (what bf16 rounding alone costs), and through
 `pagoda generate --device cuda` with prompt logprobs. Reported per checkpoint:
   * logprob error: |pagoda - hf_fp32| over pagoda's top-20 tokens at every prompt position, beside the
-    same error of transformers' own bf16 run; pagoda passes when it is within 2x of transformers' bf16
-    error (+0.02 nats);
+    same error of transformers' own bf16 run; pagoda passes when its mean and 99th percentile are within
+    2x of transformers' bf16 error (+0.02 / +0.05 nats);
   * greedy agreement: pagoda's greedy tokens against transformers fp32 greedy, up to the first position
     where the fp32 top-2 logits are within 1% of the logit range (too close for bf16 to call).
 The Llama-3.2-1B-shaped checkpoint is created here with random weights (seeded) from its config.json.
@@ -82,6 +82,7 @@ def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int
     m16 = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).cuda().eval()
     outs = run_pagoda(pagoda, model_dir, prompts, steps)
     err_pagoda, err_bf16, top1_pagoda, top1_bf16, positions = [], [], 0, 0, 0
+    by_position = {}  # position bucket -> (pagoda errors, bf16 errors)
     greedy = []
     for ids, out in zip(prompts, outs):
         lp32, _ = hf_logprobs(m32, ids)
@@ -89,9 +90,12 @@ def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int
         for p in range(1, len(ids)):
             entries = out["prompt_logprobs"][p]
             row32, row16 = lp32[p - 1], lp16[p - 1]
+            bucket = "0-63" if p < 64 else "64-255" if p < 256 else "256+"
             for e in entries[:20]:
                 err_pagoda.append(abs(e["logprob"] - float(row32[e["id"]])))
                 err_bf16.append(abs(float(row16[e["id"]]) - float(row32[e["id"]])))
+                by_position.setdefault(bucket, ([], []))[0].append(err_pagoda[-1])
+                by_position[bucket][1].append(err_bf16[-1])
             positions += 1
             top1_pagoda += entries[0]["id"] == int(row32.argmax())
             top1_bf16 += int(row16.argmax()) == int(row32.argmax())
@@ -103,15 +107,18 @@ def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int
     del m32, m16
     torch.cuda.empty_cache()
     mean = lambda v: sum(v) / max(len(v), 1)
+    p99 = lambda v: sorted(v)[int(0.99 * (len(v) - 1))]
     result = {
         "model": name, "prompt_lens": prompt_lens, "positions": positions,
-        "logprob_err_mean": mean(err_pagoda), "logprob_err_max": max(err_pagoda),
-        "hf_bf16_err_mean": mean(err_bf16), "hf_bf16_err_max": max(err_bf16),
+        "logprob_err_mean": mean(err_pagoda), "logprob_err_p99": p99(err_pagoda), "logprob_err_max": max(err_pagoda),
+        "hf_bf16_err_mean": mean(err_bf16), "hf_bf16_err_p99": p99(err_bf16), "hf_bf16_err_max": max(err_bf16),
+        "by_position": {b: {"pagoda_mean": mean(v[0]), "hf_bf16_mean": mean(v[1]), "n": len(v[0])}
+                        for b, v in by_position.items()},
         "top1_agree_pagoda": top1_pagoda / positions, "top1_agree_hf_bf16": top1_bf16 / positions,
         "greedy": greedy,
     }
     result["logprobs_ok"] = (result["logprob_err_mean"] <= 2 * result["hf_bf16_err_mean"] + 0.02 and
-                             result["logprob_err_max"] <= 2 * result["hf_bf16_err_max"] + 0.05)
+                             result["logprob_err_p99"] <= 2 * result["hf_bf16_err_p99"] + 0.05)
     result["greedy_ok"] = all(g["ok"] for g in greedy)
     return result
 
@@ -133,16 +140,19 @@ def main():
             results.append(check_model("llama-3.2-1b-random", ckpt, args.pagoda, [9, 40, 300], 24, 1))
     Path(args.out).write_text(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                                           "results": results}, indent=1))
-    print(f"{'checkpoint':24} {'lp err mean/max':>18} {'hf bf16 mean/max':>18} {'top1 pagoda/bf16':>17} "
+    print(f"{'checkpoint':24} {'lp err mean/p99':>18} {'hf bf16 mean/p99':>18} {'top1 pagoda/bf16':>17} "
           f"{'greedy agree/decided':>22}  ok")
     ok = True
     for r in results:
         g = " ".join(f"{x['agree']}/{x['decided']}" for x in r["greedy"])
         good = r["logprobs_ok"] and r["greedy_ok"]
         ok &= good
-        print(f"{r['model']:24} {r['logprob_err_mean']:8.4f}/{r['logprob_err_max']:<8.4f} "
-              f"{r['hf_bf16_err_mean']:8.4f}/{r['hf_bf16_err_max']:<8.4f} "
+        print(f"{r['model']:24} {r['logprob_err_mean']:8.4f}/{r['logprob_err_p99']:<8.4f} "
+              f"{r['hf_bf16_err_mean']:8.4f}/{r['hf_bf16_err_p99']:<8.4f} "
               f"{r['top1_agree_pagoda']:8.3f}/{r['top1_agree_hf_bf16']:<8.3f} {g:>22}  {'PASS' if good else 'FAIL'}")
+    for r in results:
+        print(r["model"], "by position:", " ".join(f"{b}: {v['pagoda_mean']:.4f} vs {v['hf_bf16_mean']:.4f}"
+                                                   for b, v in r["by_position"].items()))
     sys.exit(0 if ok else 1)
 
 

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -75,6 +77,46 @@ CudaOps::Impl::~Impl() {
 void CudaOps::Impl::drop_graphs() {
   for (auto& [size, g] : graphs) cudaGraphExecDestroy(g.exec);
   graphs.clear();
+  uncapturable.clear();
+}
+
+// PAGODA_CUDA_STEP_TIMING=1: CUDA events around every graph replay; the mean GPU time of a replay and the
+// mean wall time from one replay's start to the next are logged at exit (GPU busy vs host gaps).
+GraphTimer::GraphTimer() {
+  const char* env = std::getenv("PAGODA_CUDA_STEP_TIMING");
+  enabled = env && *env == '1';
+  if (enabled) {
+    PAGODA_CUDA_CHECK(cudaEventCreate(&start));
+    PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+}
+
+GraphTimer::~GraphTimer() {
+  if (!enabled) return;
+  if (count > 1)
+    spdlog::info("CUDA graph replays: {} ({} measured), GPU {:.3f} ms each, {:.3f} ms from one replay's start to the "
+                 "next", count, count - 1, gpu_ms / (count - 1), wall_ms / (count - 1));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+void GraphTimer::begin(cudaStream_t stream) {
+  if (!enabled) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (pending) {  // the previous replay finished long ago (its tokens were read back)
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, start, stop) == cudaSuccess) gpu_ms += ms;
+    wall_ms += std::chrono::duration<double, std::milli>(now - last_begin).count();
+  }
+  last_begin = now;
+  ++count;
+  cudaEventRecord(start, stream);
+}
+
+void GraphTimer::end(cudaStream_t stream) {
+  if (!enabled) return;
+  cudaEventRecord(stop, stream);
+  pending = true;
 }
 
 void* CudaOps::Impl::arena_alloc(size_t bytes) {
@@ -85,7 +127,8 @@ void* CudaOps::Impl::arena_alloc(size_t bytes) {
     chunk_used = 0;
   }
   if (chunk == chunks.size()) {
-    PAGODA_CHECK(!capturing, "the GPU workspace must grow while a CUDA graph is captured");
+    // Growing needs cudaMalloc, which a capture forbids: the caller falls back to an eager step.
+    if (capturing) throw Error("the GPU workspace would have to grow during CUDA graph capture");
     const size_t last = chunks.empty() ? 0 : chunks.back().size();
     chunks.emplace_back(std::max({bytes, 2 * last, size_t{64} << 20}));
     chunk_used = 0;
@@ -112,7 +155,7 @@ void CudaOps::Impl::arena_reset() {
 const float* CudaOps::Impl::device_inv_freq(const RopeParams& p) {
   auto it = inv_freq.find(p.inv_freq.data());
   if (it == inv_freq.end()) {
-    PAGODA_CHECK(!capturing, "RoPE tables are uploaded before graph capture");
+    if (capturing) throw Error("RoPE tables must be on the GPU before a CUDA graph is captured");
     DeviceBuffer buf(p.inv_freq.size() * sizeof(float));
     PAGODA_CUDA_CHECK(cudaMemcpy(buf.data(), p.inv_freq.data(), buf.size(), cudaMemcpyHostToDevice));
     it = inv_freq.emplace(p.inv_freq.data(), std::move(buf)).first;
@@ -336,11 +379,19 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
   if (moved) m.drop_graphs();
   auto it = m.graphs.find(size);
-  if (it == m.graphs.end()) {
-    m.capture(size, forward, batch);
-    it = m.graphs.find(size);
+  if (it == m.graphs.end() && !m.uncapturable.contains(size)) {
+    try {
+      m.capture(size, forward, batch);
+      it = m.graphs.find(size);
+    } catch (const Error& e) {  // e.g. the workspace was too small: this size runs eagerly until it grows
+      spdlog::warn("decode batch size {} runs without a CUDA graph: {}", size, e.what());
+      m.uncapturable.insert(size);
+    }
   }
+  if (it == m.graphs.end()) return forward(batch).rows(0, rows);
+  m.timer.begin(m.stream);
   PAGODA_CUDA_CHECK(cudaGraphLaunch(it->second.exec, m.stream));
+  m.timer.end(m.stream);
   m.last_graph_size = size;
   return it->second.logits.rows(0, rows);
 }

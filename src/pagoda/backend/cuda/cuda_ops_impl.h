@@ -4,7 +4,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "pagoda/backend/cuda/cuda_ops.h"
@@ -17,6 +19,20 @@ namespace pagoda {
 struct DecodeGraph {
   cudaGraphExec_t exec = nullptr;
   Tensor logits;  // [padded batch, vocab] in the workspace, as captured
+};
+
+// Optional timing of graph replays (PAGODA_CUDA_STEP_TIMING=1), for finding host gaps between steps.
+struct GraphTimer {
+  GraphTimer();
+  ~GraphTimer();
+  void begin(cudaStream_t stream);
+  void end(cudaStream_t stream);
+
+  bool enabled = false, pending = false;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  int64_t count = 0;
+  double gpu_ms = 0, wall_ms = 0;
+  std::chrono::steady_clock::time_point last_begin;
 };
 
 struct CudaOps::Impl {
@@ -47,6 +63,8 @@ struct CudaOps::Impl {
 
   cuda::StepInputs inputs;
   std::map<int, DecodeGraph> graphs;  // by padded batch size
+  std::set<int> uncapturable;         // sizes whose capture failed since graphs were last dropped
+  GraphTimer timer;
   int last_graph_size = 0;
 
   cuda::PinnedBuffer download_staging;
