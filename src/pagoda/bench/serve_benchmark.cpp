@@ -2,6 +2,8 @@
 // arrival time and spawns the request, which waits for a concurrency slot, streams, and is timed.
 #include "pagoda/bench/serve_benchmark.h"
 
+#include <sys/resource.h>
+
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
@@ -54,6 +56,17 @@ class Slots {
   int free_;
   std::deque<asio::steady_timer*> waiters_;
 };
+
+// Every request in flight holds a socket: lift the soft descriptor limit towards the hard one if needed.
+void raise_open_file_limit(size_t wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min<rlim_t>(wanted, limit.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < wanted)
+    spdlog::warn("bench: up to {} connections but the open-file limit is {}: requests may fail", wanted - 64,
+                 limit.rlim_cur > before ? limit.rlim_cur : before);
+}
 
 std::string first_model(BlockingHttpClient& http, const std::string& where) {
   const HttpResult r = http.request("GET", "/v1/models");
@@ -197,6 +210,8 @@ ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {
   const std::vector<double> arrivals =
       arrival_times(static_cast<int>(prompts.size()), o.request_rate, o.burstiness, o.seed);
 
+  const size_t in_flight = o.max_concurrency > 0 ? std::min<size_t>(o.max_concurrency, prompts.size()) : prompts.size();
+  raise_open_file_limit(in_flight + 64);
   asio::io_context ioc;
   HttpClient client(ioc.get_executor(), url, headers, o.timeout_s);
   RequestProgress progress(static_cast<int>(prompts.size()), false);

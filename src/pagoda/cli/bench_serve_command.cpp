@@ -25,6 +25,8 @@ struct BenchServeCli {
   std::string json_file;
   std::string label;
   bool no_progress = false;
+  std::string host = "127.0.0.1";
+  int port = 8000;
 };
 
 double parse_rate(const std::string& text) {
@@ -59,6 +61,7 @@ std::vector<double> parse_percentiles(const std::string& text) {
 }
 
 void run_bench_serve(BenchServeCli& c) {
+  if (c.run.base_url.empty()) c.run.base_url = fmt::format("http://{}:{}", c.host, c.port);
   c.run.request_rate = parse_rate(c.request_rate);
   if (!c.extra_body.empty()) {
     c.run.extra_body = nlohmann::json::parse(c.extra_body, nullptr, /*allow_exceptions=*/false);
@@ -92,7 +95,10 @@ void add_bench_serve_command(CLI::App& bench) {
   auto c = std::make_shared<BenchServeCli>();
   bench::ServeBenchmarkOptions& o = c->run;
   CLI::App* cmd = bench.add_subcommand("serve", "Load-test an OpenAI-compatible server (like vllm bench serve)");
-  cmd->add_option("--base-url", o.base_url, "the server, http://HOST:PORT (default http://127.0.0.1:8000)");
+  o.base_url.clear();
+  cmd->add_option("--base-url", o.base_url, "the server, http://HOST:PORT[/PREFIX] (default: from --host and --port)");
+  cmd->add_option("--host", c->host, "server host when no --base-url (default 127.0.0.1)");
+  cmd->add_option("--port", c->port, "server port when no --base-url (default 8000)")->check(CLI::Range(1, 65535));
   cmd->add_option("--endpoint", o.endpoint, "/v1/completions (default) or /v1/chat/completions")
       ->check(CLI::IsMember({"/v1/completions", "/v1/chat/completions"}));
   cmd->add_option("--model", o.model, "model id (default: the first of GET /v1/models)");
@@ -126,7 +132,7 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--timeout", o.timeout_s, "seconds to wait for a connection or the next bytes (default 600)");
   cmd->add_option("--json", c->json_file, "write the full result (summary and every request) to this file");
   cmd->add_option("--label", c->label, "a name for this run in the result file (plots use it)");
-  cmd->add_flag("--no-progress", c->no_progress, "no progress bar on stderr");
+  cmd->add_flag("--no-progress,--disable-tqdm", c->no_progress, "no progress bar on stderr");
   o.synthetic.prefix_len = 256;
   o.synthetic.num_prefix_groups = 10;
   cmd->callback([c] { run_bench_serve(*c); });

@@ -8,7 +8,11 @@ namespace {
 
 nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
-std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.3g}ms", *v * 1e3) : "-"; }
+std::string ms(const std::optional<double>& v) {
+  if (!v) return "-";
+  const double x = *v * 1e3;
+  return x >= 100 ? fmt::format("{:.0f}ms", x) : fmt::format("{:.3g}ms", x);
+}
 
 }  // namespace
 
