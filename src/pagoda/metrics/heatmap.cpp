@@ -68,7 +68,7 @@ void TimeBins::spread(std::vector<double>& row, double t0, double t1, double amo
 }
 
 std::string render_svg(const Heatmap& h) {
-  constexpr int kLabelWidth = 230, kRightWidth = 90, kRowHeight = 16, kTitleHeight = 22, kAxisHeight = 30;
+  constexpr int kLabelWidth = 230, kRightWidth = 120, kRowHeight = 16, kTitleHeight = 22, kAxisHeight = 30;
   const int bins = std::max(h.num_bins, 1);
   const double cell = std::clamp(1200.0 / bins, 2.0, 14.0);
   const double plot_width = cell * bins;

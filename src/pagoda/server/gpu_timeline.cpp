@@ -53,6 +53,23 @@ struct MeanRow {
   }
 };
 
+// Time-weighted mean over the bins each step's forward overlaps, so long steps fill every bin they span.
+struct SpreadMean {
+  std::vector<double> sum, weight;
+  explicit SpreadMean(int bins) : sum(static_cast<size_t>(bins), 0), weight(static_cast<size_t>(bins), 0) {}
+  void add(const TimeBins& bins, double t0, double t1, double v) {
+    const double w = std::max(t1 - t0, 1e-9);
+    bins.spread(sum, t0, t0 + w, v * w);
+    bins.spread(weight, t0, t0 + w, w);
+  }
+  std::vector<double> values() const {
+    std::vector<double> out(sum.size(), kNaN);
+    for (size_t i = 0; i < sum.size(); ++i)
+      if (weight[i] > 0) out[i] = sum[i] / weight[i];
+    return out;
+  }
+};
+
 std::vector<double> scaled(std::vector<double> v, double factor) {
   for (double& x : v) x *= factor;
   return v;
@@ -143,7 +160,7 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
 
   // Engine steps.
   std::vector<double> busy = zeros(), num_steps = zeros(), prefill = zeros(), decode = zeros();
-  MeanRow decode_batch(n), seqs(n), padding(n), eager(n);
+  SpreadMean decode_batch(n), seqs(n), padding(n), eager(n);
   std::map<int, std::vector<double>> by_decode, by_prefill;  // bucket -> forward seconds per bin
   for (const StepRecord& s : steps) {
     const double t0 = secs(s.start) + s.schedule_seconds, t1 = t0 + s.execute_seconds;
@@ -153,10 +170,11 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
     if (b >= 0) num_steps[static_cast<size_t>(b)] += 1;
     bins.spread(prefill, t0, t1, s.prefill_tokens);
     bins.spread(decode, t0, t1, s.decode_seqs);
-    decode_batch.add(b, s.decode_seqs);
-    seqs.add(b, s.num_seqs);
-    eager.add(b, s.graph_batch_size == 0 ? 100 : 0);
-    if (s.graph_batch_size > 0) padding.add(b, 100.0 * (s.graph_batch_size - s.decode_seqs) / s.graph_batch_size);
+    decode_batch.add(bins, t0, t1, s.decode_seqs);
+    seqs.add(bins, t0, t1, s.num_seqs);
+    eager.add(bins, t0, t1, s.graph_batch_size == 0 ? 100 : 0);
+    if (s.graph_batch_size > 0)
+      padding.add(bins, t0, t1, 100.0 * (s.graph_batch_size - s.decode_seqs) / s.graph_batch_size);
     auto& d = by_decode.try_emplace(pow2_bucket(s.decode_seqs), zeros()).first->second;
     bins.spread(d, t0, t1, s.execute_seconds);
     auto& p = by_prefill.try_emplace(pow4_bucket(s.prefill_tokens), zeros()).first->second;
