@@ -137,6 +137,19 @@ class BenchServeTest(unittest.TestCase):
         self.assertEqual([q["output_len"] for q in r["requests"][:3]], [5, 3, 3])
         self.assertEqual(r["requests"][2]["prompt_tokens"], 4)  # a token-id prompt is sent as is
 
+    def test_api_key(self):
+        server = Server("--api-key", "sk-bench")
+        try:
+            base = f"http://127.0.0.1:{server.port}"
+            proc = pagoda_cli.run("bench", "serve", "--base-url", base, "--api-key", "sk-bench", "--num-prompts", "10",
+                                  "--random-input-len", "8", "--random-output-len", "4", "--ignore-eos")
+            self.assertIn("Successful requests:                     10", proc.stdout)
+            proc = pagoda_cli.run("bench", "serve", "--base-url", base, "--num-prompts", "2", check=False)
+            self.assertEqual(proc.returncode, 1)
+            self.assertIn("HTTP 401", proc.stderr)
+        finally:
+            server.stop()
+
     def test_errors_are_clear(self):
         port = free_port()
         proc = pagoda_cli.run("bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", "2",
