@@ -125,6 +125,12 @@ class BenchServeTest(unittest.TestCase):
                               "--goodput", "ttft:0.000001")
         self.assertEqual(tight["request_goodput"], 0)
 
+    def test_random_vocab_size_needs_no_tokenizer(self):
+        _, r = self.bench("--num-prompts", "20", "--random-input-len", "10", "--random-output-len", "4", "--ignore-eos",
+                          "--random-vocab-size", "512")
+        self.check_accounting(r, 20)
+        self.assertEqual(r["random_vocab_size"], 512)
+
     def test_jsonl_dataset(self):
         path = os.path.join(self.tmp.name, "prompts.jsonl")
         with open(path, "w") as f:

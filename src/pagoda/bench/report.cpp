@@ -115,6 +115,7 @@ json result_json(const ServeBenchmarkOptions& o, const GoodputSlo& slo, const st
       {"random_input_len", o.synthetic.input_len},
       {"random_output_len", o.synthetic.output_len},
       {"random_range_ratio", o.synthetic.range_ratio},
+      {"random_vocab_size", o.random_vocab_size > 0 ? json(o.random_vocab_size) : json(nullptr)},
       {"prefix_len", o.dataset == "prefix" ? o.synthetic.prefix_len : 0},
       {"num_prefix_groups", o.dataset == "prefix" ? o.synthetic.num_prefix_groups : 0},
       {"num_prompts", static_cast<int>(run.records.size())},

@@ -83,15 +83,17 @@ std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingH
   std::vector<BenchPrompt> prompts;
   std::unique_ptr<ServerTokenizer> tokenizer;
   std::vector<TokenId> pool;
+  if (o.random_vocab_size > 0)  // a server without /tokenize (or a model without a tokenizer)
+    for (int id = std::min(300, o.random_vocab_size - 1); id < o.random_vocab_size; ++id) pool.push_back(id);
   const auto need_tokenizer = [&] {
     if (tokenizer) return;
     tokenizer = std::make_unique<ServerTokenizer>(http, model);
-    pool = token_pool(*tokenizer);
+    if (pool.empty()) pool = token_pool(*tokenizer);
   };
   if (o.dataset == "jsonl") {
     prompts = jsonl_prompts(o.dataset_path, o.synthetic.num_prompts, o.synthetic.output_len);
   } else {
-    need_tokenizer();
+    if (pool.empty()) need_tokenizer();
     SyntheticOptions s = o.synthetic;
     s.seed = o.seed;
     if (o.dataset == "random") s.prefix_len = 0;
@@ -185,6 +187,7 @@ void ServeBenchmarkOptions::validate() const {
     throw InvalidRequest("--dataset must be random, prefix or jsonl");
   }
   if (!extra_body.is_object()) throw InvalidRequest("--extra-body must be a JSON object");
+  if (random_vocab_size < 0) throw InvalidRequest("--random-vocab-size must not be negative");
 }
 
 ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {

@@ -28,6 +28,7 @@ struct ServeBenchmarkOptions {
   std::string dataset = "random";            // random, prefix, jsonl
   SyntheticOptions synthetic;                // num_prompts, lengths, prefix groups (seed is copied from `seed`)
   std::string dataset_path;                  // jsonl
+  int random_vocab_size = 0;                 // > 0: draw ids from [min(300, N - 1), N) instead of /tokenize
   bool ignore_eos = false;
   double temperature = 0;
   nlohmann::json extra_body = nlohmann::json::object();

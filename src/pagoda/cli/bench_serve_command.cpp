@@ -122,6 +122,8 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--prefix-len", o.synthetic.prefix_len, "prefix dataset: tokens shared within a group (default 256)");
   cmd->add_option("--num-prefix-groups", o.synthetic.num_prefix_groups, "prefix dataset: distinct prefixes (default 10)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--random-vocab-size", o.random_vocab_size,
+                  "draw random prompt ids from [min(300, N-1), N) instead of the server's tokenizer (/tokenize)");
   cmd->add_option("--dataset-path", o.dataset_path, "jsonl dataset: lines {\"prompt\": \"...\" or [ids], \"output_len\"?: N}");
   cmd->add_flag("--ignore-eos", o.ignore_eos, "generate exactly max_tokens (sends ignore_eos: true; else false)");
   cmd->add_option("--temperature", o.temperature, "sampling temperature (default 0: greedy)")->check(CLI::NonNegativeNumber);
