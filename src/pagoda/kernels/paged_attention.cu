@@ -6,19 +6,21 @@
 //    (sequence, query head); 4 warps, 16 query rows each. K/V tiles of 64 keys are gathered into shared
 //    memory (cp.async, double-buffered); S = Q K^T and O += P V run on tensor cores (mma.sync m16n8k16,
 //    bf16 in, fp32 accumulate); the online softmax stays in registers; key tiles past the causal
-//    diagonal are never loaded.
-//  - decode_tc_kernel<D> (D = 64, 128): one block = one span of keys (a whole number of
+//    diagonal are never loaded. Query tiles of all sequences are numbered one after another, so a mixed
+//    step launches no blocks for (short sequence, tile of the longest one).
+//  - decode_tc_kernel<D, stages> (D = 64, 128): one block = one span of keys (a whole number of
 //    kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group
-//    are the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (3-stage cp.async
-//    pipeline) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end.
-//    With one span per sequence the block writes the output, otherwise it writes (max, sum, unnormalised
-//    acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is one
-//    partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many
-//    splits then does not launch thousands of blocks that find no keys.
+//    are the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of
+//    2, 3 or 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at
+//    the end. With one span per sequence the block writes the output, otherwise it writes (max, sum,
+//    unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A
+//    span is one partition unless the batch alone fills the GPU (see decode_spans): a graph captured
+//    with many splits then does not launch thousands of blocks that find no keys.
 //  - generic_kernel<P>: every other even head_dim up to 256, prefill and decode: one warp per (token,
 //    head), fp32, one key at a time. For the tiny models; speed does not matter there.
 //
 // Scores are kept in the log2 domain (scaled by softmax_scale * log2(e)) so that exp2f does the softmax.
+// q, out and the caches must be 16-byte aligned (cudaMalloc'd buffers are) for the 64/128 paths.
 #include "pagoda/kernels/paged_attention.h"
 
 #include <cuda_bf16.h>
@@ -41,7 +43,12 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTileQ = 16 * kWarps;  // prefill: query rows per block, 16 per warp
 constexpr int kTileK = 64;           // keys per shared-memory tile (prefill and decode)
-constexpr int kDecodeStages = 3;     // decode cp.async pipeline depth
+// Decode cp.async pipeline depth: 3 stages (2 blocks per SM at head_dim 128) when the grid fills the GPU;
+// 6 (one block per SM, ~170 KB of K/V in flight) when there are fewer blocks than SMs, e.g. batch 1; 2 on
+// GPUs with less shared memory per block (sm_86/89).
+constexpr int kDecodeStagesWide = 3;
+constexpr int kDecodeStagesDeep = 6;
+constexpr int kDecodeStagesSmall = 2;
 constexpr int kDecodeRows = 16;      // decode: query heads per block (the MMA's M)
 static_assert(kTileK == 16 * kWarps, "decode gives each warp 16 keys of a tile");
 
@@ -406,20 +413,20 @@ constexpr size_t decode_red_bytes() {  // cross-warp merge buffers, aliasing the
   return (static_cast<size_t>(kWarps) * kDecodeRows * decode_red_ld<D>() + 3 * kWarps * kDecodeRows +
           2 * kDecodeRows) * sizeof(float);
 }
-template <int D>
+template <int D, int kStages>
 constexpr size_t decode_smem_bytes() {
-  return (static_cast<size_t>(kDecodeRows) * tile_ld<D>() + kDecodeStages * decode_stage_elems<D>()) * sizeof(bf16);
+  return (static_cast<size_t>(kDecodeRows) * tile_ld<D>() + kStages * decode_stage_elems<D>()) * sizeof(bf16);
 }
 
-template <int D>
+template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
   constexpr int kLd = tile_ld<D>();
-  static_assert(decode_red_bytes<D>() <= kDecodeStages * decode_stage_elems<D>() * sizeof(bf16),
+  static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
-  bf16* stages = qs + kDecodeRows * kLd;         // [kDecodeStages][K, V][kTileK][kLd]
+  bf16* stages = qs + kDecodeRows * kLd;         // [kStages][K, V][kTileK][kLd]
 
   const int split = blockIdx.x;
   const int num_spans = gridDim.x;
@@ -442,16 +449,16 @@ __global__ void __launch_bounds__(kThreads)
   const int k_end = min(seq_len, k_begin + span);
   const int n_chunks = (k_end - k_begin + kTileK - 1) / kTileK;
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
-  auto stage_k = [&](int i) { return stages + (i % kDecodeStages) * decode_stage_elems<D>(); };
+  auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
   auto stage_v = [&](int i) { return stage_k(i) + kTileK * kLd; };
 
   load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
 #pragma unroll
-  for (int c = 0; c < kDecodeStages - 1; ++c) {  // Q rides in group 0 with chunk 0
+  for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
     if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
     cp_async_commit();
   }
-  cp_async_wait<kDecodeStages - 2>();
+  cp_async_wait<kStages - 2>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -465,7 +472,7 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int j = 0; j < n_chunks; ++j) {
-    const int next = j + kDecodeStages - 1;  // its stage was last read in iteration j - 1
+    const int next = j + kStages - 1;  // its stage was last read in iteration j - 1
     if (next < n_chunks) load_kv_tile<D>(stage_k(next), stage_v(next), p, pages, kvh, k_begin + next * kTileK, k_end);
     cp_async_commit();  // always, so that group j + 1 is complete after the wait below
     const int key0 = k_begin + j * kTileK + warp * 16;  // this warp's 16 keys of the chunk
@@ -483,7 +490,7 @@ __global__ void __launch_bounds__(kThreads)
       online_softmax<2, D / 8>(sc, m, l, o);
       pv_tile<D, 2>(o, sc, stage_v(j) + warp * 16 * kLd, lane);
     }
-    cp_async_wait<kDecodeStages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();
   }
   cp_async_wait<0>();  // only empty groups can be pending; the stages are free after this barrier
@@ -686,17 +693,25 @@ void launch_prefill_tc(const PagedAttentionParams& p, cudaStream_t stream) {
   PAGODA_CUDA_CHECK_LAUNCH("paged_attention_prefill (tensor cores)");
 }
 
-int num_sms() {
-  static std::atomic<int> cached[64] = {};
+struct DeviceLimits {
+  int num_sms = 0;
+  int max_smem_per_block = 0;  // opt-in dynamic shared memory
+};
+// Queried once per device.
+DeviceLimits device_limits() {
+  static std::atomic<int> cached_sms[64] = {};
+  static std::atomic<int> cached_smem[64] = {};
   int device = 0;
   PAGODA_CUDA_CHECK(cudaGetDevice(&device));
-  std::atomic<int>& slot = cached[device & 63];
-  int n = slot.load(std::memory_order_relaxed);
-  if (n == 0) {
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    slot.store(n, std::memory_order_relaxed);
+  DeviceLimits l{cached_sms[device & 63].load(std::memory_order_relaxed),
+                 cached_smem[device & 63].load(std::memory_order_relaxed)};
+  if (l.num_sms == 0 || l.max_smem_per_block == 0) {
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&l.num_sms, cudaDevAttrMultiProcessorCount, device));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cached_smem[device & 63].store(l.max_smem_per_block, std::memory_order_relaxed);
+    cached_sms[device & 63].store(l.num_sms, std::memory_order_relaxed);
   }
-  return n;
+  return l;
 }
 
 // Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
@@ -708,17 +723,24 @@ struct DecodeSpans {
   int num_spans, span;
 };
 DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
-  const int target_blocks = 4 * num_sms();
+  const int target_blocks = 4 * device_limits().num_sms;
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
   const int parts_per_span = (num_splits + std::min(num_splits, wanted) - 1) / std::min(num_splits, wanted);
   return {(num_splits + parts_per_span - 1) / parts_per_span, parts_per_span * kDecodePartitionTokens};
 }
 
+template <int D, int kStages>
+void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
+                          cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};
+  constexpr size_t smem = decode_smem_bytes<D, kStages>();
+  allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
+  decode_tc_kernel<D, kStages><<<grid, kThreads, smem, stream>>>(p, span, ws_acc, ws_ml);
+  PAGODA_CUDA_CHECK_LAUNCH("paged_attention_decode (tensor cores)");
+}
+
 template <int D>
 void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured{0};
-  constexpr size_t smem = decode_smem_bytes<D>();
-  allow_smem(decode_tc_kernel<D>, smem, configured);
   const int group = p.num_heads / p.num_kv_heads;
   const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
   const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs);
@@ -729,8 +751,16 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
     ws_ml = reinterpret_cast<float2*>(ws_acc + static_cast<size_t>(p.num_seqs) * p.num_heads * spans.num_spans * D);
   }
   const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
-  decode_tc_kernel<D><<<grid, kThreads, smem, stream>>>(p, spans.span, ws_acc, ws_ml);
-  PAGODA_CUDA_CHECK_LAUNCH("paged_attention_decode (tensor cores)");
+  const DeviceLimits limits = device_limits();
+  const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
+    launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  } else if (fits(decode_smem_bytes<D, kDecodeStagesWide>())) {
+    launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  } else {
+    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  }
   if (spans.num_spans > 1) {
     decode_merge_kernel<D><<<dim3(p.num_heads, p.num_seqs), D / 2, 0, stream>>>(p, spans.num_spans, spans.span, ws_acc,
                                                                                ws_ml);

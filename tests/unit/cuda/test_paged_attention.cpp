@@ -1,9 +1,10 @@
 // GPU paged attention (kernels/paged_attention.cu) against a double-precision host reference computed
 // from the same bf16-rounded inputs. Prefill over a grid of head dims x GQA shapes x block sizes (prompts,
-// chunks with prior context, single tokens, padding), other head dims (generic kernel), decode with
-// split-K (more splits than needed gives the same bits, one split writes directly) and a CUDA graph
-// replayed with new sequence lengths. Block tables are shuffled, and every cache slot outside a sequence
-// holds NaN, so a read of a wrong page or of a key past the end shows up as NaN.
+// chunks after a prior context, single tokens, padding), a mixed step of 171 sequences, other head dims
+// (generic kernel); decode with split-K (the needed split count and more, as a captured graph passes),
+// one split, wide batches, and a CUDA graph replayed after the sequence lengths change in device memory.
+// Block tables are shuffled, and every cache slot outside a sequence holds NaN, so a read of a wrong
+// page or of a key past the end shows up as NaN. Tolerance: 2e-2 absolute + 2e-2 relative (bf16 output).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -69,7 +70,7 @@ struct Batch {
 // with a few spare blocks; slots no sequence owns are NaN.
 Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const auto uni = [&rng] { return static_cast<float>(rng() >> 8) * (2.0f / 16777216.0f) - 1.0f; };  // [-1, 1)
   Batch b;
   b.shape = shape;
   b.num_seqs = static_cast<int>(seqs.size());
@@ -94,7 +95,7 @@ Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed
   b.kv_pages.assign(pool.begin(), pool.begin() + total_pages);
 
   b.q.resize(static_cast<size_t>(b.num_tokens) * shape.num_heads * hd);
-  for (auto& x : b.q) x = to_bf16(2.0f * uni(rng));
+  for (auto& x : b.q) x = to_bf16(2.0f * uni());
   const size_t cache_elems = static_cast<size_t>(b.num_blocks) * bs * nkv * hd;
   b.k.assign(cache_elems, kBf16NaN);
   b.v.assign(cache_elems, kBf16NaN);
@@ -102,8 +103,8 @@ Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed
     for (int key = 0; key < seqs[s].seq_len; ++key) {
       const int64_t slot = static_cast<int64_t>(b.kv_pages[b.kv_page_start[s] + key / bs]) * bs + key % bs;
       for (int i = 0; i < nkv * hd; ++i) {
-        b.k[slot * nkv * hd + i] = to_bf16(2.0f * uni(rng));
-        b.v[slot * nkv * hd + i] = to_bf16(uni(rng));
+        b.k[slot * nkv * hd + i] = to_bf16(2.0f * uni());
+        b.v[slot * nkv * hd + i] = to_bf16(uni());
       }
     }
   }
@@ -115,12 +116,8 @@ std::vector<double> reference(const Batch& b) {
   const Shape& sh = b.shape;
   const int hd = sh.head_dim, group = sh.num_heads / sh.num_kv_heads, bs = sh.block_size;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  std::vector<double> q(b.q.size()), k(b.k.size()), v(b.v.size());
-  for (size_t i = 0; i < q.size(); ++i) q[i] = from_bf16(b.q[i]);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = from_bf16(b.k[i]);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = from_bf16(b.v[i]);
   std::vector<double> out(b.q.size(), 0.0);
-  std::vector<double> w;
+  std::vector<double> w, qh(hd);
   for (int s = 0; s < b.num_seqs; ++s) {
     const int q_len = b.query_start[s + 1] - b.query_start[s], seq_len = b.seq_lens[s];
     std::vector<int64_t> row_of_key(seq_len);  // element offset of each key's slot
@@ -132,14 +129,14 @@ std::vector<double> reference(const Batch& b) {
       const int t = b.query_start[s] + i;
       const int num_keys = std::min(seq_len, seq_len - q_len + i + 1);
       for (int h = 0; h < sh.num_heads && num_keys > 0; ++h) {
-        const double* qh = &q[(static_cast<size_t>(t) * sh.num_heads + h) * hd];
+        for (int d = 0; d < hd; ++d) qh[d] = from_bf16(b.q[(static_cast<size_t>(t) * sh.num_heads + h) * hd + d]);
         const int64_t head_off = static_cast<int64_t>(h / group) * hd;
         w.assign(num_keys, 0.0);
         double mx = -INFINITY;
         for (int key = 0; key < num_keys; ++key) {
-          const double* kr = &k[row_of_key[key] + head_off];
+          const uint16_t* kr = &b.k[row_of_key[key] + head_off];
           double dot = 0.0;
-          for (int d = 0; d < hd; ++d) dot += qh[d] * kr[d];
+          for (int d = 0; d < hd; ++d) dot += qh[d] * from_bf16(kr[d]);
           w[key] = dot * scale;
           mx = std::max(mx, w[key]);
         }
@@ -147,9 +144,9 @@ std::vector<double> reference(const Batch& b) {
         for (double& x : w) sum += (x = std::exp(x - mx));
         double* o = &out[(static_cast<size_t>(t) * sh.num_heads + h) * hd];
         for (int key = 0; key < num_keys; ++key) {
-          const double* vr = &v[row_of_key[key] + head_off];
+          const uint16_t* vr = &b.v[row_of_key[key] + head_off];
           const double p = w[key] / sum;
-          for (int d = 0; d < hd; ++d) o[d] += p * vr[d];
+          for (int d = 0; d < hd; ++d) o[d] += p * from_bf16(vr[d]);
         }
       }
     }
@@ -312,12 +309,12 @@ std::vector<Seq> mixed_step_seqs() {
     if (i % 50 == 7) {
       seqs.push_back({0, 1});
     } else if (i % 40 == 13) {
-      seqs.push_back({static_cast<int>(100 + rng() % 300), 100});
+      seqs.push_back({static_cast<int>(40 + rng() % 220), 40});
     } else {
       seqs.push_back({static_cast<int>(1 + rng() % 200), 1});
     }
   }
-  seqs.push_back({200, 200});
+  seqs.push_back({130, 130});
   return seqs;
 }
 
@@ -383,7 +380,7 @@ TEST(PagedAttentionDecode, WideBatchOfLongContexts) {
   PAGODA_SKIP_WITHOUT_GPU();
   std::mt19937 rng(8);
   std::vector<Seq> seqs;
-  for (int i = 0; i < 24; ++i) seqs.push_back({i % 7 == 3 ? 0 : static_cast<int>(1 + rng() % 2500), 1});
+  for (int i = 0; i < 24; ++i) seqs.push_back({i % 7 == 3 ? 0 : static_cast<int>(1 + rng() % 1500), 1});
   uint32_t seed = 450;
   for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 16}}) {
     const Batch b = make_batch(shape, seqs, seed++);
