@@ -419,7 +419,7 @@ constexpr size_t decode_smem_bytes() {
 }
 
 template <int D, int kStages>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
