@@ -247,29 +247,37 @@ __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const fl
   }
 }
 
-// One block per token of qkv [T, nh + 2 nkv, hd]: q_out [T, nh, hd] = rope(q); unless slot < 0, the cache
-// rows [slot] of k_cache, v_cache [slots, nkv, hd] get rope(k) and v.
+// One block per (token, head) of qkv [T, nh + 2 nkv, hd], so a decode step of one token still spreads
+// over nh + 2 nkv blocks: q heads -> q_out [T, nh, hd] = rope(q); unless slot < 0, k heads -> rope(k)
+// and v heads -> v into the cache rows [slot] of k_cache, v_cache [slots, nkv, hd]. cos/sin in fp32
+// (sincosf, accurate for any argument) of the fp32 angle positions[t] * inv_freq[i].
 __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
                                       const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq,
-                                      float scaling, int num_heads, int num_kv_heads, int head_dim, bool vec_v) {
-  extern __shared__ float cs[];  // [2 * half]
+                                      float scaling, int num_heads, int num_kv_heads, int head_dim) {
   const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
   const int half = head_dim / 2;
   const int64_t slot = slot_mapping[t];
-  const int64_t kv_row = static_cast<int64_t>(num_kv_heads) * head_dim;  // elements per cache row
-  const bf16* src = qkv + t * (num_heads + 2 * num_kv_heads) * head_dim;
-  rope_table(cs, positions[t], inv_freq, half, scaling);
-  const int pairs = (slot >= 0 ? num_heads + num_kv_heads : num_heads) * half;
-  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int h = p / half;
-    const int i = p - h * half;
-    bf16* dst = h < num_heads ? q_out + (t * num_heads + h) * head_dim
-                              : k_cache + slot * kv_row + static_cast<int64_t>(h - num_heads) * head_dim;
-    rotate_pair(dst, src + static_cast<int64_t>(h) * head_dim, i, half, cs[i], cs[half + i]);
+  const bf16* src = qkv + (t * (num_heads + 2 * num_kv_heads) + h) * head_dim;
+  if (h >= num_heads + num_kv_heads) {  // a V head: copied as it is
+    if (slot < 0) return;
+    bf16* dst = v_cache + (slot * num_kv_heads + (h - num_heads - num_kv_heads)) * head_dim;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = src[i];
+    return;
   }
-  if (slot >= 0)
-    copy_row(v_cache + slot * kv_row, src + static_cast<int64_t>(num_heads + num_kv_heads) * head_dim,
-             static_cast<int>(kv_row), vec_v);
+  bf16* dst;
+  if (h < num_heads) {
+    dst = q_out + (t * num_heads + h) * head_dim;
+  } else {
+    if (slot < 0) return;
+    dst = k_cache + (slot * num_kv_heads + (h - num_heads)) * head_dim;
+  }
+  const float pos = static_cast<float>(positions[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, c;
+    sincosf(__fmul_rn(pos, inv_freq[i]), &s, &c);
+    rotate_pair(dst, src, i, half, c * scaling, s * scaling);
+  }
 }
 
 // ---- KV store ----
@@ -441,12 +449,10 @@ void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, 
                     int num_kv_heads, int head_dim, cudaStream_t stream) {
   const int half = head_dim / 2;
   if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
-  // V rows start at (t (nh + 2 nkv) + nh + nkv) hd elements: 16-byte aligned when hd % 8 == 0.
-  const bool vec_v = head_dim % kVec == 0 && aligned16(qkv) && aligned16(v_cache);
-  const unsigned threads = row_threads(static_cast<int64_t>(num_heads + num_kv_heads) * half, 256);
-  qkv_rope_store_kernel<<<num_tokens, threads, 2 * half * sizeof(float), stream>>>(
-      q_out, qkv, k_cache, v_cache, positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim,
-      vec_v);
+  const unsigned threads = static_cast<unsigned>((half + 31) / 32 * 32);
+  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * num_kv_heads));
+  qkv_rope_store_kernel<<<grid, threads, 0, stream>>>(q_out, qkv, k_cache, v_cache, positions, slot_mapping, inv_freq,
+                                                      scaling, num_heads, num_kv_heads, head_dim);
   PAGODA_CUDA_CHECK_LAUNCH("qkv_rope_store");
 }
 

@@ -799,7 +799,11 @@ int decode_num_splits(int max_seq_len) {
 }
 
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits) {
-  return static_cast<size_t>(num_seqs) * num_heads * num_splits * (head_dim + 2) * sizeof(float);
+  // decode_spans never makes more spans than num_splits, nor more than it takes to fill the GPU with at
+  // least num_seqs blocks per span: a bound that stays small for long max_model_len.
+  const int64_t target_blocks = 4 * static_cast<int64_t>(device_limits().num_sms);
+  const int64_t spans = std::min<int64_t>(num_splits, std::max<int64_t>(1, (target_blocks + num_seqs - 1) / std::max(num_seqs, 1)));
+  return static_cast<size_t>(num_seqs) * num_heads * spans * (head_dim + 2) * sizeof(float);
 }
 
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {

@@ -40,10 +40,12 @@ struct PagedAttentionParams {
 void paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t stream);
 
 // One query token per sequence (num_tokens == num_seqs). Split-K: the context is cut into partitions of
-// kDecodePartitionTokens, each handled by its own block, then merged by log-sum-exp. `num_splits` must be
+// kDecodePartitionTokens; while the batch leaves the GPU short of blocks each partition (or a run of a few)
+// gets its own block, and the partial results are merged by log-sum-exp. Small partitions keep batch-1
+// decode at long contexts spread over the whole GPU; large batches take long spans (often no merge). `num_splits` must be
 // >= ceil(max_seq_len / kDecodePartitionTokens) for every sequence in the batch; partitions past a
 // sequence's end do nothing (so a graph captured with the largest split count serves shorter contexts).
-constexpr int kDecodePartitionTokens = 512;
+constexpr int kDecodePartitionTokens = 64;
 int decode_num_splits(int max_seq_len);
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits);
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -197,14 +198,21 @@ TEST(SkinnyGemm, LmHeadSizedMatchesOnSampledRows) {
 TEST(SkinnyGemm, PrintsBandwidthOnLlamaShapes) {
   PAGODA_SKIP_WITHOUT_GPU();
   struct Shape { int n, k; };
-  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
-    DeviceArray<uint16_t> d_w(static_cast<size_t>(s.n) * s.k);
+  // Llama-3-8B's fused QKV, O, fused gate-up, gate alone, down. Several copies of the weights are cycled
+  // so that together they exceed the 60 MB L2 and every call streams from HBM.
+  for (const Shape s : {Shape{6144, 4096}, Shape{4096, 4096}, Shape{28672, 4096}, Shape{14336, 4096},
+                        Shape{4096, 14336}}) {
+    const int64_t elems = int64_t{s.n} * s.k;
+    const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / (2 * elems)));
+    DeviceArray<uint16_t> d_w(static_cast<size_t>(elems * copies));
     DeviceArray<uint16_t> d_out(static_cast<size_t>(k::kSkinnyGemmMaxTokens) * s.n);
-    k::fill_random(bf(d_w.get()), int64_t{s.n} * s.k, 11, 0.02f, 0.0f, nullptr);
+    k::fill_random(bf(d_w.get()), elems * copies, 11, 0.02f, 0.0f, nullptr);
     DeviceArray<uint16_t> d_x(random_bf16(static_cast<size_t>(k::kSkinnyGemmMaxTokens) * s.k, 5));
     for (const int T : {1, 2, 4, 8}) {
-      const double ms = time_ms(20, [&] {
-        k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), T, s.n, s.k, nullptr);
+      int call = 0;
+      const double ms = time_ms(20 * copies, [&] {
+        const auto* w = bf(d_w.get()) + (call++ % copies) * elems;
+        k::skinny_gemm(bf(d_out.get()), bf(d_x.get()), w, T, s.n, s.k, nullptr);
       });
       print_bandwidth(T, s.n, s.k, ms);
     }
