@@ -4,7 +4,9 @@
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
-# 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256.
+# 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256;
+# serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
+# request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline.
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -78,6 +80,31 @@ for n in ("throughput_128", "throughput_1000"):
 for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
+      ;;
+    serve)
+      mkdir -p "$OUT/serve"
+      PORT=8123
+      "$PAGODA" --log-level warn serve -m tests/data/models/llama-3-8b --load-format dummy --device cuda \
+        --max-model-len 4096 --port $PORT --trace-file "$OUT/serve/trace.jsonl" \
+        --gpu-timeline-file "$OUT/serve/gpu_timeline.svg" >"$OUT/serve/server.log" 2>&1 &
+      server=$!
+      for _ in $(seq 120); do curl -sf localhost:$PORT/health >/dev/null && break; sleep 1; done
+      B="$PAGODA bench serve --port $PORT --ignore-eos --no-progress --seed 1"
+      for rate in 4 8 16 24 32 inf; do
+        n=$([ $rate = inf ] && echo 400 || echo $((rate * 15)))
+        timeout 200 $B --dataset random --random-input-len 1024 --random-output-len 128 --num-prompts $n \
+          --request-rate $rate --label "rate $rate" --goodput ttft:200 tpot:50 --json "$OUT/serve/random_rate_$rate.json" \
+          >"$OUT/serve/random_rate_$rate.txt" 2>&1
+        python3 -c "import json; d=json.load(open('$OUT/serve/random_rate_$rate.json')); s=d.get('summary', d); print('rate $rate', {k: round(v, 2) if isinstance(v, float) else v for k, v in s.items() if k in ('completed','failed','request_throughput','output_throughput','median_ttft_ms','median_tpot_ms','p99_ttft_ms','p99_tpot_ms')})" 2>/dev/null || tail -3 "$OUT/serve/random_rate_$rate.txt"
+      done
+      timeout 200 $B --dataset prefix --prefix-len 1024 --num-prefix-groups 8 --random-input-len 128 \
+        --random-output-len 128 --num-prompts 200 --request-rate 16 --label "prefix" \
+        --json "$OUT/serve/prefix.json" >"$OUT/serve/prefix.txt" 2>&1
+      tail -25 "$OUT/serve/prefix.txt"
+      kill -INT $server; wait $server
+      python3 bench/plot_serve.py "$OUT"/serve/random_rate_*.json --out-dir "$OUT/serve/plots" >/dev/null 2>&1 ||
+        echo "plots failed"
+      note "serve: results, plots and the GPU timeline in details.tgz (serve/)"
       ;;
   esac
 done
