@@ -30,8 +30,9 @@ class BenchServeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.stop()
+        rc = cls.server.stop()
         cls.tmp.cleanup()
+        assert rc == 0, f"pagoda serve exited {rc}:\n" + "".join(cls.server.log[-20:])
 
     def bench(self, *args, check=True):
         out = os.path.join(self.tmp.name, f"result-{len(os.listdir(self.tmp.name))}.json")
@@ -154,7 +155,7 @@ class BenchServeTest(unittest.TestCase):
             self.assertEqual(proc.returncode, 1)
             self.assertIn("HTTP 401", proc.stderr)
         finally:
-            server.stop()
+            self.assertEqual(server.stop(), 0)
 
     def test_errors_are_clear(self):
         port = free_port()
