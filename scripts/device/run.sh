@@ -88,7 +88,10 @@ PY
         --max-model-len 4096 --port $PORT --trace-file "$OUT/serve/trace.jsonl" \
         --gpu-timeline-file "$OUT/serve/gpu_timeline.svg" >"$OUT/serve/server.log" 2>&1 &
       server=$!
-      for _ in $(seq 120); do curl -sf localhost:$PORT/health >/dev/null && break; sleep 1; done
+      for _ in $(seq 120); do
+        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health')" 2>/dev/null && break
+        sleep 1
+      done
       B="$PAGODA bench serve --port $PORT --ignore-eos --no-progress --seed 1"
       for rate in 4 8 16 24 32 inf; do
         n=$([ $rate = inf ] && echo 400 || echo $((rate * 15)))
