@@ -92,19 +92,26 @@ PY
         python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health')" 2>/dev/null && break
         sleep 1
       done
-      B="$PAGODA bench serve --port $PORT --ignore-eos --no-progress --seed 1"
+      B="$PAGODA bench serve --port $PORT --ignore-eos --no-progress"
+      seed=0
       for rate in 4 8 16 24 32 inf; do
+        seed=$((seed + 1))  # new prompts for every run: the prefix cache must not serve one run from another
         n=$([ $rate = inf ] && echo 400 || echo $((rate * 15)))
-        timeout 200 $B --dataset random --random-input-len 1024 --random-output-len 128 --num-prompts $n \
+        timeout 200 $B --seed $seed --dataset random --random-input-len 1024 --random-output-len 128 --num-prompts $n \
           --request-rate $rate --label "rate $rate" --goodput ttft:200 tpot:50 --json "$OUT/serve/random_rate_$rate.json" \
           >"$OUT/serve/random_rate_$rate.txt" 2>&1
         python3 -c "import json; d=json.load(open('$OUT/serve/random_rate_$rate.json')); s=d.get('summary', d); print('rate $rate', {k: round(v, 2) if isinstance(v, float) else v for k, v in s.items() if k in ('completed','failed','request_throughput','output_throughput','median_ttft_ms','median_tpot_ms','p99_ttft_ms','p99_tpot_ms')})" 2>/dev/null || tail -3 "$OUT/serve/random_rate_$rate.txt"
       done
-      timeout 200 $B --dataset prefix --prefix-len 1024 --num-prefix-groups 8 --random-input-len 128 \
+      timeout 200 $B --seed 100 --dataset prefix --prefix-len 1024 --num-prefix-groups 8 --random-input-len 128 \
         --random-output-len 128 --num-prompts 200 --request-rate 16 --label "prefix" \
         --json "$OUT/serve/prefix.json" >"$OUT/serve/prefix.txt" 2>&1
       tail -25 "$OUT/serve/prefix.txt"
       kill -INT $server; wait $server
+      python3 -c "
+import json
+t = [json.loads(l) for l in open('$OUT/serve/trace.jsonl')]
+p = sum(x['prompt_tokens'] for x in t); c = sum(x['cached_tokens'] for x in t)
+print(f'server: {len(t)} requests, {p} prompt tokens, {c} from the prefix cache ({100 * c / max(p, 1):.1f}%)')"
       python3 bench/plot_serve.py "$OUT"/serve/random_rate_*.json --out-dir "$OUT/serve/plots" >/dev/null 2>&1 ||
         echo "plots failed"
       note "serve: results, plots and the GPU timeline in details.tgz (serve/)"
