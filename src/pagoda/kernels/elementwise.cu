@@ -12,6 +12,7 @@
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/launch.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -132,6 +133,7 @@ __device__ __forceinline__ float block_sum(float v) {
 
 // out [R, C] = src[rows[r], :]; one block per output row.
 __global__ void gather_rows_kernel(bf16* out, const bf16* src, const int32_t* rows, int row_elems, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t r = blockIdx.x;
   copy_row(out + r * row_elems, src + static_cast<int64_t>(rows[r]) * row_elems, row_elems, vec);
 }
@@ -141,8 +143,7 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
   if (num_rows <= 0 || row_elems <= 0) return;
   const bool vec = row_elems % kVec == 0 && aligned16(out) && aligned16(src);
   const unsigned threads = row_threads(vec ? row_elems / kVec : row_elems, 256);
-  gather_rows_kernel<<<num_rows, threads, 0, stream>>>(out, src, rows, row_elems, vec);
-  PAGODA_CUDA_CHECK_LAUNCH(name);
+  launch_kernel(name, gather_rows_kernel, num_rows, threads, 0, stream, out, src, rows, row_elems, vec);
 }
 
 // ---- RMSNorm ----
@@ -153,6 +154,7 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
                                 bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
@@ -203,8 +205,7 @@ void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, in
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
                    (!kAdd || aligned16(residual));
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
-  rms_norm_kernel<kAdd><<<rows, threads, 0, stream>>>(out, residual, x, w, hidden, eps, vec);
-  PAGODA_CUDA_CHECK_LAUNCH(name);
+  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec);
 }
 
 // ---- RoPE ----
@@ -233,6 +234,7 @@ __device__ __forceinline__ void rotate_pair(bf16* dst, const bf16* src, int i, i
 // One block per token: q [T, nh, hd] and k [T, nkv, hd] in place.
 __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling,
                             int num_heads, int num_kv_heads, int head_dim) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   extern __shared__ float cs[];  // [2 * half]
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
@@ -254,6 +256,7 @@ __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const fl
 __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
                                       const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq,
                                       float scaling, int num_heads, int num_kv_heads, int head_dim) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
   const int half = head_dim / 2;
@@ -285,6 +288,7 @@ __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cach
 // One block per token: k, v [T, nkv * hd] to the cache rows slot_mapping[t].
 __global__ void store_kv_kernel(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v,
                                 const int32_t* slot_mapping, int row_elems, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t t = blockIdx.x;
   const int64_t slot = slot_mapping[t];
   if (slot < 0) return;  // padding token
@@ -298,6 +302,7 @@ __device__ __forceinline__ float silu_mul1(float g, float u) { return g / (1.0f 
 
 // out [n] = silu(gate) * up.
 __global__ void silu_mul_kernel(bf16* out, const bf16* gate, const bf16* up, int64_t n, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t nv = vec ? n / kVec : 0;
@@ -313,6 +318,7 @@ __global__ void silu_mul_kernel(bf16* out, const bf16* gate, const bf16* up, int
 
 // out [R, I] = silu(gate_up[:, :I]) * gate_up[:, I:]; `units` items (8-vectors or scalars) per row.
 __global__ void silu_mul_fused_kernel(bf16* out, const bf16* gate_up, int64_t rows, int inter, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t units = vec ? inter / kVec : inter;
   const int64_t total = rows * units;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -339,6 +345,7 @@ __global__ void silu_mul_fused_kernel(bf16* out, const bf16* gate_up, int64_t ro
 // out [n] = in [n] through fp32 (exact widening, one rounding to nearest even when narrowing).
 template <class Out, class In>
 __global__ void convert_kernel(Out* out, const In* in, int64_t n, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t nv = vec ? n / kVec : 0;
@@ -350,8 +357,8 @@ template <class Out, class In>
 void launch_convert(Out* out, const In* in, int64_t n, cudaStream_t stream, const char* name) {
   if (n <= 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  convert_kernel<Out, In><<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, in, n, vec);
-  PAGODA_CUDA_CHECK_LAUNCH(name);
+  launch_kernel(name, convert_kernel<Out, In>, flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream, out, in, n,
+                vec);
 }
 
 // ---- seeded random fill ----
@@ -375,6 +382,7 @@ __device__ __forceinline__ float2 normal_pair(uint64_t key, uint64_t p) {
 }
 
 __global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t key, float stddev, float value, bool vec) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t nv = vec ? n / kVec : 0;
@@ -429,9 +437,8 @@ void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, flo
   const int half = head_dim / 2;
   if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
   const unsigned threads = row_threads(static_cast<int64_t>(num_heads + num_kv_heads) * half, 256);
-  rope_kernel<<<num_tokens, threads, 2 * half * sizeof(float), stream>>>(q, k, positions, inv_freq, scaling,
-                                                                         num_heads, num_kv_heads, head_dim);
-  PAGODA_CUDA_CHECK_LAUNCH("rope");
+  launch_kernel("rope", rope_kernel, num_tokens, threads, 2 * half * sizeof(float), stream, q, k, positions, inv_freq,
+                scaling, num_heads, num_kv_heads, head_dim);
 }
 
 void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* slot_mapping,
@@ -439,9 +446,8 @@ void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const 
   const int row = num_kv_heads * head_dim;
   if (num_tokens <= 0 || row <= 0) return;
   const bool vec = row % kVec == 0 && aligned16(k_cache) && aligned16(v_cache) && aligned16(k) && aligned16(v);
-  store_kv_kernel<<<num_tokens, row_threads(vec ? row / kVec : row, 256), 0, stream>>>(k_cache, v_cache, k, v,
-                                                                                       slot_mapping, row, vec);
-  PAGODA_CUDA_CHECK_LAUNCH("store_kv");
+  launch_kernel("store_kv", store_kv_kernel, num_tokens, row_threads(vec ? row / kVec : row, 256), 0, stream, k_cache,
+                v_cache, k, v, slot_mapping, row, vec);
 }
 
 void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, const int32_t* positions,
@@ -451,24 +457,22 @@ void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, 
   if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
   const unsigned threads = static_cast<unsigned>((half + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * num_kv_heads));
-  qkv_rope_store_kernel<<<grid, threads, 0, stream>>>(q_out, qkv, k_cache, v_cache, positions, slot_mapping, inv_freq,
-                                                      scaling, num_heads, num_kv_heads, head_dim);
-  PAGODA_CUDA_CHECK_LAUNCH("qkv_rope_store");
+  launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, threads, 0, stream, q_out, qkv, k_cache, v_cache,
+                positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim);
 }
 
 void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   const bool vec = aligned16(out) && aligned16(gate) && aligned16(up);
-  silu_mul_kernel<<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, gate, up, n, vec);
-  PAGODA_CUDA_CHECK_LAUNCH("silu_mul");
+  launch_kernel("silu_mul", silu_mul_kernel, flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream, out, gate, up, n, vec);
 }
 
 void silu_mul_fused(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream) {
   if (rows <= 0 || intermediate <= 0) return;
   const bool vec = intermediate % kVec == 0 && aligned16(out) && aligned16(gate_up);
   const int64_t work = static_cast<int64_t>(rows) * (vec ? intermediate / kVec : intermediate);
-  silu_mul_fused_kernel<<<flat_blocks(work), kFlatThreads, 0, stream>>>(out, gate_up, rows, intermediate, vec);
-  PAGODA_CUDA_CHECK_LAUNCH("silu_mul_fused");
+  launch_kernel("silu_mul_fused", silu_mul_fused_kernel, flat_blocks(work), kFlatThreads, 0, stream, out, gate_up,
+                static_cast<int64_t>(rows), intermediate, vec);
 }
 
 void bf16_to_f32(float* out, const bf16* x, int64_t n, cudaStream_t stream) {
@@ -487,8 +491,8 @@ void fill_random(bf16* out, int64_t n, uint64_t seed, float stddev, float value,
   if (n <= 0) return;
   const bool vec = aligned16(out);
   const uint64_t key = mix64_host(seed ^ 0x632be59bd9b4e019ull);
-  fill_random_kernel<<<flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream>>>(out, n, key, stddev, value, vec);
-  PAGODA_CUDA_CHECK_LAUNCH("fill_random");
+  launch_kernel("fill_random", fill_random_kernel, flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream, out, n, key,
+                stddev, value, vec);
 }
 
 }  // namespace pagoda::kernels

@@ -17,6 +17,7 @@
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/gemv.h"
+#include "pagoda/kernels/launch.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -78,6 +79,7 @@ template <int T, int R, int U>
 __global__ void __launch_bounds__(kThreads)
     skinny_gemm_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k,
                        int splits) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int slice = warp % splits;
@@ -175,8 +177,8 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, cudaStream_t 
   while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
-  skinny_gemm_kernel<T, R, U><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(out, x, w, n, k, splits);
-  PAGODA_CUDA_CHECK_LAUNCH("skinny_gemm");
+  launch_kernel("skinny_gemm", skinny_gemm_kernel<T, R, U>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x,
+                w, n, k, splits);
 }
 
 }  // namespace

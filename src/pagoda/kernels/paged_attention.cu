@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/launch.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -301,6 +302,7 @@ __device__ __forceinline__ void locate_query_tile(const int32_t* query_start, in
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_constant__ PagedAttentionParams p) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   constexpr int kTileElems = kTileK * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -421,6 +423,7 @@ constexpr size_t decode_smem_bytes() {
 template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
@@ -560,6 +563,7 @@ template <int D>
 __global__ void __launch_bounds__(D / 2)
     decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, int span, const float* ws_acc,
                         const float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int h = blockIdx.x;
   const int s = blockIdx.y;
   const int seq_len = p.seq_lens[s];
@@ -588,6 +592,7 @@ __global__ void __launch_bounds__(D / 2)
 // grid = (num_tokens, ceil(num_heads / 4)), 128 threads. `decode`: token t is sequence t (token_seq unused).
 template <int P>
 __global__ void __launch_bounds__(kThreads) generic_kernel(const __grid_constant__ PagedAttentionParams p, bool decode) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int tok = blockIdx.x;
   const int h = blockIdx.y * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -689,8 +694,7 @@ void launch_prefill_tc(const PagedAttentionParams& p, cudaStream_t stream) {
                                           (p.num_tokens + kTileQ - 1) / kTileQ + static_cast<int64_t>(p.num_seqs));
   if (tiles > 65535) throw_cuda_error(cudaErrorInvalidValue, "paged_attention_prefill: too many query tiles", __FILE__, __LINE__);
   const dim3 grid(p.num_heads, static_cast<unsigned>(tiles), 1);
-  prefill_tc_kernel<D><<<grid, kThreads, smem, stream>>>(p);
-  PAGODA_CUDA_CHECK_LAUNCH("paged_attention_prefill (tensor cores)");
+  launch_kernel("paged_attention_prefill (tensor cores)", prefill_tc_kernel<D>, grid, kThreads, smem, stream, p);
 }
 
 struct DeviceLimits {
@@ -735,8 +739,8 @@ void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, fl
   static std::atomic<uint64_t> configured{0};
   constexpr size_t smem = decode_smem_bytes<D, kStages>();
   allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
-  decode_tc_kernel<D, kStages><<<grid, kThreads, smem, stream>>>(p, span, ws_acc, ws_ml);
-  PAGODA_CUDA_CHECK_LAUNCH("paged_attention_decode (tensor cores)");
+  launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
+                span, ws_acc, ws_ml);
 }
 
 template <int D>
@@ -762,22 +766,21 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
     launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
   }
   if (spans.num_spans > 1) {
-    decode_merge_kernel<D><<<dim3(p.num_heads, p.num_seqs), D / 2, 0, stream>>>(p, spans.num_spans, spans.span, ws_acc,
-                                                                               ws_ml);
-    PAGODA_CUDA_CHECK_LAUNCH("paged_attention_decode (merge)");
+    launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,
+                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc), static_cast<const float2*>(ws_ml));
   }
 }
 
 void launch_generic(const PagedAttentionParams& p, bool decode, cudaStream_t stream) {
   const dim3 grid(p.num_tokens, (p.num_heads + kWarps - 1) / kWarps);
+  const char* name = "paged_attention (generic head_dim)";
   if (p.head_dim <= 64) {
-    generic_kernel<1><<<grid, kThreads, 0, stream>>>(p, decode);
+    launch_kernel(name, generic_kernel<1>, grid, kThreads, 0, stream, p, decode);
   } else if (p.head_dim <= 128) {
-    generic_kernel<2><<<grid, kThreads, 0, stream>>>(p, decode);
+    launch_kernel(name, generic_kernel<2>, grid, kThreads, 0, stream, p, decode);
   } else {
-    generic_kernel<4><<<grid, kThreads, 0, stream>>>(p, decode);
+    launch_kernel(name, generic_kernel<4>, grid, kThreads, 0, stream, p, decode);
   }
-  PAGODA_CUDA_CHECK_LAUNCH("paged_attention (generic head_dim)");
 }
 
 }  // namespace
