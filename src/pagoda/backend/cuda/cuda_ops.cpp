@@ -58,6 +58,14 @@ int graph_size_for(int num_seqs) {
 }  // namespace
 
 CudaOps::Impl::Impl(const CudaOpsOptions& o) : options(o) {
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw Error(fmt::format("--device cuda: no usable CUDA device ({})",
+                            e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+  }
+  if (o.device < 0 || o.device >= count)
+    throw Error(fmt::format("CUDA device {} does not exist ({} visible)", o.device, count));
   PAGODA_CUDA_CHECK(cudaSetDevice(o.device));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   check_cublas(cublasCreate(&cublas), "cublasCreate");
