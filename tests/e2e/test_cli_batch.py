@@ -71,5 +71,28 @@ class BenchThroughput(unittest.TestCase):
         self.assertEqual(out["prefix_cache_hit_rate"], 0)
 
 
+class BenchLatency(unittest.TestCase):
+    def test_reports_prefill_decode_and_end_to_end(self):
+        out = run_json("bench", "latency", "--batch-size", "3", "--input-len", "40", "--output-len", "12",
+                       "--num-iters", "3", "--num-iters-warmup", "1", "--json")
+        self.assertEqual((out["batch_size"], out["input_len"], out["output_len"], out["num_iters"]), (3, 40, 12, 3))
+        for key in ("ttft_seconds", "tpot_seconds", "e2e_seconds"):
+            d = out[key]
+            self.assertGreater(d["min"], 0, key)
+            self.assertLessEqual(d["min"], d["median"], key)
+            self.assertLessEqual(d["median"], d["p90"], key)
+            self.assertLessEqual(d["p90"], d["p99"], key)
+        # The first token comes before the end, and 11 decode steps take most of the rest.
+        self.assertLess(out["ttft_seconds"]["median"], out["e2e_seconds"]["median"])
+        self.assertLessEqual(11 * out["tpot_seconds"]["min"], out["e2e_seconds"]["median"])
+        self.assertAlmostEqual(out["decode_tokens_per_second"], 3 * out["decode_tokens_per_second_per_sequence"])
+
+    def test_bad_flags_are_one_line_errors(self):
+        p = run("bench", "latency", "--batch-size", "0", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        p = run("bench", "latency", "--device", "tpu", check=False)
+        self.assertNotEqual(p.returncode, 0)
+
+
 if __name__ == "__main__":
     pagoda_cli.main()

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 
+#include "pagoda/bench/percentile.h"
 #include "pagoda/cli/engine_options.h"
 
 namespace pagoda::cli {
@@ -67,14 +68,6 @@ Iteration run_batch(LLM& llm, const std::vector<GenerateRequest>& requests) {
   return it;
 }
 
-double percentile(std::vector<double> v, double p) {  // linear interpolation, as numpy's default
-  std::sort(v.begin(), v.end());
-  const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(rank);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
-
 void run_latency(const LatencyOptions& o) {
   LLM llm(o.engine.llm_options());
   const int vocab = llm.model().config.vocab_size;
@@ -98,12 +91,11 @@ void run_latency(const LatencyOptions& o) {
     e2e.push_back(it.e2e);
     tpot.push_back(o.output_len > 1 ? (it.e2e - it.ttft) / (o.output_len - 1) : 0.0);
   }
+  using bench::percentile;  // numpy's linear percentiles, as bench serve reports them
   auto summary = [](const std::vector<double>& v) {
-    double mean = 0;
-    for (double x : v) mean += x;
-    mean /= static_cast<double>(v.size());
-    return nlohmann::json{{"mean", mean}, {"median", percentile(v, 50)}, {"p90", percentile(v, 90)},
-                          {"p99", percentile(v, 99)}, {"min", *std::min_element(v.begin(), v.end())}};
+    const bench::Distribution d = bench::describe(v, {90, 99});
+    return nlohmann::json{{"mean", d.mean}, {"median", d.median}, {"p90", d.percentiles[0].second},
+                          {"p99", d.percentiles[1].second}, {"min", d.min}};
   };
   const double median_tpot = percentile(tpot, 50);
   nlohmann::json j = {
