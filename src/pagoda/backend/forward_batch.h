@@ -22,6 +22,9 @@ struct ForwardBatch {
   int max_query_len = 0;
   int max_seq_len = 0;
   bool decode_only = false;  // every sequence contributes exactly one token
+  // Sequences [0, num_leading_decodes) contribute one token each (the scheduler puts running decodes
+  // first): a backend may run their attention with its decode kernel and the rest as prefill.
+  int num_leading_decodes = 0;
 };
 
 }  // namespace pagoda

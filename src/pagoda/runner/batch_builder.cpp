@@ -21,6 +21,7 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
   int max_query_len = 0;
   int max_seq_len = 0;
   bool decode_only = true;
+  int num_leading_decodes = 0;
   for (const SequenceChunk& c : chunks) {
     const int n = static_cast<int>(c.tokens.size());
     const int seq_len = c.start_position + n;
@@ -48,6 +49,7 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
     max_query_len = std::max(max_query_len, n);
     max_seq_len = std::max(max_seq_len, seq_len);
     decode_only = decode_only && n == 1;
+    if (decode_only) ++num_leading_decodes;  // still only one-token sequences so far
   }
   batch_.token_ids = i32_view(token_ids_);
   batch_.positions = i32_view(positions_);
@@ -63,6 +65,7 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
   batch_.max_query_len = max_query_len;
   batch_.max_seq_len = max_seq_len;
   batch_.decode_only = decode_only && !chunks.empty();
+  batch_.num_leading_decodes = num_leading_decodes;
   return batch_;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -176,6 +177,69 @@ TEST_P(CudaModel, GreedyFollowsTheReferenceImplementation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel, ::testing::Values("stories260K", "tiny-llama3-hf", "tiny-mistral-spm-hf"));
+
+// Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
+// token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its
+// decode kernel and the prompt with the prefill kernel); both decoding.
+std::vector<float> mixed_step_logits(Ops& ops, const ModelConfig& config, const ModelWeights& weights,
+                                     const std::vector<TokenId>& x, const std::vector<TokenId>& y) {
+  LlamaModel model(config, weights);
+  constexpr int kBlock = 16;
+  KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(12, kBlock, ops.activation_dtype()));
+  const std::vector<int32_t> x_blocks = {3, 0, 9, 5}, y_blocks = {7, 2, 11, 6};
+  const std::vector<TokenId> x1 = {17}, x2 = {23}, y1 = {31};
+  const int nx = static_cast<int>(x.size()), ny = static_cast<int>(y.size());
+  const std::vector<std::vector<SequenceChunk>> steps = {
+      {{x, 0, x_blocks, LogitsWanted::kLast}},
+      {{x1, nx, x_blocks, LogitsWanted::kLast}, {y, 0, y_blocks, LogitsWanted::kLast}},
+      {{x2, nx + 1, x_blocks, LogitsWanted::kLast}, {y1, ny, y_blocks, LogitsWanted::kLast}},
+  };
+  const int64_t vocab = config.vocab_size;
+  std::vector<float> out;
+  BatchBuilder builder;
+  for (const auto& chunks : steps) {
+    const ForwardBatch& host = builder.build(chunks, kBlock);
+    Tensor logits = ops.run_step(host, [&](const ForwardBatch& b) { return model.forward(ops, b, cache); });
+    std::vector<float> rows(static_cast<size_t>(logits.dim(0) * vocab));
+    ops.download_f32(Tensor(rows.data(), DType::kF32, {logits.dim(0), vocab}), logits);
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  ops.free_kv_cache(cache);
+  return out;
+}
+
+// The fast attention paths (head_dim 64 and 128) in mixed steps, on a small random model of each.
+TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (int head_dim : {64, 128}) {
+    const std::string dir = ::testing::TempDir() + "/pagoda-mixed-hd" + std::to_string(head_dim);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/config.json") << nlohmann::json{
+        {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 256},
+        {"intermediate_size", 512}, {"num_attention_heads", 512 / head_dim}, {"num_key_value_heads", 256 / head_dim},
+        {"head_dim", head_dim}, {"num_hidden_layers", 2}, {"vocab_size", 1000}, {"max_position_embeddings", 512},
+        {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", false}};
+    const LoadedModel m = load_model(LoadOptions{.model_path = dir, .format = LoadFormat::kDummy, .dummy_seed = 5,
+                                                 .show_progress = false});
+    const std::vector<TokenId> x = random_ids(45, 1000, 11), y = random_ids(30, 1000, 12);
+    CpuOps cpu;
+    const std::vector<float> ref = mixed_step_logits(cpu, m.config, m.weights, x, y);
+    CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 512});
+    const ModelWeights weights = gpu.prepare_weights(m.weights, false);
+    const std::vector<float> got = mixed_step_logits(gpu, m.config, weights, x, y);
+    ASSERT_EQ(got.size(), ref.size());
+    const int64_t vocab = 1000;
+    double worst = 0;
+    for (size_t r = 0; r < ref.size() / vocab; ++r) {  // rows: X; X, Y; X, Y
+      const RowStats rs = row_stats(ref.data() + r * vocab, vocab);
+      double err = 0;
+      for (int64_t v = 0; v < vocab; ++v) err = std::max(err, double(std::abs(got[r * vocab + v] - ref[r * vocab + v])));
+      worst = std::max(worst, err / rs.range);
+      EXPECT_LE(err / rs.range, 0.03) << "head_dim " << head_dim << " row " << r;
+    }
+    std::printf("[ mixed steps ] head_dim %d: worst |gpu - cpu| / logit range = %.4f\n", head_dim, worst);
+  }
+}
 
 // Decode steps replayed from CUDA graphs produce exactly the tokens of eager steps (batches up to 8 run
 // the same kernels either way; max_model_len 512 keeps decode attention in one split both ways).

@@ -260,16 +260,38 @@ void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, c
   p.max_seq_len = batch.max_seq_len;
   p.scale = scale;
   if (batch.num_tokens == 0) return;
-  if (batch.decode_only && batch.num_tokens == batch.num_seqs) {
+  auto decode = [&](const kernels::PagedAttentionParams& d) {
     // A captured graph must cover every context it may replay with: split for the longest one.
     const int splits = std::max(
         1, kernels::decode_num_splits(impl_->graph_shapes ? impl_->options.max_model_len : batch.max_seq_len));
     void* workspace = impl_->arena_alloc(
-        kernels::paged_attention_decode_workspace_bytes(batch.num_seqs, p.num_heads, p.head_dim, splits));
-    kernels::paged_attention_decode(p, splits, workspace, impl_->stream);
-  } else {
-    kernels::paged_attention_prefill(p, impl_->stream);
+        kernels::paged_attention_decode_workspace_bytes(d.num_seqs, d.num_heads, d.head_dim, splits));
+    kernels::paged_attention_decode(d, splits, workspace, impl_->stream);
+  };
+  if (batch.decode_only && batch.num_tokens == batch.num_seqs) {
+    decode(p);
+    return;
   }
+  // A mixed step: its leading one-token sequences take the decode kernel (K/V read once per KV head),
+  // the prompt chunks after them the prefill kernel. The tensor-core prefill reads query_start,
+  // seq_lens and kv_page_start by sequence and addresses tokens absolutely, so the prompt part is the same
+  // arrays from sequence D on; the plain kernel for other head dims indexes by token and takes the step whole.
+  const int D = batch.num_leading_decodes;
+  if (D > 0 && D < batch.num_seqs && (p.head_dim == 64 || p.head_dim == 128)) {
+    kernels::PagedAttentionParams d = p;
+    d.num_seqs = d.num_tokens = D;
+    d.max_query_len = 1;
+    decode(d);
+    kernels::PagedAttentionParams f = p;
+    f.query_start += D;
+    f.seq_lens += D;
+    f.kv_page_start += D;
+    f.num_seqs -= D;
+    f.num_tokens -= D;
+    kernels::paged_attention_prefill(f, impl_->stream);
+    return;
+  }
+  kernels::paged_attention_prefill(p, impl_->stream);
 }
 
 void CudaOps::silu_mul(Tensor out, Tensor gate, Tensor up) {

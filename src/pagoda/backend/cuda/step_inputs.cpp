@@ -86,6 +86,7 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
   batch_.max_query_len = std::max(host.max_query_len, pad > 0 ? 1 : 0);
   batch_.max_seq_len = host.max_seq_len;
   batch_.decode_only = host.decode_only || (n == 0 && pad > 0);
+  batch_.num_leading_decodes = batch_.decode_only ? seqs : host.num_leading_decodes;
   return batch_;
 }
 
