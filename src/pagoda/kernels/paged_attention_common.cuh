@@ -1,0 +1,292 @@
+// What the paged attention kernels share (contract: paged_attention.h): constants, PTX wrappers (sm_80+),
+// the tensor-core tile helpers of the prefill and decode kernels, and the host-side checks and device
+// limits of their launchers. Keys and values are gathered from the block KV cache [num_blocks,
+// block_size, num_kv_heads, head_dim] through each sequence's block table. Scores are kept in the log2
+// domain (scaled by softmax_scale * log2(e)) so that exp2f does the softmax. q, out and the caches must be
+// 16-byte aligned (cudaMalloc'd buffers are) for the 64/128 paths.
+//   paged_attention_prefill.cu  tensor-core prefill (head_dim 64, 128)
+//   paged_attention_decode.cu   tensor-core split-K decode and the merge of its spans (head_dim 64, 128)
+//   paged_attention_generic.cu  every other head_dim, prefill and decode
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/paged_attention.h"
+
+namespace pagoda::kernels::attention {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileQ = 16 * kWarps;  // prefill: query rows per block, 16 per warp
+constexpr int kTileK = 64;           // keys per shared-memory tile (prefill and decode)
+// Decode cp.async pipeline depth: 3 stages (2 blocks per SM at head_dim 128) when the grid fills the GPU;
+// 6 (one block per SM, ~170 KB of K/V in flight) when there are fewer blocks than SMs, e.g. batch 1; 2 on
+// GPUs with less shared memory per block (sm_86/89).
+constexpr int kDecodeStagesWide = 3;
+constexpr int kDecodeStagesDeep = 6;
+constexpr int kDecodeStagesSmall = 2;
+constexpr int kDecodeRows = 16;      // decode: query heads per block (the MMA's M)
+static_assert(kTileK == 16 * kWarps, "decode gives each warp 16 keys of a tile");
+
+// Shared-memory row stride of a [rows, D] bf16 tile: 16 bytes of padding shift consecutive rows by four
+// banks, so the eight rows read by one ldmatrix phase hit distinct banks.
+template <int D>
+constexpr int tile_ld() {
+  return D + 8;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// PTX wrappers (sm_80+).
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem_dst)), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives it
+// (lane l holds row l/4, columns 2(l%4), 2(l%4)+1). `trans`: each matrix transposed on the way.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p))
+               : "memory");
+}
+
+// d[16x8] += a[16x16] * b[16x8]. With g = lane/4, t = lane%4: a = {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..),
+// (g+8, 2t+8..)}, b = {(k 2t..2t+1, n g), (k 2t+8.., n g)}, d = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tile helpers shared by the prefill and decode kernels. One warp owns 16 query rows; its fragments:
+//   qf[D/16][4]   Q rows as MMA A operands, one per 16-dim k-step
+//   s[NT][4]      scores of NT*8 keys (n-tile nt holds keys 8nt..8nt+7)
+//   o[D/8][4]     output accumulator, n-tile dt holds dims 8dt..8dt+7
+// Row r of the warp's 16 is held by lanes with lane/4 == r % 8, in elements 0-1 (r < 8) or 2-3 (r >= 8).
+
+// Gathers rows [key0, key0 + kTileK) of one KV head into ks/vs ([kTileK][ld] bf16) with cp.async.
+// Keys at or past key_end are zero-filled and never read from memory (nor their block ids).
+template <int D>
+__device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const PagedAttentionParams& p,
+                                             const int32_t* pages, int kvh, int key0, int key_end) {
+  constexpr int kLd = tile_ld<D>();
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kThreads % kChunks == 0, "whole rows per pass");
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  const int c = threadIdx.x % kChunks;
+#pragma unroll
+  for (int i = 0; i < kTileK / kRowsPerPass; ++i) {
+    const int r = threadIdx.x / kChunks + i * kRowsPerPass;
+    bf16* kd = ks + r * kLd + c * 8;
+    bf16* vd = vs + r * kLd + c * 8;
+    const int key = key0 + r;
+    if (key < key_end) {
+      const int64_t slot = static_cast<int64_t>(pages[key / p.block_size]) * p.block_size + key % p.block_size;
+      const int64_t idx = (slot * p.num_kv_heads + kvh) * D + c * 8;
+      cp_async16(kd, p.k_cache + idx);
+      cp_async16(vd, p.v_cache + idx);
+    } else {
+      *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Copies `rows` rows of D bf16 (row i at src + i * src_stride) into qs ([rows_total][ld]); rows past
+// `rows` are zero-filled.
+template <int D, int kRowsTotal>
+__device__ __forceinline__ void load_q_tile(bf16* qs, const bf16* src, int64_t src_stride, int rows) {
+  constexpr int kLd = tile_ld<D>();
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kRowsTotal * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    bf16* dst = qs + r * kLd + c * 8;
+    if (r < rows) {
+      cp_async16(dst, src + r * src_stride + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// A fragments of the 16 rows starting at qs (row stride ld).
+template <int D>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[D / 16][4], const bf16* qs, int lane) {
+  constexpr int kLd = tile_ld<D>();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (lane & 15) * kLd + kk * 16 + (lane >> 4) * 8);
+}
+
+// s[NT][4] = Q K^T for the NT*8 keys whose rows start at ks.
+template <int D, int NT>
+__device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t (&qf)[D / 16][4], const bf16* ks,
+                                        int lane) {
+  constexpr int kLd = tile_ld<D>();
+  static_assert(NT % 2 == 0, "keys in pairs of n-tiles");
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  // Matrices of one ldmatrix.x4: (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7),
+  // (keys 8-15, dims 8-15) of a 16x16 block = the B operands of two n-tiles.
+  const int key_in_pair = (lane & 7) + ((lane >> 4) << 3);
+  const int dim_off = ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, ks + (np * 16 + key_in_pair) * kLd + kk * 16 + dim_off);
+      mma_bf16(s[2 * np], qf[kk], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], qf[kk], b[2], b[3]);
+    }
+  }
+}
+
+// Online softmax step: folds the (already scaled and masked) scores s into the running max m and
+// per-thread partial sum l (per row: [0] row g, [1] row g+8), rescales o, and leaves exp2(s - max) in s.
+// A row with no visible key so far keeps max -inf and contributes nothing.
+template <int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[DT][4]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the 4 lanes of a row
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[r], mx);
+    const float m_ref = m_new == -INFINITY ? 0.0f : m_new;  // avoids (-inf) - (-inf)
+    const float alpha = exp2f(m[r] - m_ref);
+    m[r] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - m_ref);
+        sum += s[nt][e];
+      }
+    }
+    l[r] = l[r] * alpha + sum;
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      o[dt][2 * r] *= alpha;
+      o[dt][2 * r + 1] *= alpha;
+    }
+  }
+}
+
+// o += P V for the NT*8 keys whose value rows start at vs; P (= s after online_softmax) rounded to bf16.
+template <int D, int NT>
+__device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const float (&s)[NT][4], const bf16* vs, int lane) {
+  constexpr int kLd = tile_ld<D>();
+  // Matrices of one ldmatrix.x4.trans: (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15),
+  // (keys 8-15, dims 8-15), each transposed = the B operands of two dim n-tiles.
+  const int key_off = (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int dim_off = (lane >> 4) * 8;
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {  // 16 keys per k-step: score n-tiles 2kk and 2kk+1
+    const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                           pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vs + (kk * 16 + key_off) * kLd + dp * 16 + dim_off);
+      mma_bf16(o[2 * dp], a, b[0], b[1]);
+      mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+
+// ---------------------------------------------------------------------------------------------------
+// Host side.
+
+inline void check_params(const PagedAttentionParams& p, const char* what) {
+  const bool ok = p.head_dim > 0 && p.head_dim % 2 == 0 && p.head_dim <= 256 && p.num_heads > 0 &&
+                  p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.block_size > 0;
+  if (!ok) throw_cuda_error(cudaErrorInvalidValue, what, __FILE__, __LINE__);
+}
+
+// Dynamic shared memory above 48 KiB must be allowed per kernel and device; done once for each (a bit
+// per device in `configured`).
+template <typename Kernel>
+void allow_smem(Kernel* kernel, size_t bytes, std::atomic<uint64_t>& configured) {
+  int device = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (configured.load(std::memory_order_acquire) & bit) return;
+  PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  configured.fetch_or(bit, std::memory_order_release);
+}
+
+struct DeviceLimits {
+  int num_sms = 0;
+  int max_smem_per_block = 0;  // opt-in dynamic shared memory
+};
+// Queried once per device.
+inline DeviceLimits device_limits() {
+  static std::atomic<int> cached_sms[64] = {};
+  static std::atomic<int> cached_smem[64] = {};
+  int device = 0;
+  PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+  DeviceLimits l{cached_sms[device & 63].load(std::memory_order_relaxed),
+                 cached_smem[device & 63].load(std::memory_order_relaxed)};
+  if (l.num_sms == 0 || l.max_smem_per_block == 0) {
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&l.num_sms, cudaDevAttrMultiProcessorCount, device));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&l.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cached_smem[device & 63].store(l.max_smem_per_block, std::memory_order_relaxed);
+    cached_sms[device & 63].store(l.num_sms, std::memory_order_relaxed);
+  }
+  return l;
+}
+
+// Decode blocks wanted on the whole GPU (about 4 per SM): decode spans stop splitting beyond it, and the
+// decode workspace is bounded by it.
+inline int decode_target_blocks() { return 4 * device_limits().num_sms; }
+
+// The plain fp32 kernel for head dims without a tensor-core path (paged_attention_generic.cu).
+// `decode`: token t is sequence t.
+void launch_generic(const PagedAttentionParams& p, bool decode, cudaStream_t stream);
+
+}  // namespace pagoda::kernels::attention

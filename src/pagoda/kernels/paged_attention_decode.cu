@@ -1,0 +1,290 @@
+// Paged attention for decode steps (one query token per sequence), head_dim 64 and 128 (others go to
+// paged_attention_generic.cu). decode_tc_kernel<D, stages>: one block = one span of keys (a whole number
+// of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
+// the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
+// 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. With
+// one span per sequence the block writes the output, otherwise it writes (max, sum, unnormalised acc) to
+// the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is one partition unless
+// the batch alone fills the GPU (see decode_spans): a graph captured with many splits then does not
+// launch thousands of blocks that find no keys.
+#include "pagoda/kernels/paged_attention_common.cuh"
+
+namespace pagoda::kernels {
+using namespace attention;
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// Decode, tensor cores. grid = (num_spans, num_kv_heads * ceil(group / 16), num_seqs), 128 threads; block
+// x covers keys [x * span, (x + 1) * span). Workspace (num_spans > 1): acc [num_seqs, num_heads,
+// num_spans, D] fp32, then ml [num_seqs, num_heads, num_spans] float2 (running max in log2 units, sum of
+// exp2). num_spans <= num_splits, so paged_attention_decode_workspace_bytes covers it.
+template <int D>
+constexpr size_t decode_stage_elems() {
+  return static_cast<size_t>(2) * kTileK * tile_ld<D>();  // K and V of one chunk
+}
+template <int D>
+constexpr int decode_red_ld() {
+  return D + 4;
+}
+template <int D>
+constexpr size_t decode_red_bytes() {  // cross-warp merge buffers, aliasing the pipeline stages
+  return (static_cast<size_t>(kWarps) * kDecodeRows * decode_red_ld<D>() + 3 * kWarps * kDecodeRows +
+          2 * kDecodeRows) * sizeof(float);
+}
+template <int D, int kStages>
+constexpr size_t decode_smem_bytes() {
+  return (static_cast<size_t>(kDecodeRows) * tile_ld<D>() + kStages * decode_stage_elems<D>()) * sizeof(bf16);
+}
+
+template <int D, int kStages>
+__global__ void __launch_bounds__(kThreads, 2)
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  constexpr int kLd = tile_ld<D>();
+  static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
+                "merge buffers fit in the stages");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
+  bf16* stages = qs + kDecodeRows * kLd;         // [kStages][K, V][kTileK][kLd]
+
+  const int split = blockIdx.x;
+  const int num_spans = gridDim.x;
+  const int s = blockIdx.z;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
+  const int kvh = blockIdx.y / row_tiles;
+  const int head0 = kvh * group + (blockIdx.y % row_tiles) * kDecodeRows;  // query head of row 0
+  const int rows = min(kDecodeRows, (kvh + 1) * group - head0);
+  const int token = p.query_start[s];
+  const int seq_len = p.seq_lens[s];
+  const int k_begin = split * span;
+  bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
+  if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
+    if (num_spans == 1) {
+      for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
+    }
+    return;
+  }
+  const int k_end = min(seq_len, k_begin + span);
+  const int n_chunks = (k_end - k_begin + kTileK - 1) / kTileK;
+  const int32_t* pages = p.kv_pages + p.kv_page_start[s];
+  auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
+  auto stage_v = [&](int i) { return stage_k(i) + kTileK * kLd; };
+
+  load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
+    if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+    cp_async_commit();
+  }
+  cp_async_wait<kStages - 2>();
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  uint32_t qf[D / 16][4];
+  load_q_frags<D>(qf, qs, lane);
+  const float scale = p.scale * kLog2e;
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int j = 0; j < n_chunks; ++j) {
+    const int next = j + kStages - 1;  // its stage was last read in iteration j - 1
+    if (next < n_chunks) load_kv_tile<D>(stage_k(next), stage_v(next), p, pages, kvh, k_begin + next * kTileK, k_end);
+    cp_async_commit();  // always, so that group j + 1 is complete after the wait below
+    const int key0 = k_begin + j * kTileK + warp * 16;  // this warp's 16 keys of the chunk
+    if (key0 < k_end) {
+      float sc[2][4];
+      qk_tile<D, 2>(sc, qf, stage_k(j) + warp * 16 * kLd, lane);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + nt * 8 + 2 * t + (e & 1);
+          sc[nt][e] = key < k_end ? sc[nt][e] * scale : -INFINITY;
+        }
+      }
+      online_softmax<2, D / 8>(sc, m, l, o);
+      pv_tile<D, 2>(o, sc, stage_v(j) + warp * 16 * kLd, lane);
+    }
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // only empty groups can be pending; the stages are free after this barrier
+  __syncthreads();
+
+  // Merge the four warps: red_o [warp][row][D + 4], red_m / red_l / red_w [warp][row], row_m / row_l [row].
+  constexpr int kRedLd = decode_red_ld<D>();
+  float* red_o = reinterpret_cast<float*>(stages);
+  float* red_m = red_o + kWarps * kDecodeRows * kRedLd;
+  float* red_l = red_m + kWarps * kDecodeRows;
+  float* red_w = red_l + kWarps * kDecodeRows;
+  float* row_m = red_w + kWarps * kDecodeRows;
+  float* row_l = row_m + kDecodeRows;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    const float sum = quad_sum(l[r]);
+    if (t == 0) {
+      red_m[warp * kDecodeRows + row] = m[r];
+      red_l[warp * kDecodeRows + row] = sum;
+    }
+    float* dst = red_o + (warp * kDecodeRows + row) * kRedLd;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<float2*>(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * r], o[dt][2 * r + 1]);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kDecodeRows) {
+    const int row = threadIdx.x;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red_m[w * kDecodeRows + row]);
+    const float m_ref = mx == -INFINITY ? 0.0f : mx;
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = exp2f(red_m[w * kDecodeRows + row] - m_ref);
+      red_w[w * kDecodeRows + row] = wt;
+      sum += red_l[w * kDecodeRows + row] * wt;
+    }
+    row_m[row] = mx;
+    row_l[row] = sum;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) {
+    const int row = i / (D / 2), d = (i % (D / 2)) * 2;
+    float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = red_w[w * kDecodeRows + row];
+      const float2 v = *reinterpret_cast<const float2*>(red_o + (w * kDecodeRows + row) * kRedLd + d);
+      acc.x += wt * v.x;
+      acc.y += wt * v.y;
+    }
+    if (num_spans == 1) {
+      const float inv = row_l[row] > 0.0f ? 1.0f / row_l[row] : 0.0f;
+      reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
+    } else {
+      const int64_t part = (static_cast<int64_t>(s) * p.num_heads + head0 + row) * num_spans + split;
+      *reinterpret_cast<float2*>(ws_acc + part * D + d) = acc;
+      if (d == 0) ws_ml[part] = make_float2(row_m[row], row_l[row]);
+    }
+  }
+}
+
+// Combines the spans of one (sequence, head). grid = (num_heads, num_seqs), D / 2 threads.
+template <int D>
+__global__ void __launch_bounds__(D / 2)
+    decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, int span, const float* ws_acc,
+                        const float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  const int h = blockIdx.x;
+  const int s = blockIdx.y;
+  const int seq_len = p.seq_lens[s];
+  // Spans that hold keys; the others were never written.
+  const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
+  const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += ws_ml[part0 + i].y * exp2f(ws_ml[part0 + i].x - mx);
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // n == 0 (padding): zeros
+  const int d = threadIdx.x * 2;
+  float2 acc = make_float2(0.0f, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    const float wt = exp2f(ws_ml[part0 + i].x - mx);
+    const float2 v = *reinterpret_cast<const float2*>(ws_acc + (part0 + i) * D + d);
+    acc.x += wt * v.x;
+    acc.y += wt * v.y;
+  }
+  bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
+  reinterpret_cast<uint32_t*>(out)[threadIdx.x] = pack_bf16x2(acc.x * inv, acc.y * inv);
+}
+
+
+// Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
+// whole number of partitions). One partition per block when the batch leaves the GPU idle; when the
+// batch alone makes about 4 blocks per SM, fewer and longer spans (often one: no merge), so that a graph
+// captured with the largest split count does not launch blocks past every sequence's end. Depends on
+// host values only (graph-safe); coverage num_spans * span >= num_splits * kDecodePartitionTokens.
+struct DecodeSpans {
+  int num_spans, span;
+};
+DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
+  const int target_blocks = decode_target_blocks();
+  const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
+  const int parts_per_span = (num_splits + std::min(num_splits, wanted) - 1) / std::min(num_splits, wanted);
+  return {(num_splits + parts_per_span - 1) / parts_per_span, parts_per_span * kDecodePartitionTokens};
+}
+
+template <int D, int kStages>
+void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
+                          cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};
+  constexpr size_t smem = decode_smem_bytes<D, kStages>();
+  allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
+  launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
+                span, ws_acc, ws_ml);
+}
+
+template <int D>
+void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
+  const int group = p.num_heads / p.num_kv_heads;
+  const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
+  const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs);
+  float* ws_acc = static_cast<float*>(workspace);
+  float2* ws_ml = nullptr;
+  if (spans.num_spans > 1) {
+    if (workspace == nullptr) throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: no workspace", __FILE__, __LINE__);
+    ws_ml = reinterpret_cast<float2*>(ws_acc + static_cast<size_t>(p.num_seqs) * p.num_heads * spans.num_spans * D);
+  }
+  const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
+  const DeviceLimits limits = device_limits();
+  const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
+    launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  } else if (fits(decode_smem_bytes<D, kDecodeStagesWide>())) {
+    launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  } else {
+    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  }
+  if (spans.num_spans > 1) {
+    launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,
+                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc), static_cast<const float2*>(ws_ml));
+  }
+}
+
+}  // namespace
+
+int decode_num_splits(int max_seq_len) {
+  return max_seq_len <= kDecodePartitionTokens ? 1 : (max_seq_len + kDecodePartitionTokens - 1) / kDecodePartitionTokens;
+}
+
+size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits) {
+  // decode_spans never makes more spans than num_splits, nor more than it takes to fill the GPU with at
+  // least num_seqs blocks per span: a bound that stays small for long max_model_len.
+  const int64_t target_blocks = decode_target_blocks();
+  const int64_t spans = std::min<int64_t>(num_splits, std::max<int64_t>(1, (target_blocks + num_seqs - 1) / std::max(num_seqs, 1)));
+  return static_cast<size_t>(num_seqs) * num_heads * spans * (head_dim + 2) * sizeof(float);
+}
+
+void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
+  if (p.num_seqs <= 0) return;
+  check_params(p, "paged_attention_decode: bad shape");
+  if (num_splits < decode_num_splits(p.max_seq_len)) {
+    throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: num_splits below decode_num_splits(max_seq_len)",
+                     __FILE__, __LINE__);
+  }
+  if (p.head_dim == 128) {
+    launch_decode_tc<128>(p, num_splits, workspace, stream);
+  } else if (p.head_dim == 64) {
+    launch_decode_tc<64>(p, num_splits, workspace, stream);
+  } else {
+    launch_generic(p, /*decode=*/true, stream);
+  }
+}
+
+}  // namespace pagoda::kernels
