@@ -9,9 +9,9 @@
 
 namespace pagoda::cuda {
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  if (cudaError_t e = cudaMalloc(&data_, bytes); e != cudaSuccess) {
+void* DeviceSpace::allocate(size_t bytes) {
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
     size_t free = 0, total = 0;
     cudaGetLastError();
     cudaMemGetInfo(&free, &total);
@@ -19,23 +19,21 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
                             format_memory_size(static_cast<int64_t>(bytes)), format_memory_size(static_cast<int64_t>(free)),
                             format_memory_size(static_cast<int64_t>(total)), cudaGetErrorString(e)));
   }
+  return p;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
-}
+void DeviceSpace::release(void* p) { cudaFree(p); }
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  if (cudaError_t e = cudaMallocHost(&data_, bytes); e != cudaSuccess) {
+void* PinnedHostSpace::allocate(size_t bytes) {
+  void* p = nullptr;
+  if (cudaError_t e = cudaMallocHost(&p, bytes); e != cudaSuccess) {
     cudaGetLastError();
     throw Error(fmt::format("cannot pin {} of host memory: {}", format_memory_size(static_cast<int64_t>(bytes)),
                             cudaGetErrorString(e)));
   }
+  return p;
 }
 
-PinnedBuffer::~PinnedBuffer() {
-  if (data_) cudaFreeHost(data_);
-}
+void PinnedHostSpace::release(void* p) { cudaFreeHost(p); }
 
 }  // namespace pagoda::cuda

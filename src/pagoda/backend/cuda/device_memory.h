@@ -8,13 +8,17 @@
 
 namespace pagoda::cuda {
 
-class DeviceBuffer {
+// One allocation of `Space` memory: Space::allocate(bytes) (throws) and Space::release(pointer).
+template <typename Space>
+class Allocation {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Allocation() = default;
+  explicit Allocation(size_t bytes) : data_(bytes ? Space::allocate(bytes) : nullptr), bytes_(bytes) {}
+  ~Allocation() {
+    if (data_) Space::release(data_);
+  }
+  Allocation(Allocation&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Allocation& operator=(Allocation&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(bytes_, o.bytes_);
     return *this;
@@ -28,24 +32,17 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-
-  void* data() const { return data_; }
-  size_t size() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+struct DeviceSpace {
+  static void* allocate(size_t bytes);
+  static void release(void* p);
 };
+
+struct PinnedHostSpace {
+  static void* allocate(size_t bytes);
+  static void release(void* p);
+};
+
+using DeviceBuffer = Allocation<DeviceSpace>;
+using PinnedBuffer = Allocation<PinnedHostSpace>;
 
 }  // namespace pagoda::cuda
