@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <random>
 
 #include "pagoda/cli/bench_latency.h"
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/random_tokens.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda::cli {
@@ -29,15 +29,13 @@ void run_throughput(const ThroughputOptions& o) {
     throw InvalidRequest("--prefix-len must be between 0 and --input-len");
   LLM llm(o.engine.llm_options());
   const int vocab = llm.model().config.vocab_size;
-  // Random token ids, avoiding the lowest ids where vocabularies keep their special tokens.
-  std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<TokenId> token(std::min(vocab - 1, 300), vocab - 1);
-  std::vector<TokenId> prefix(static_cast<size_t>(o.prefix_len));
-  for (TokenId& t : prefix) t = token(rng);
+  RandomTokens tokens(vocab, o.seed);
+  std::vector<TokenId> prefix;
+  tokens.append(prefix, o.prefix_len);
   std::vector<GenerateRequest> requests(static_cast<size_t>(o.num_prompts));
   for (GenerateRequest& r : requests) {
     r.prompt_ids = prefix;
-    while (static_cast<int>(r.prompt_ids.size()) < o.input_len) r.prompt_ids.push_back(token(rng));
+    tokens.append(r.prompt_ids, o.input_len - o.prefix_len);
     r.params.temperature = 0.0;
     r.params.ignore_eos = true;
     r.params.max_tokens = o.output_len;

@@ -10,10 +10,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
-#include <random>
 
 #include "pagoda/bench/percentile.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/random_tokens.h"
 
 namespace pagoda::cli {
 namespace {
@@ -71,12 +71,11 @@ Iteration run_batch(LLM& llm, const std::vector<GenerateRequest>& requests) {
 void run_latency(const LatencyOptions& o) {
   LLM llm(o.engine.llm_options());
   const int vocab = llm.model().config.vocab_size;
-  std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<TokenId> token(std::min(vocab - 1, 300), vocab - 1);
+  RandomTokens tokens(vocab, o.seed);
   auto make_batch = [&] {  // fresh prompts every iteration: no prefix-cache hits
     std::vector<GenerateRequest> requests(static_cast<size_t>(o.batch_size));
     for (GenerateRequest& r : requests) {
-      for (int i = 0; i < o.input_len; ++i) r.prompt_ids.push_back(token(rng));
+      tokens.append(r.prompt_ids, o.input_len);
       r.params.temperature = 0.0;
       r.params.ignore_eos = true;
       r.params.max_tokens = o.output_len;
