@@ -2,12 +2,17 @@
 // the tests run from a bundle on another machine (scripts/device/).
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "pagoda/backend/cuda/cuda_devices.h"
+#include "pagoda/core/dtype.h"
+#include "pagoda/kernels/cuda_check.h"
 
 namespace pagoda::test {
 
@@ -18,6 +23,37 @@ inline std::string test_data_dir() {
   const char* env = std::getenv("PAGODA_TEST_DATA_DIR");
   return env && *env ? env : PAGODA_TEST_DATA_DIR;
 }
+
+// n elements of T on the device (at least one is allocated, so get() is never null), freed on scope exit.
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) { PAGODA_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr_); }
+
+  T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+  // Copies host (at most size() elements) to the start of the array.
+  void upload(const std::vector<T>& host) {
+    if (!host.empty())
+      PAGODA_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), std::min(host.size(), n_) * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  // The first `count` elements (all by default), after the device has finished its work.
+  std::vector<T> download() const { return download(n_); }
+  std::vector<T> download(size_t count) const {
+    PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> host(count);
+    if (count) PAGODA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_;
+};
 
 }  // namespace pagoda::test
 

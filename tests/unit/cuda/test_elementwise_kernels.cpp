@@ -19,6 +19,8 @@
 namespace pagoda {
 namespace {
 
+using test::DeviceArray;
+
 namespace k = kernels;
 
 // ---- host bf16 / f16 ----
@@ -31,14 +33,7 @@ uint16_t bf16_bits(float f) {  // round to nearest even, as __float2bfloat16
   return static_cast<uint16_t>(u >> 16);
 }
 
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float round_bf16(float f) { return bf16_value(bf16_bits(f)); }
+float round_bf16(float f) { return bf16_to_f32(bf16_bits(f)); }
 
 float f16_value(uint16_t h) {  // IEEE half to float (exact)
   const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
@@ -59,33 +54,6 @@ std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float mean = 0.0f, fl
 
 // ---- device buffers ----
 
-template <class T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    if (n_) PAGODA_CUDA_CHECK(cudaMalloc(&ptr_, n_ * sizeof(T)));
-  }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr_); }
-
-  T* get() const { return ptr_; }
-  void upload(const std::vector<T>& host) {
-    if (n_) PAGODA_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(n_);
-    if (n_) PAGODA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t n_;
-};
-
 k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
 const k::bf16* cbf(const uint16_t* p) { return reinterpret_cast<const k::bf16*>(p); }
 
@@ -95,7 +63,7 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<double>& w
   ASSERT_EQ(got.size(), want.size());
   int failures = 0;
   for (size_t i = 0; i < got.size() && failures < 10; ++i) {
-    const double g = bf16_value(got[i]);
+    const double g = bf16_to_f32(got[i]);
     if (!(std::fabs(g - want[i]) <= rel * scale[i] + abs)) {
       ADD_FAILURE() << what << " [" << i << "]: got " << g << ", want " << want[i];
       ++failures;
@@ -107,7 +75,7 @@ void expect_close(const std::vector<uint16_t>& got, const std::vector<double>& w
 // fp32 vs double sum moves only values within ~1e-7 of a rounding boundary).
 void expect_mostly_exact(const std::vector<uint16_t>& got, const std::vector<double>& want, const char* what) {
   size_t differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) differ += bf16_value(got[i]) != want[i];
+  for (size_t i = 0; i < got.size(); ++i) differ += bf16_to_f32(got[i]) != want[i];
   EXPECT_LE(differ, got.size() / 100) << what << ": " << differ << " of " << got.size() << " not bit-exact";
 }
 
@@ -153,11 +121,11 @@ std::vector<double> rms_norm_ref(const std::vector<uint16_t>& x, const std::vect
   for (int r = 0; r < rows; ++r) {
     const uint16_t* xr = x.data() + int64_t{r} * hidden;
     double ss = 0;
-    for (int i = 0; i < hidden; ++i) ss += double{bf16_value(xr[i])} * bf16_value(xr[i]);
+    for (int i = 0; i < hidden; ++i) ss += double{bf16_to_f32(xr[i])} * bf16_to_f32(xr[i]);
     const double inv = 1.0 / std::sqrt(ss / hidden + eps);
     for (int i = 0; i < hidden; ++i) {
-      const float normed = round_bf16(static_cast<float>(bf16_value(xr[i]) * inv));
-      out[int64_t{r} * hidden + i] = round_bf16(normed * bf16_value(w[i]));
+      const float normed = round_bf16(static_cast<float>(bf16_to_f32(xr[i]) * inv));
+      out[int64_t{r} * hidden + i] = round_bf16(normed * bf16_to_f32(w[i]));
     }
   }
   return out;
@@ -193,7 +161,7 @@ TEST(ElementwiseKernels, AddRmsNormStoresRoundedResidualAndNormalisesIt) {
     k::add_rms_norm(bf(d_res.get()), cbf(d_x.get()), bf(d_out.get()), cbf(d_w.get()), rows, hidden, eps, nullptr);
 
     std::vector<uint16_t> summed(n);  // fp32 add of two bf16, rounded once: bit-exact on both sides
-    for (size_t i = 0; i < n; ++i) summed[i] = bf16_bits(bf16_value(residual[i]) + bf16_value(x[i]));
+    for (size_t i = 0; i < n; ++i) summed[i] = bf16_bits(bf16_to_f32(residual[i]) + bf16_to_f32(x[i]));
     EXPECT_EQ(d_res.download(), summed) << "residual, hidden " << hidden;
     const auto want = rms_norm_ref(summed, w, rows, hidden, eps);
     const auto got = d_out.download();
@@ -219,7 +187,7 @@ void rope_head_ref(const uint16_t* head, int head_dim, int32_t pos, const std::v
     const float angle = static_cast<float>(pos) * inv_freq[i];
     const double c = std::cos(static_cast<double>(angle)) * scaling;
     const double s = std::sin(static_cast<double>(angle)) * scaling;
-    const double x0 = bf16_value(head[i]), x1 = bf16_value(head[i + half]);
+    const double x0 = bf16_to_f32(head[i]), x1 = bf16_to_f32(head[i + half]);
     out[i] = x0 * c - x1 * s;
     out[i + half] = x1 * c + x0 * s;
     scale[i] = scale[i + half] = (std::fabs(x0) + std::fabs(x1)) * scaling;
@@ -377,7 +345,7 @@ TEST(ElementwiseKernels, SiluMulMatchesReference) {
       const auto got = d_out.download();
       std::vector<uint16_t> got_n(got.begin() + offset, got.end());
       std::vector<double> want(n);
-      for (int64_t i = 0; i < n; ++i) want[i] = silu_mul_ref(bf16_value(gate[i + offset]), bf16_value(up[i + offset]));
+      for (int64_t i = 0; i < n; ++i) want[i] = silu_mul_ref(bf16_to_f32(gate[i + offset]), bf16_to_f32(up[i + offset]));
       expect_close(got_n, want, abs_of(want), 5e-3, 1e-7, "silu_mul");
     }
   }
@@ -394,7 +362,7 @@ TEST(ElementwiseKernels, SiluMulFusedSplitsGateAndUp) {
     for (int r = 0; r < rows; ++r) {
       for (int i = 0; i < inter; ++i) {
         const uint16_t* g = gate_up.data() + int64_t{r} * 2 * inter;
-        want[int64_t{r} * inter + i] = silu_mul_ref(bf16_value(g[i]), bf16_value(g[inter + i]));
+        want[int64_t{r} * inter + i] = silu_mul_ref(bf16_to_f32(g[i]), bf16_to_f32(g[inter + i]));
       }
     }
     expect_close(d_out.download(), want, abs_of(want), 5e-3, 1e-7, "silu_mul_fused");
@@ -414,7 +382,7 @@ TEST(ElementwiseKernels, Bf16ToF32IsExactForEveryPattern) {
     k::bf16_to_f32(d_out.get() + offset, cbf(d_in.get()) + offset, n, nullptr);
     const auto got = d_out.download();
     for (int64_t i = offset; i < n + offset; ++i) {
-      const float want = bf16_value(all[i]);
+      const float want = bf16_to_f32(all[i]);
       if (std::isnan(want)) {
         ASSERT_TRUE(std::isnan(got[i])) << i;
       } else {
@@ -461,7 +429,7 @@ TEST(ElementwiseKernels, F16ToBf16RoundsEveryPattern) {
     for (int64_t i = offset; i < n + offset; ++i) {
       const float v = f16_value(all[i]);
       if (std::isnan(v)) {
-        ASSERT_TRUE(std::isnan(bf16_value(got[i]))) << i;
+        ASSERT_TRUE(std::isnan(bf16_to_f32(got[i]))) << i;
       } else {
         ASSERT_EQ(got[i], bf16_bits(v)) << "half pattern " << all[i] << " offset " << offset;
       }
@@ -482,7 +450,7 @@ TEST(ElementwiseKernels, FillRandomIsSeededNormalAndPathIndependent) {
   double sum = 0, sum2 = 0;
   int64_t beyond_2sigma = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double v = bf16_value(first[i]);
+    const double v = bf16_to_f32(first[i]);
     ASSERT_TRUE(std::isfinite(v)) << i;
     sum += v;
     sum2 += v * v;

@@ -25,24 +25,13 @@
 namespace pagoda {
 namespace {
 
+using test::DeviceArray;
+
 using kernels::PagedAttentionParams;
 
 constexpr uint16_t kBf16NaN = 0x7fc0;
 constexpr double kAbsTol = 2e-2;
 constexpr double kRelTol = 2e-2;
-
-uint16_t to_bf16(float f) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 struct Shape {
   int num_heads, num_kv_heads, head_dim, block_size;
@@ -95,7 +84,7 @@ Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed
   b.kv_pages.assign(pool.begin(), pool.begin() + total_pages);
 
   b.q.resize(static_cast<size_t>(b.num_tokens) * shape.num_heads * hd);
-  for (auto& x : b.q) x = to_bf16(2.0f * uni());
+  for (auto& x : b.q) x = f32_to_bf16(2.0f * uni());
   const size_t cache_elems = static_cast<size_t>(b.num_blocks) * bs * nkv * hd;
   b.k.assign(cache_elems, kBf16NaN);
   b.v.assign(cache_elems, kBf16NaN);
@@ -103,8 +92,8 @@ Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed
     for (int key = 0; key < seqs[s].seq_len; ++key) {
       const int64_t slot = static_cast<int64_t>(b.kv_pages[b.kv_page_start[s] + key / bs]) * bs + key % bs;
       for (int i = 0; i < nkv * hd; ++i) {
-        b.k[slot * nkv * hd + i] = to_bf16(2.0f * uni());
-        b.v[slot * nkv * hd + i] = to_bf16(uni());
+        b.k[slot * nkv * hd + i] = f32_to_bf16(2.0f * uni());
+        b.v[slot * nkv * hd + i] = f32_to_bf16(uni());
       }
     }
   }
@@ -129,14 +118,14 @@ std::vector<double> reference(const Batch& b) {
       const int t = b.query_start[s] + i;
       const int num_keys = std::min(seq_len, seq_len - q_len + i + 1);
       for (int h = 0; h < sh.num_heads && num_keys > 0; ++h) {
-        for (int d = 0; d < hd; ++d) qh[d] = from_bf16(b.q[(static_cast<size_t>(t) * sh.num_heads + h) * hd + d]);
+        for (int d = 0; d < hd; ++d) qh[d] = bf16_to_f32(b.q[(static_cast<size_t>(t) * sh.num_heads + h) * hd + d]);
         const int64_t head_off = static_cast<int64_t>(h / group) * hd;
         w.assign(num_keys, 0.0);
         double mx = -INFINITY;
         for (int key = 0; key < num_keys; ++key) {
           const uint16_t* kr = &b.k[row_of_key[key] + head_off];
           double dot = 0.0;
-          for (int d = 0; d < hd; ++d) dot += qh[d] * from_bf16(kr[d]);
+          for (int d = 0; d < hd; ++d) dot += qh[d] * bf16_to_f32(kr[d]);
           w[key] = dot * scale;
           mx = std::max(mx, w[key]);
         }
@@ -146,7 +135,7 @@ std::vector<double> reference(const Batch& b) {
         for (int key = 0; key < num_keys; ++key) {
           const uint16_t* vr = &b.v[row_of_key[key] + head_off];
           const double p = w[key] / sum;
-          for (int d = 0; d < hd; ++d) o[d] += p * from_bf16(vr[d]);
+          for (int d = 0; d < hd; ++d) o[d] += p * bf16_to_f32(vr[d]);
         }
       }
     }
@@ -239,7 +228,7 @@ void expect_matches(const Batch& b, const std::vector<uint16_t>& got, const std:
       for (int h = 0; h < nh; ++h) {
         for (int d = 0; d < hd; ++d) {
           const size_t i = (static_cast<size_t>(t) * nh + h) * hd + d;
-          const double g = from_bf16(got[i]);
+          const double g = bf16_to_f32(got[i]);
           const bool ok = b.seq_lens[s] == 0 ? g == 0.0
                                               : std::abs(g - ref[i]) <= kAbsTol + kRelTol * std::abs(ref[i]);
           if (b.seq_lens[s] != 0 && std::isfinite(g)) max_err = std::max(max_err, std::abs(g - ref[i]));
@@ -419,7 +408,7 @@ TEST(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
     std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
     for (size_t round = 0; round < lens.size(); ++round) {
       b.seq_lens = lens[round];
-      for (auto& x : b.q) x = to_bf16(uni(rng));
+      for (auto& x : b.q) x = f32_to_bf16(uni(rng));
       PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), b.seq_lens.data(),
                                    b.seq_lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
       PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<__nv_bfloat16*>(p.q), b.q.data(), b.q.size() * sizeof(uint16_t),

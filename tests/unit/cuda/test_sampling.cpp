@@ -23,6 +23,8 @@
 namespace pagoda {
 namespace {
 
+using test::DeviceArray;
+
 using kernels::SamplingRow;
 
 constexpr int kDraws = 20000;  // rows per frequency check, one launch
@@ -30,28 +32,6 @@ constexpr uint16_t kNaN = 0x7fc0, kNegNaN = 0xffc0, kNegInf = 0xff80;
 
 void cuda_ok(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
-template <typename T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  explicit DeviceArray(size_t n) { cuda_ok(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr); }
-};
-
-uint16_t to_bf16(float f) {  // round to nearest even (finite inputs)
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-}
-
-float from_bf16(uint16_t h) {
-  const uint32_t b = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
 }
 
 // One launch: logits [rows.size(), vocab] as bf16 bits; returns the sampled tokens.
@@ -62,13 +42,13 @@ std::vector<int32_t> sample(const std::vector<uint16_t>& logits, const std::vect
   DeviceArray<SamplingRow> d_rows(rows.size());
   DeviceArray<int32_t> d_out(rows.size());
   DeviceArray<char> d_workspace(kernels::sampling_workspace_bytes(n, vocab));
-  cuda_ok(cudaMemcpy(d_logits.ptr, logits.data(), logits.size() * 2, cudaMemcpyHostToDevice), "copy logits");
-  cuda_ok(cudaMemcpy(d_rows.ptr, rows.data(), rows.size() * sizeof(SamplingRow), cudaMemcpyHostToDevice),
+  cuda_ok(cudaMemcpy(d_logits.get(), logits.data(), logits.size() * 2, cudaMemcpyHostToDevice), "copy logits");
+  cuda_ok(cudaMemcpy(d_rows.get(), rows.data(), rows.size() * sizeof(SamplingRow), cudaMemcpyHostToDevice),
           "copy rows");
-  kernels::sample_tokens(d_out.ptr, reinterpret_cast<const __nv_bfloat16*>(d_logits.ptr), d_rows.ptr, n, vocab,
-                         d_workspace.ptr, nullptr);
+  kernels::sample_tokens(d_out.get(), reinterpret_cast<const __nv_bfloat16*>(d_logits.get()), d_rows.get(), n, vocab,
+                         d_workspace.get(), nullptr);
   std::vector<int32_t> out(rows.size());
-  cuda_ok(cudaMemcpy(out.data(), d_out.ptr, out.size() * 4, cudaMemcpyDeviceToHost), "copy tokens");
+  cuda_ok(cudaMemcpy(out.data(), d_out.get(), out.size() * 4, cudaMemcpyDeviceToHost), "copy tokens");
   return out;
 }
 
@@ -76,9 +56,9 @@ std::vector<int32_t> sample(const std::vector<uint16_t>& logits, const std::vect
 int host_argmax(const uint16_t* row, int vocab) {
   int best = -1;
   for (int i = 0; i < vocab; ++i) {
-    const float v = from_bf16(row[i]);
+    const float v = bf16_to_f32(row[i]);
     if (std::isnan(v)) continue;
-    if (best < 0 || v > from_bf16(row[best])) best = i;
+    if (best < 0 || v > bf16_to_f32(row[best])) best = i;
   }
   return best < 0 ? 0 : best;
 }
@@ -86,7 +66,7 @@ int host_argmax(const uint16_t* row, int vocab) {
 std::vector<uint16_t> random_row(std::mt19937& rng, int vocab, float stddev) {
   std::normal_distribution<float> normal(0.0f, stddev);
   std::vector<uint16_t> row(vocab);
-  for (auto& v : row) v = to_bf16(normal(rng));
+  for (auto& v : row) v = f32_to_bf16(normal(rng));
   return row;
 }
 
@@ -108,7 +88,7 @@ SamplingRow params(float temperature, int top_k = 0, float top_p = 1.0f, float m
 std::vector<double> reference_probs(const std::vector<uint16_t>& row, const SamplingRow& p) {
   const int vocab = static_cast<int>(row.size());
   std::vector<double> s(vocab);
-  for (int i = 0; i < vocab; ++i) s[i] = static_cast<double>(from_bf16(row[i])) / p.temperature;
+  for (int i = 0; i < vocab; ++i) s[i] = static_cast<double>(bf16_to_f32(row[i])) / p.temperature;
   std::vector<int> order(vocab);
   for (int i = 0; i < vocab; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
@@ -175,7 +155,7 @@ int count_kept(const std::vector<double>& probs) {
 std::vector<uint16_t> small_row(const std::vector<double>& probs) {
   const int vocab = static_cast<int>(probs.size());
   std::vector<uint16_t> row(vocab);
-  for (int i = 0; i < vocab; ++i) row[(5 * i + 3) % vocab] = to_bf16(static_cast<float>(std::log(probs[i])));
+  for (int i = 0; i < vocab; ++i) row[(5 * i + 3) % vocab] = f32_to_bf16(static_cast<float>(std::log(probs[i])));
   return row;
 }
 
@@ -213,12 +193,12 @@ TEST(CudaSampling, GreedyMatchesHostArgmax) {
     std::vector<SamplingRow> rows;
     for (int r = 0; r < 10; ++r) {
       std::vector<uint16_t> row = random_row(rng, vocab, 3.0f);
-      if (r == 1) row[0] = to_bf16(100.0f);
-      if (r == 2) row[vocab - 1] = to_bf16(100.0f);
-      if (r == 3) row[2 * vocab / 3] = row[vocab / 3] = to_bf16(100.0f);  // tie: the lower id wins
+      if (r == 1) row[0] = f32_to_bf16(100.0f);
+      if (r == 2) row[vocab - 1] = f32_to_bf16(100.0f);
+      if (r == 3) row[2 * vocab / 3] = row[vocab / 3] = f32_to_bf16(100.0f);  // tie: the lower id wins
       if (r == 4) row[vocab / 2] = kNaN, row[vocab / 4] = kNegNaN;
       if (r == 5) std::fill(row.begin(), row.end(), kNegInf);                 // nothing to pick: id 0
-      if (r == 6) std::fill(row.begin(), row.end(), to_bf16(0.5f));           // all tied: id 0
+      if (r == 6) std::fill(row.begin(), row.end(), f32_to_bf16(0.5f));           // all tied: id 0
       if (r == 7) row[vocab - 1] = kNaN, row[0] = kNegInf;
       logits.insert(logits.end(), row.begin(), row.end());
       // Temperatures below 1e-5 are greedy whatever the filters say.
@@ -245,7 +225,7 @@ TEST(CudaSampling, SingleTokenFiltersEqualGreedyAtAnyTemperature) {
       for (SamplingRow p : {params(t, 1), params(t, 0, 1e-7f), params(t, 0, 1.0f, 1.0f), params(t, 1, 0.3f, 0.5f)}) {
         std::vector<uint16_t> row = random_row(rng, vocab, 3.0f);
         const int top = static_cast<int>(rng() % vocab);
-        row[top] = to_bf16(100.0f);
+        row[top] = f32_to_bf16(100.0f);
         logits.insert(logits.end(), row.begin(), row.end());
         p.seed = 77;
         p.offset = static_cast<uint64_t>(r++);
@@ -299,7 +279,7 @@ TEST(CudaSampling, SeedsAndOffsetsGiveIndependentDraws) {
   PAGODA_SKIP_WITHOUT_GPU();
   // A flat row: every draw is uniform over the vocabulary, so 64 draws nearly never collide.
   constexpr int kVocab = 128256, kGroup = 64;
-  std::vector<uint16_t> logits(static_cast<size_t>(3 * kGroup) * kVocab, to_bf16(0.0f));
+  std::vector<uint16_t> logits(static_cast<size_t>(3 * kGroup) * kVocab, f32_to_bf16(0.0f));
   std::vector<SamplingRow> rows;
   for (int i = 0; i < kGroup; ++i) rows.push_back(params(1.0f, 0, 1.0f, 0.0f, 7, i));  // offsets
   for (int i = 0; i < kGroup; ++i) rows.push_back(params(1.0f, 0, 1.0f, 0.0f, (uint64_t{1} * i << 32) | 7, 0));
@@ -347,8 +327,8 @@ TEST(CudaSampling, FiltersOnALargeUnalignedVocabulary) {
   constexpr int kVocab = 128261, kPerConfig = 160;
   const int top_ids[4] = {kVocab - 1, 0, 77777, 4099};
   const float top_weights[4] = {4.0f, 2.0f, 1.0f, 0.5f};
-  std::vector<uint16_t> row(kVocab, to_bf16(-std::log(static_cast<float>(kVocab))));
-  for (int j = 0; j < 4; ++j) row[top_ids[j]] = to_bf16(std::log(top_weights[j]));
+  std::vector<uint16_t> row(kVocab, f32_to_bf16(-std::log(static_cast<float>(kVocab))));
+  for (int j = 0; j < 4; ++j) row[top_ids[j]] = f32_to_bf16(std::log(top_weights[j]));
   auto category = [&](int token) {
     for (int j = 0; j < 4; ++j) {
       if (token == top_ids[j]) return j;
@@ -403,7 +383,7 @@ TEST(CudaSampling, Throughput256Rows) {
   DeviceArray<SamplingRow> d_rows(kRows);
   DeviceArray<int32_t> d_out(kRows);
   DeviceArray<char> d_workspace(kernels::sampling_workspace_bytes(kRows, kVocab));
-  cuda_ok(cudaMemcpy(d_logits.ptr, logits.data(), logits.size() * 2, cudaMemcpyHostToDevice), "copy logits");
+  cuda_ok(cudaMemcpy(d_logits.get(), logits.data(), logits.size() * 2, cudaMemcpyHostToDevice), "copy logits");
   struct Case {
     SamplingRow p;
     const char* what;
@@ -414,10 +394,10 @@ TEST(CudaSampling, Throughput256Rows) {
                         Case{params(0.7f, 50, 0.9f, 0.05f), "top_k + top_p + min_p", 3.0}}) {
     std::vector<SamplingRow> rows(kRows, c.p);
     for (int r = 0; r < kRows; ++r) rows[r].seed = r;
-    cuda_ok(cudaMemcpy(d_rows.ptr, rows.data(), kRows * sizeof(SamplingRow), cudaMemcpyHostToDevice), "copy rows");
+    cuda_ok(cudaMemcpy(d_rows.get(), rows.data(), kRows * sizeof(SamplingRow), cudaMemcpyHostToDevice), "copy rows");
     auto launch = [&] {
-      kernels::sample_tokens(d_out.ptr, reinterpret_cast<const __nv_bfloat16*>(d_logits.ptr), d_rows.ptr, kRows,
-                             kVocab, d_workspace.ptr, nullptr);
+      kernels::sample_tokens(d_out.get(), reinterpret_cast<const __nv_bfloat16*>(d_logits.get()), d_rows.get(), kRows,
+                             kVocab, d_workspace.get(), nullptr);
     };
     launch();
     cudaEvent_t start, stop;

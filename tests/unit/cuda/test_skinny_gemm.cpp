@@ -21,21 +21,9 @@
 namespace pagoda {
 namespace {
 
+using test::DeviceArray;
+
 namespace k = kernels;
-
-uint16_t bf16_bits(float f) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // Uniform bf16 in [-1, 1): a fast xorshift stream, enough for 16M-element operands.
 std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
@@ -45,36 +33,10 @@ std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
     s ^= s << 13;
     s ^= s >> 7;
     s ^= s << 17;
-    x = bf16_bits(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
+    x = f32_to_bf16(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
   }
   return v;
 }
-
-template <class T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    if (n_) PAGODA_CUDA_CHECK(cudaMalloc(&ptr_, n_ * sizeof(T)));
-  }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-    if (n_) PAGODA_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr_); }
-
-  T* get() const { return ptr_; }
-  std::vector<T> download(size_t count) const {
-    PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(count);
-    if (count) PAGODA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t n_;
-};
 
 k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
 
@@ -82,7 +44,7 @@ k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
 void dot_ref(const uint16_t* x, const uint16_t* w, int kk, double* dot, double* mag) {
   double d = 0, m = 0;
   for (int i = 0; i < kk; ++i) {
-    const double p = double{bf16_value(x[i])} * bf16_value(w[i]);
+    const double p = double{bf16_to_f32(x[i])} * bf16_to_f32(w[i]);
     d += p;
     m += std::fabs(p);
   }
@@ -92,7 +54,7 @@ void dot_ref(const uint16_t* x, const uint16_t* w, int kk, double* dot, double* 
 
 // The output is rounded to bf16 (half a step: <= 2^-8 relative); fp32 sums add a little in |x||w| terms.
 void expect_output_close(uint16_t got, double want, double mag, const char* what, int t, int64_t row) {
-  const double g = bf16_value(got);
+  const double g = bf16_to_f32(got);
   EXPECT_LE(std::fabs(g - want), 0.0040 * std::fabs(want) + 2e-5 * mag + 1e-6)
       << what << " token " << t << " row " << row << ": got " << g << ", want " << want;
 }
