@@ -39,7 +39,7 @@ echo "GPU: $(cat "$OUT/gpu.txt"); commit $(cat device_bundle/COMMIT)"
 for stage in "${stages[@]}"; do
   case $stage in
     tests)
-      timeout 300 device_bundle/bin/test_cuda --gtest_output=json:"$OUT/gtest.json" >"$OUT/gtest.log" 2>&1
+      PAGODA_PROFILE=1 timeout 300 device_bundle/bin/test_cuda --gtest_output=json:"$OUT/gtest.json" >"$OUT/gtest.log" 2>&1
       rc=$?
       grep -E "^\[  (FAILED|PASSED|SKIPPED) |GB/s|worst|decided|PAGODA_CHECK|what\(\)|Failure|^\[ [a-zA-Z].* \]" "$OUT/gtest.log" | head -60
       [ $rc -ne 0 ] && tail -15 "$OUT/gtest.log"

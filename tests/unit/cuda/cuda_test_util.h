@@ -57,6 +57,13 @@ class DeviceArray {
 
 }  // namespace pagoda::test
 
+// Measurements that print figures and check little (kernel profiles, bandwidth tables) run only when
+// PAGODA_PROFILE=1 (scripts/device/run.sh sets it): as tests they would be checks that cannot fail.
+#define PAGODA_SKIP_UNLESS_PROFILING()                                             \
+  if (const char* profile = std::getenv("PAGODA_PROFILE"); !profile || *profile != '1') { \
+    GTEST_SKIP() << "a measurement: set PAGODA_PROFILE=1 to run it";              \
+  }
+
 #define PAGODA_SKIP_WITHOUT_GPU()        \
   if (!::pagoda::test::have_gpu()) {     \
     GTEST_SKIP() << "no CUDA device";    \

@@ -1,7 +1,8 @@
 // Where a batch-1 decode step of Llama-3-8B spends its GPU time: each kernel the step launches, at the
 // step's shapes, captured 100 times into a CUDA graph and replayed, so launch gaps count as they do in the
-// engine's own decode graphs. Prints microseconds per launch and per step (x 32 layers); asserts only
-// that the kernels ran. The profile behind docs/PERFORMANCE.md's decode breakdown.
+// engine's own decode graphs. Prints microseconds per launch and per step (x 32 layers): a measurement,
+// run only with PAGODA_PROFILE=1 (scripts/device/run.sh). The profile behind docs/PERFORMANCE.md's decode
+// breakdown.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -60,6 +61,7 @@ double graph_us(cudaStream_t stream, const std::function<void()>& launch) {
 
 TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   PAGODA_SKIP_WITHOUT_GPU();
+  PAGODA_SKIP_UNLESS_PROFILING();
   constexpr int H = 4096, nh = 32, nkv = 8, hd = 128, I = 14336, V = 128256, layers = 32, bs = 16;
   cudaStream_t s;
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

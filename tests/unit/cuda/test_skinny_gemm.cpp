@@ -159,6 +159,7 @@ TEST(SkinnyGemm, LmHeadSizedMatchesOnSampledRows) {
 // Llama-3-8B's MLP shapes (up/gate: 14336 x 4096, down: 4096 x 14336), each 117 MB: more than L2 holds.
 TEST(SkinnyGemm, PrintsBandwidthOnLlamaShapes) {
   PAGODA_SKIP_WITHOUT_GPU();
+  PAGODA_SKIP_UNLESS_PROFILING();
   struct Shape { int n, k; };
   // Llama-3-8B's fused QKV, O, fused gate-up, gate alone, down. Several copies of the weights are cycled
   // so that together they exceed the 60 MB L2 and every call streams from HBM.
