@@ -1,4 +1,4 @@
-// GPU paged attention (kernels/paged_attention.cu) against a double-precision host reference computed
+// GPU paged attention (kernels/paged_attention_*.cu) against a double-precision host reference computed
 // from the same bf16-rounded inputs. Prefill over a grid of head dims x GQA shapes x block sizes (prompts,
 // chunks after a prior context, single tokens, padding), a mixed step of 171 sequences, other head dims
 // (generic kernel); decode with split-K (the needed split count and more, as a captured graph passes),
