@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick]     (default: tests parity bench)
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [sweep] [serve]   (default: tests parity bench)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
 # 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256;
 # serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
-# request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline.
+# request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
+# decode over PAGODA_GEMV_PREFETCH_MB (SWEEP_PREFETCH_MB="0 8 16 32" by default).
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -80,6 +81,18 @@ for n in ("throughput_128", "throughput_1000"):
 for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
+      ;;
+    sweep)  # batch-1 decode at 128 and 2,048 context over the skinny GEMM's L2 prefetch budget
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
+      for mb in ${SWEEP_PREFETCH_MB:-0 8 16 32}; do
+        for ctx in 128 2048; do
+          PAGODA_GEMV_PREFETCH_MB=$mb PAGODA_CUDA_STEP_TIMING=1 timeout 200 "$PAGODA" --log-level info bench latency $M \
+            --batch-size 1 --input-len $ctx --output-len 128 --num-iters 2 --max-model-len 4096 --json \
+            >"$OUT/sweep_mb${mb}_ctx$ctx.json" 2>"$OUT/sweep_mb${mb}_ctx$ctx.log"
+          echo "prefetch ${mb} MB ctx $ctx: $(python3 -c "import json; d=json.load(open('$OUT/sweep_mb${mb}_ctx$ctx.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s')" 2>&1) $(grep -h 'graph replays' "$OUT/sweep_mb${mb}_ctx$ctx.log")"
+        done
+      done
+      note "sweep: sweep_*.json"
       ;;
     serve)
       mkdir -p "$OUT/serve"

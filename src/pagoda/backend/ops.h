@@ -72,8 +72,9 @@ class Ops {
   // cache at batch.slot_mapping.
   virtual void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
                              const RopeParams& params) = 0;
-  // out [T, I] = silu(gate_up[:, :I]) * gate_up[:, I:], gate_up [T, 2I].
-  virtual void silu_mul_fused(Tensor out, Tensor gate_up) = 0;
+  // The SwiGLU MLP's first half: out [T, I] = silu(x · gate^T) * (x · up^T) for x [T, H], with the
+  // backend's fused gate-up weight [2I, H] (its row layout is the backend's own: prepare_weights made it).
+  virtual void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) = 0;
 
   // --- Whole-step hooks with portable defaults. ---
   // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend

@@ -44,8 +44,9 @@ void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, 
 // out [n] = silu(gate) * up (silu in fp32; the product rounded once).
 void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream);
 
-// out [R, I] = silu(gate_up[:, :I]) * gate_up[:, I:] for gate_up [R, 2I] (the fused gate-up GEMM's output).
-void silu_mul_fused(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream);
+// out [R, I] = silu(gate_up[:, 2j]) * gate_up[:, 2j + 1] for gate_up [R, 2I]: the output of the fused
+// gate-up GEMM, whose weight interleaves gate and up rows (skinny_gemm_silu does both steps for T <= 8).
+void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream);
 
 // out [R, C] = x[rows[r], :] for x [*, C].
 void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, int row_elems, cudaStream_t stream);

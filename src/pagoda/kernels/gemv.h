@@ -16,4 +16,11 @@ bool skinny_gemm_supported(const void* x, const void* w, int num_tokens, int n, 
 void skinny_gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w, int num_tokens, int n, int k,
                  cudaStream_t stream);
 
+// The gate-up GEMM of a SwiGLU MLP with its activation: out [T, I] = silu(x · gate^T) * (x · up^T), where
+// w_gate_up [2I, K] interleaves the two matrices by rows (row 2j = gate_j, row 2j + 1 = up_j; see
+// silu_mul_interleaved for the cuBLAS path). Each product is rounded to bf16 before the activation, as
+// in the unfused sequence. Same support rule as skinny_gemm with n = 2I.
+void skinny_gemm_silu(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up, int num_tokens,
+                      int intermediate, int k, cudaStream_t stream);
+
 }  // namespace pagoda::kernels

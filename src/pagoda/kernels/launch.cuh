@@ -1,9 +1,13 @@
-// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer: the next kernel in the
-// stream is scheduled while this one is still running, its blocks wait at their first statement
-// (pdl_grid_sync) until the previous grid has completed and its writes are visible, and then signal that
-// the kernel after them may be scheduled. Within a CUDA graph this hides most of the launch gap between
-// the ~300 kernels of a decode step. Ordering is exactly stream order: every kernel launched with
-// launch_kernel() must call pdl_grid_sync() before it touches global memory, on every path.
+// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer. Every kernel first
+// signals that the next kernel in the stream may be scheduled (griddepcontrol.launch_dependents), then
+// waits until the previous grid has completed and its writes are visible (griddepcontrol.wait). So while
+// kernel N runs, kernel N + 1's blocks can already be resident (once every block of N has started), and
+// do work that reads nothing N writes: the skinny GEMM prefetches its weights into L2 there
+// (pdl_launch_dependents / pdl_wait, see gemv.cu). Within a CUDA graph this hides the launch gap between
+// the ~300 kernels of a decode step and keeps HBM busy during the small ones. Ordering stays exactly
+// stream order, transitively (N + 1 waits for N, which waited for N - 1): every kernel launched with
+// launch_kernel() must call pdl_grid_sync() (or pdl_wait()) before it touches memory that an earlier
+// kernel writes, and must not write memory that an earlier kernel may still read before that wait.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,11 +18,22 @@
 
 namespace pagoda::kernels {
 
-__device__ __forceinline__ void pdl_grid_sync() {
+__device__ __forceinline__ void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The usual prologue: let the next kernel be scheduled, then wait for the previous one.
+__device__ __forceinline__ void pdl_grid_sync() {
+  pdl_launch_dependents();
+  pdl_wait();
 }
 
 // PDL on the current device: compute capability 9.0 or newer, unless PAGODA_NO_PDL=1 (for comparisons).

@@ -45,10 +45,9 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   Tensor proj = ops.alloc(act, {T, H});  // output of o_proj / down_proj, added into the residual
   // The backend either fused the projections (one GEMM each for QKV and gate-up: CUDA) or not (CPU).
   const bool fused = !weights_.layers.empty() && !weights_.layers[0].wqkv.data.empty();
-  Tensor qkv, gate_up, gate, up, k, v;
+  Tensor qkv, gate, up, k, v;
   if (fused) {
     qkv = ops.alloc(act, {T, nh + 2 * nkv, hd});
-    gate_up = ops.alloc(act, {T, 2 * I});
     gate = ops.alloc(act, {T, I});  // silu(gate) * up
   } else {
     k = ops.alloc(act, {T, nkv, hd});
@@ -80,8 +79,7 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
 
     ops.add_rms_norm(residual, proj, normed, w.ffn_norm, eps);
     if (fused) {
-      ops.linear(gate_up, normed, w.w_gate_up);
-      ops.silu_mul_fused(gate, gate_up);
+      ops.gate_up_silu(gate, normed, w.w_gate_up);
     } else {
       ops.linear(gate, normed, w.w_gate);
       ops.linear(up, normed, w.w_up);

@@ -112,8 +112,9 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     p.max_query_len = 1; p.max_seq_len = ctx; p.scale = 0.088f;
     const int splits = k::decode_num_splits(4096);  // a graph captured for max_model_len 4096
     DeviceBytes ws(k::paged_attention_decode_workspace_bytes(1, nh, hd, splits));
-    rows.push_back({ctx == 128 ? "attention decode ctx 128 (+merge)" : "attention decode ctx 2048 (+merge)",
-                    graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, s); }), layers});
+    DeviceBytes counters(k::paged_attention_decode_counter_count(1, nh, nkv) * sizeof(int32_t));
+    rows.push_back({ctx == 128 ? "attention decode ctx 128" : "attention decode ctx 2048",
+                    graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, counters.as<int32_t>(), s); }), layers});
   };
   add("qkv_rope_store", layers, [&] {
     const int32_t* d = meta.as<int32_t>();
@@ -123,8 +124,7 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   run_attention(128);
   run_attention(2048);
   add("gemm o 4096x4096", layers, [&] { k::skinny_gemm(y.as<bf16>(), attn.as<bf16>(), weight(qkv_w), 1, H, nh * hd, s); });
-  add("gemm gate_up 28672x4096", layers, [&] { k::skinny_gemm(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w), 1, 2 * I, H, s); });
-  add("silu_mul_fused", layers, [&] { k::silu_mul_fused(y.as<bf16>(), x.as<bf16>(), 1, I, s); });
+  add("gemm gate_up 28672x4096 + silu", layers, [&] { k::skinny_gemm_silu(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w), 1, I, H, s); });
   add("gemm down 4096x14336", layers, [&] { k::skinny_gemm(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w + gu_w), 1, H, I, s); });
   add("gemm lm_head 128256x4096", 1, [&] { k::skinny_gemm(logits.as<bf16>(), x.as<bf16>(), lm.as<bf16>(), 1, V, H, s); });
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(s));

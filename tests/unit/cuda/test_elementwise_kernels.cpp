@@ -351,21 +351,21 @@ TEST(ElementwiseKernels, SiluMulMatchesReference) {
   }
 }
 
-TEST(ElementwiseKernels, SiluMulFusedSplitsGateAndUp) {
+TEST(ElementwiseKernels, SiluMulInterleavedPairsGateAndUp) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int inter : {172, 256, 8192, 14336}) {
+  for (const int inter : {172, 173, 256, 8192, 14336}) {  // 173: not a multiple of 4, the scalar path
     const int rows = 3;
     const auto gate_up = random_bf16(static_cast<size_t>(rows) * 2 * inter, 130 + inter, 0.0f, 3.0f);
     DeviceArray<uint16_t> d_gu(gate_up), d_out(static_cast<size_t>(rows) * inter);
-    k::silu_mul_fused(bf(d_out.get()), cbf(d_gu.get()), rows, inter, nullptr);
+    k::silu_mul_interleaved(bf(d_out.get()), cbf(d_gu.get()), rows, inter, nullptr);
     std::vector<double> want(static_cast<size_t>(rows) * inter);
     for (int r = 0; r < rows; ++r) {
       for (int i = 0; i < inter; ++i) {
         const uint16_t* g = gate_up.data() + int64_t{r} * 2 * inter;
-        want[int64_t{r} * inter + i] = silu_mul_ref(bf16_to_f32(g[i]), bf16_to_f32(g[inter + i]));
+        want[int64_t{r} * inter + i] = silu_mul_ref(bf16_to_f32(g[2 * i]), bf16_to_f32(g[2 * i + 1]));
       }
     }
-    expect_close(d_out.download(), want, abs_of(want), 5e-3, 1e-7, "silu_mul_fused");
+    expect_close(d_out.download(), want, abs_of(want), 5e-3, 1e-7, "silu_mul_interleaved");
   }
 }
 
@@ -492,7 +492,7 @@ TEST(ElementwiseKernels, EmptyShapesLaunchNothing) {
   k::store_kv(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 8, 128, nullptr);
   k::qkv_rope_store(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, 0, 32, 8, 128, nullptr);
   k::silu_mul(nullptr, nullptr, nullptr, 0, nullptr);
-  k::silu_mul_fused(nullptr, nullptr, 0, 14336, nullptr);
+  k::silu_mul_interleaved(nullptr, nullptr, 0, 14336, nullptr);
   k::bf16_to_f32(nullptr, nullptr, 0, nullptr);
   k::f32_to_bf16(nullptr, nullptr, 0, nullptr);
   k::f16_to_bf16(nullptr, nullptr, 0, nullptr);

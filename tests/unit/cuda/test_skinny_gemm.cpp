@@ -71,6 +71,47 @@ TEST(SkinnyGemm, SupportedShapes) {
   EXPECT_FALSE(k::skinny_gemm_supported(buf, buf + 4, 1, 4096, 4096));
 }
 
+// The gate-up GEMM with its SwiGLU epilogue: rows 2j / 2j + 1 of w are gate_j / up_j; each product is
+// rounded to bf16 before silu(g) * u, so the reference rounds the float64 products the same way. Shapes:
+// K split four ways (N = 64), whole chunks, and the 8B model's 2 x 14336 x 4096.
+TEST(SkinnyGemm, SiluEpilogueMatchesFloat64Reference) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Shape { int inter, k; };
+  constexpr int kMaxT = k::kSkinnyGemmMaxTokens;
+  for (const Shape s : {Shape{32, 2048}, Shape{1000, 4096}, Shape{14336, 4096}}) {
+    const int n = 2 * s.inter;
+    const auto x = random_bf16(static_cast<size_t>(kMaxT) * s.k, s.inter + 3);
+    const auto w = random_bf16(static_cast<size_t>(n) * s.k, s.k + 4);
+    DeviceArray<uint16_t> d_x(x), d_w(w), d_out(static_cast<size_t>(kMaxT) * s.inter);
+    for (const int T : {1, 2, 3, 5, 8}) {
+      SCOPED_TRACE(testing::Message() << "I " << s.inter << " K " << s.k << " T " << T);
+      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, static_cast<size_t>(kMaxT) * s.inter * 2));  // NaN
+      k::skinny_gemm_silu(bf(d_out.get()), bf(d_x.get()), bf(d_w.get()), T, s.inter, s.k, nullptr);
+      const auto got = d_out.download(static_cast<size_t>(kMaxT) * s.inter);
+      for (int t = 0; t < kMaxT; ++t) {
+        for (int j = 0; j < s.inter; j += (s.inter > 2000 ? 7 : 1)) {  // a sample of the large case
+          const size_t i = static_cast<size_t>(t) * s.inter + j;
+          if (t >= T) {
+            ASSERT_EQ(got[i], 0xffff) << "wrote past token " << T - 1;
+            continue;
+          }
+          double g, gmag, u, umag;
+          dot_ref(x.data() + int64_t{t} * s.k, w.data() + (2 * int64_t{j}) * s.k, s.k, &g, &gmag);
+          dot_ref(x.data() + int64_t{t} * s.k, w.data() + (2 * int64_t{j} + 1) * s.k, s.k, &u, &umag);
+          const double gb = bf16_to_f32(f32_to_bf16(static_cast<float>(g)));
+          const double ub = bf16_to_f32(f32_to_bf16(static_cast<float>(u)));
+          const double want = gb / (1.0 + std::exp(-gb)) * ub;
+          // Output rounding, plus fp32-sum error in g and u that may flip their bf16 rounding (<= 2^-8 each).
+          const double tol = 0.0040 * std::fabs(want) + 0.0080 * (std::fabs(gb) + 1e-3) * std::fabs(ub) +
+                             0.0080 * std::fabs(gb * ub) + 4e-5 * (gmag + umag) + 1e-6;
+          EXPECT_LE(std::fabs(bf16_to_f32(got[i]) - want), tol) << "token " << t << " output " << j;
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 // Every T on shapes reaching each path: (96, 64) a partial chunk only; (4096, 4096) whole chunks, K split
 // for the larger T; (1000, 14336) K split four ways with a partial chunk per slice; (2500, 2056) a one-vector
 // tail and N not a multiple of the rows per block.

@@ -167,8 +167,11 @@ void CpuOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, 
   store_kv(cache, layer, k, v, batch);
 }
 
-void CpuOps::silu_mul_fused(Tensor out, Tensor gate_up) {
+void CpuOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
+  // The CPU keeps gate and up apart (prepare_weights fuses nothing); a stacked [gate; up] weight works too.
   const int64_t rows = out.dim(0), inter = out.dim(1);
+  Tensor gate_up = alloc(DType::kF32, {rows, 2 * inter});
+  linear(gate_up, x, w_gate_up);
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up.ptr<float>() + r * 2 * inter;
     float* o = out.ptr<float>() + r * inter;

@@ -48,7 +48,7 @@ class CudaOps final : public Ops {
   void free_kv_cache(KvCache& cache) override;
   void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
                      const RopeParams& params) override;
-  void silu_mul_fused(Tensor out, Tensor gate_up) override;
+  void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
 
   ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) override;
   Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;

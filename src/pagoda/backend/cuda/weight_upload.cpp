@@ -1,6 +1,8 @@
 // CudaOps::prepare_weights: every weight to the device as bf16, tensor by tensor straight from the
 // checkpoint's mapping (no host copy of the whole model), with QKV and gate-up fused into one matrix each
-// so that a layer runs two GEMMs fewer.
+// so that a layer runs two GEMMs fewer. Q, K and V are stacked; gate and up are interleaved by rows
+// (gate_j, up_j, gate_j+1, ...) so that one GEMM block holds both halves of each SwiGLU pair and can apply
+// the activation itself (kernels::skinny_gemm_silu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,13 +18,18 @@ namespace {
 
 constexpr size_t kStagingBytes = size_t{64} << 20;
 
-// Uploads the host weight `src` [rows, cols] (any weight dtype) into `dst` as bf16. BF16 goes straight
-// from the mapping; other dtypes are converted on the host, a slab of rows at a time, through `staging`.
-void upload_bf16(uint16_t* dst, const Tensor& src, cuda::PinnedBuffer& staging, cudaStream_t stream) {
+// Uploads the host weight `src` [rows, cols] (any weight dtype) into `dst` as bf16, row r at dst + r *
+// `row_stride` elements (cols: contiguous). BF16 goes straight from the mapping; other dtypes are
+// converted on the host, a slab of rows at a time, through `staging`.
+void upload_bf16(uint16_t* dst, const Tensor& src, int64_t row_stride, cuda::PinnedBuffer& staging,
+                 cudaStream_t stream) {
   const int64_t rows = src.ndim == 1 ? 1 : src.dim(0);
   const int64_t cols = src.numel() / rows;
+  const size_t row_bytes = static_cast<size_t>(cols) * sizeof(uint16_t);
+  const size_t pitch = static_cast<size_t>(row_stride) * sizeof(uint16_t);
   if (src.dtype == DType::kBF16) {
-    PAGODA_CUDA_CHECK(cudaMemcpy(dst, src.data, static_cast<size_t>(src.nbytes()), cudaMemcpyHostToDevice));
+    PAGODA_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src.data, row_bytes, row_bytes, static_cast<size_t>(rows),
+                                   cudaMemcpyHostToDevice));
     return;
   }
   const int64_t slab = std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes / 2 / sizeof(uint16_t)) / cols);
@@ -41,8 +48,8 @@ void upload_bf16(uint16_t* dst, const Tensor& src, cuda::PinnedBuffer& staging, 
         for (int64_t c = 0; c < cols; ++c) half[r * cols + c] = f32_to_bf16(row[c]);
       }
     }
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst + r0 * cols, half, static_cast<size_t>(n * cols) * sizeof(uint16_t),
-                                      cudaMemcpyHostToDevice, stream));
+    PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(dst + r0 * row_stride, pitch, half, row_bytes, row_bytes,
+                                        static_cast<size_t>(n), cudaMemcpyHostToDevice, stream));
   }
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -61,8 +68,9 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
   cuda::PinnedBuffer staging(kStagingBytes);
 
   // One device allocation holding `parts` stacked by rows; returns the stacked weight and sets each
-  // part's view (its rows inside the stack).
-  auto upload_stacked = [&](std::initializer_list<std::pair<const Weight*, Weight*>> parts) {
+  // part's view (its rows inside the stack). `interleaved`: row i of part p lands at row i * P + p
+  // instead (equal row counts), and the parts get no views of their own.
+  auto upload_stacked = [&](std::initializer_list<std::pair<const Weight*, Weight*>> parts, bool interleaved = false) {
     int64_t rows = 0, cols = -1;
     for (auto [src, dst] : parts) {
       rows += rows_of(*src);
@@ -73,8 +81,17 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
     m.weight_storage.emplace_back(static_cast<size_t>(rows * cols) * sizeof(uint16_t));
     auto* base = static_cast<uint16_t*>(m.weight_storage.back().data());
     int64_t row = 0;
+    const int64_t num_parts = static_cast<int64_t>(parts.size());
     for (auto [src, dst] : parts) {
-      upload_bf16(base + row * cols, src->data, staging, m.stream);
+      if (interleaved) {
+        PAGODA_CHECK(rows_of(*src) * num_parts == rows, "interleaved weights differ in out_features");
+        upload_bf16(base + row * cols, src->data, num_parts * cols, staging, m.stream);
+        *dst = Weight{};
+        ++row;
+        bar.advance(2 * elems_of(*src));
+        continue;
+      }
+      upload_bf16(base + row * cols, src->data, cols, staging, m.stream);
       Tensor view = src->data;
       view.dtype = DType::kBF16;
       view.device = Device::kCuda;
@@ -100,7 +117,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
     d.wqkv = upload_stacked({{&h.wq, &d.wq}, {&h.wk, &d.wk}, {&h.wv, &d.wv}});
     upload_stacked({{&h.wo, &d.wo}});
     upload_stacked({{&h.ffn_norm, &d.ffn_norm}});
-    d.w_gate_up = upload_stacked({{&h.w_gate, &d.w_gate}, {&h.w_up, &d.w_up}});
+    d.w_gate_up = upload_stacked({{&h.w_gate, &d.w_gate}, {&h.w_up, &d.w_up}}, /*interleaved=*/true);
     upload_stacked({{&h.w_down, &d.w_down}});
   }
   upload_stacked({{&host.final_norm, &dev.final_norm}});
@@ -109,7 +126,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
   else
     upload_stacked({{&host.lm_head, &dev.lm_head}});
   bar.finish();
-  spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV and gate-up fused)", static_cast<double>(total) / (1 << 30));
+  spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV stacked, gate-up interleaved)", static_cast<double>(total) / (1 << 30));
   return dev;
 }
 
