@@ -10,8 +10,8 @@
 //  - fp32 FMAs per lane, then a warp-shuffle sum. When N / R alone gives too few warps to fill the GPU
 //    (N = 1024 for K/V), the warps of a block split K between them and add their sums in shared memory;
 //  - the weights do not depend on the previous kernel, so the blocks that become resident while it still
-//    runs (programmatic dependent launch, launch.cuh) ask for the head of their rows in L2 (a bulk
-//    prefetch) before they wait for it. Between two GEMMs of a decode step sit small latency-bound
+//    runs (it signals early: pdl_grid_sync_early in launch.cuh) ask for the head of their rows in L2 (a
+//    bulk prefetch) before they wait for it. Between two GEMMs of a decode step sit small latency-bound
 //    kernels (norms, RoPE, attention) that leave HBM idle; this fills that time with the next weights.
 //    The total is capped (prefetch_budget_bytes) so that it fits in L2 next to the activations.
 // R and U depend on T (more rows per warp when there are more tokens, to keep x traffic and registers in
@@ -113,7 +113,6 @@ template <int T, int R, int U, bool kSiluPairs>
 __global__ void __launch_bounds__(kThreads)
     skinny_gemm_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k,
                        int splits, int prefetch_vecs, int prefetch_blocks) {
-  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int slice = warp % splits;
@@ -134,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
       if (row0 + r < n) prefetch_l2(wr[r] + begin, bytes);
     }
   }
-  pdl_wait();  // x is written by the previous kernel (launch.cuh)
+  pdl_grid_sync();  // x is written by the previous kernel (launch.cuh)
 
   float acc[T][R];
 #pragma unroll

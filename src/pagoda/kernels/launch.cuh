@@ -1,13 +1,18 @@
-// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer. Every kernel first
-// signals that the next kernel in the stream may be scheduled (griddepcontrol.launch_dependents), then
-// waits until the previous grid has completed and its writes are visible (griddepcontrol.wait). So while
-// kernel N runs, kernel N + 1's blocks can already be resident (once every block of N has started), and
-// do work that reads nothing N writes: the skinny GEMM prefetches its weights into L2 there
-// (pdl_launch_dependents / pdl_wait, see gemv.cu). Within a CUDA graph this hides the launch gap between
-// the ~300 kernels of a decode step and keeps HBM busy during the small ones. Ordering stays exactly
-// stream order, transitively (N + 1 waits for N, which waited for N - 1): every kernel launched with
-// launch_kernel() must call pdl_grid_sync() (or pdl_wait()) before it touches memory that an earlier
+// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer. A kernel waits
+// (griddepcontrol.wait) until the previous grid has completed and its writes are visible, and signals
+// (griddepcontrol.launch_dependents) that the next kernel in the stream may be scheduled; once every block
+// has signalled, the next kernel's blocks can become resident while this one still runs. Within a CUDA
+// graph this hides the launch gap between the ~300 kernels of a decode step. Ordering stays exactly stream
+// order: every kernel launched with launch_kernel() must wait before it touches memory that an earlier
 // kernel writes, and must not write memory that an earlier kernel may still read before that wait.
+//   pdl_grid_sync()           wait, then signal: the usual prologue. The next kernel is scheduled only once
+//                             this one's blocks are all running, so at most one kernel runs ahead.
+//   pdl_grid_sync_early()     signal, then wait: for the small kernels that precede a skinny GEMM (the
+//                             norms, decode attention). The GEMM's blocks are then resident while the small
+//                             kernel runs and prefetch their weights into L2 before their own wait (gemv.cu),
+//                             so HBM streams weights during the latency-bound kernels. Only there: if every
+//                             kernel signalled first, the whole graph would launch ahead and fill the SMs
+//                             with blocks waiting for their turn.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,8 +35,12 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// The usual prologue: let the next kernel be scheduled, then wait for the previous one.
 __device__ __forceinline__ void pdl_grid_sync() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+__device__ __forceinline__ void pdl_grid_sync_early() {
   pdl_launch_dependents();
   pdl_wait();
 }

@@ -43,7 +43,7 @@ template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml,
                      int32_t* counters) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  pdl_grid_sync_early();  // before any global memory access; the O projection prefetches meanwhile (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
