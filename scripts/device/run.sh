@@ -7,7 +7,7 @@
 # 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256;
 # serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
 # request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
-# decode over PAGODA_GEMV_PREFETCH_MB (SWEEP_PREFETCH_MB="0 8 16 32" by default).
+# decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call).
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -82,14 +82,17 @@ for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
       ;;
-    sweep)  # batch-1 decode at 128 and 2,048 context over the skinny GEMM's L2 prefetch budget
+    sweep)  # batch-1 decode at 128 and 2,048 context for each environment in SWEEP_ENVS ("A=1 B=2;C=3;...")
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
-      for mb in ${SWEEP_PREFETCH_MB:-0 8 16 32}; do
+      IFS=';' read -ra envs <<<"${SWEEP_ENVS:-X=0}"
+      i=0
+      for e in "${envs[@]}"; do
+        i=$((i + 1))
         for ctx in 128 2048; do
-          PAGODA_GEMV_PREFETCH_MB=$mb PAGODA_CUDA_STEP_TIMING=1 timeout 200 "$PAGODA" --log-level info bench latency $M \
+          env $e PAGODA_CUDA_STEP_TIMING=1 timeout 200 "$PAGODA" --log-level info bench latency $M \
             --batch-size 1 --input-len $ctx --output-len 128 --num-iters 2 --max-model-len 4096 --json \
-            >"$OUT/sweep_mb${mb}_ctx$ctx.json" 2>"$OUT/sweep_mb${mb}_ctx$ctx.log"
-          echo "prefetch ${mb} MB ctx $ctx: $(python3 -c "import json; d=json.load(open('$OUT/sweep_mb${mb}_ctx$ctx.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s')" 2>&1) $(grep -h 'graph replays' "$OUT/sweep_mb${mb}_ctx$ctx.log")"
+            >"$OUT/sweep_${i}_ctx$ctx.json" 2>"$OUT/sweep_${i}_ctx$ctx.log"
+          echo "[$e] ctx $ctx: $(python3 -c "import json; d=json.load(open('$OUT/sweep_${i}_ctx$ctx.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s')" 2>&1) $(grep -h 'graph replays' "$OUT/sweep_${i}_ctx$ctx.log" | sed 's/.*measured), //')"
         done
       done
       note "sweep: sweep_*.json"

@@ -155,7 +155,7 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
                                 bool vec) {
-  pdl_grid_sync_early();  // before any global memory access; the next GEMM prefetches meanwhile (launch.cuh)
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;

@@ -8,19 +8,13 @@
 //  - x [T, K] is tiny and shared by every warp: it is read through L1 (ld.global.nc), one 16-byte vector
 //    per token per chunk, and reused for the R rows, so L1 serves T / R bytes per weight byte;
 //  - fp32 FMAs per lane, then a warp-shuffle sum. When N / R alone gives too few warps to fill the GPU
-//    (N = 1024 for K/V), the warps of a block split K between them and add their sums in shared memory;
-//  - the weights do not depend on the previous kernel, so the blocks that become resident while it still
-//    runs (it signals early: pdl_grid_sync_early in launch.cuh) ask for the head of their rows in L2 (a
-//    bulk prefetch) before they wait for it. Between two GEMMs of a decode step sit small latency-bound
-//    kernels (norms, RoPE, attention) that leave HBM idle; this fills that time with the next weights.
-//    The total is capped (prefetch_budget_bytes) so that it fits in L2 next to the activations.
+//    (N = 1024 for K/V), the warps of a block split K between them and add their sums in shared memory.
 // R and U depend on T (more rows per warp when there are more tokens, to keep x traffic and registers in
 // check): T = 1: 1 x 8; T = 2..4: 2 x 4; T = 5..8: 4 x 2 (R x U, 8 loads in flight per lane).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -42,23 +36,6 @@ constexpr int kMinVecsPerLane = 4;      // a K slice is at least this many vecto
 constexpr int rows_per_warp(int t) { return t == 1 ? 1 : (t <= 4 ? 2 : 4); }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// The L2 prefetch of all resident blocks together: PAGODA_GEMV_PREFETCH_MB (0 turns it off), default 16 MB,
-// about a third of an H100/H200's L2.
-size_t prefetch_budget_bytes() {
-  static const size_t bytes = [] {
-    const char* mb = std::getenv("PAGODA_GEMV_PREFETCH_MB");
-    return static_cast<size_t>(mb && *mb ? std::atof(mb) * (1 << 20) : 16.0 * (1 << 20));
-  }();
-  return bytes;
-}
-
-// Asks L2 to fetch [p, p + bytes) (sm_90 bulk prefetch; a no-op before Hopper). p and bytes 16-byte multiples.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
 
 // A 16-byte streaming load of weights: read once, so no L1 allocation; 256-byte L2 prefetch.
 __device__ __forceinline__ uint4 load_weights(const uint4* p) {
@@ -105,14 +82,14 @@ __device__ __forceinline__ bf16 silu_pair(float gate, float up) {
 }
 
 // out [T, N], x [T, K], w [N, K]; K % 8 == 0 and x, w 16-byte aligned. Block = kWarps warps = (kWarps /
-// splits) row groups of R rows, each group's K cut into `splits` slices (one warp per slice). Blocks below
-// `prefetch_blocks` first prefetch the first `prefetch_vecs` vectors of each of their rows' slices.
+// splits) row groups of R rows, each group's K cut into `splits` slices (one warp per slice).
 // kSiluPairs: rows 2j and 2j + 1 of w are gate_j and up_j (R even, N even), and out [T, N / 2] gets
 // silu_pair of each pair instead.
 template <int T, int R, int U, bool kSiluPairs>
 __global__ void __launch_bounds__(kThreads)
     skinny_gemm_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k,
-                       int splits, int prefetch_vecs, int prefetch_blocks) {
+                       int splits) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int slice = warp % splits;
@@ -126,14 +103,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < R; ++r)
     wr[r] = reinterpret_cast<const uint4*>(w) + static_cast<int64_t>(min(row0 + r, n - 1)) * kv;
-  if (static_cast<int>(blockIdx.x) < prefetch_blocks && lane == 0) {  // weights only: before the wait is fine
-    const uint32_t bytes = static_cast<uint32_t>(min(prefetch_vecs, end - begin)) * 16u;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (row0 + r < n) prefetch_l2(wr[r] + begin, bytes);
-    }
-  }
-  pdl_grid_sync();  // x is written by the previous kernel (launch.cuh)
 
   float acc[T][R];
 #pragma unroll
@@ -231,23 +200,8 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, cudaStream_t 
   while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
-  // The blocks that can be resident at once share the prefetch budget, a vector of each row per lane at most.
-  static const int resident_blocks = [] {
-    int device = 0, sms = 0, per_sm = 0;
-    cuda_check(cudaGetDevice(&device), "cudaGetDevice", __FILE__, __LINE__);
-    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute", __FILE__,
-               __LINE__);
-    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, skinny_gemm_kernel<T, R, U, kSiluPairs>, kThreads, 0),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor", __FILE__, __LINE__);
-    return sms * per_sm;
-  }();
-  const int64_t prefetch_blocks = std::min<int64_t>(blocks, resident_blocks);
-  const int64_t rows_prefetched = prefetch_blocks * groups_per_block * splits * R;  // (row, slice) pairs
-  const int64_t prefetch_vecs =
-      rows_prefetched > 0 ? static_cast<int64_t>(prefetch_budget_bytes() / 16) / rows_prefetched : 0;
-  launch_kernel(kSiluPairs ? "skinny_gemm_silu" : "skinny_gemm", skinny_gemm_kernel<T, R, U, kSiluPairs>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x,
-                w, n, k, splits, static_cast<int>(std::min<int64_t>(prefetch_vecs, kv)),
-                static_cast<int>(prefetch_blocks));
+  launch_kernel(kSiluPairs ? "skinny_gemm_silu" : "skinny_gemm", skinny_gemm_kernel<T, R, U, kSiluPairs>,
+                static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n, k, splits);
 }
 
 }  // namespace

@@ -1,18 +1,9 @@
-// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer. A kernel waits
-// (griddepcontrol.wait) until the previous grid has completed and its writes are visible, and signals
-// (griddepcontrol.launch_dependents) that the next kernel in the stream may be scheduled; once every block
-// has signalled, the next kernel's blocks can become resident while this one still runs. Within a CUDA
-// graph this hides the launch gap between the ~300 kernels of a decode step. Ordering stays exactly stream
-// order: every kernel launched with launch_kernel() must wait before it touches memory that an earlier
-// kernel writes, and must not write memory that an earlier kernel may still read before that wait.
-//   pdl_grid_sync()           wait, then signal: the usual prologue. The next kernel is scheduled only once
-//                             this one's blocks are all running, so at most one kernel runs ahead.
-//   pdl_grid_sync_early()     signal, then wait: for the small kernels that precede a skinny GEMM (the
-//                             norms, decode attention). The GEMM's blocks are then resident while the small
-//                             kernel runs and prefetch their weights into L2 before their own wait (gemv.cu),
-//                             so HBM streams weights during the latency-bound kernels. Only there: if every
-//                             kernel signalled first, the whole graph would launch ahead and fill the SMs
-//                             with blocks waiting for their turn.
+// Kernel launches with programmatic dependent launch (PDL) on Hopper and newer: the next kernel in the
+// stream is scheduled while this one is still running, its blocks wait at their first statement
+// (pdl_grid_sync) until the previous grid has completed and its writes are visible, and then signal that
+// the kernel after them may be scheduled. Within a CUDA graph this hides most of the launch gap between
+// the ~300 kernels of a decode step. Ordering is exactly stream order: every kernel launched with
+// launch_kernel() must call pdl_grid_sync() before it touches global memory, on every path.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,26 +14,11 @@
 
 namespace pagoda::kernels {
 
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void pdl_wait() {
+__device__ __forceinline__ void pdl_grid_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-__device__ __forceinline__ void pdl_grid_sync() {
-  pdl_wait();
-  pdl_launch_dependents();
-}
-
-__device__ __forceinline__ void pdl_grid_sync_early() {
-  pdl_launch_dependents();
-  pdl_wait();
 }
 
 // PDL on the current device: compute capability 9.0 or newer, unless PAGODA_NO_PDL=1 (for comparisons).

@@ -43,7 +43,7 @@ template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml,
                      int32_t* counters) {
-  pdl_grid_sync_early();  // before any global memory access; the O projection prefetches meanwhile (launch.cuh)
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (d == 0) ws_ml[part] = make_float2(row_m[row], row_l[row]);
     }
   }
-  if (active_spans == 1) return;
+  if (active_spans == 1 || counters == nullptr) return;
 
   // The last block of this (sequence, head tile) to finish merges every span (threadFenceReduction).
   __shared__ bool is_last;
@@ -209,6 +209,35 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
   }
+}
+
+// Combines the spans of one (sequence, head) when no counters were given. grid = (num_heads, num_seqs),
+// D / 2 threads. Sequences with one span were written by their block.
+template <int D>
+__global__ void __launch_bounds__(D / 2)
+    decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, int span, const float* ws_acc,
+                        const float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  const int h = blockIdx.x;
+  const int s = blockIdx.y;
+  const int n = min(num_spans, (max(p.seq_lens[s], 0) + span - 1) / span);
+  if (n <= 1) return;
+  const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += ws_ml[part0 + i].y * exp2f(ws_ml[part0 + i].x - mx);
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const int d = threadIdx.x * 2;
+  float2 acc = make_float2(0.0f, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    const float wt = exp2f(ws_ml[part0 + i].x - mx);
+    const float2 v = *reinterpret_cast<const float2*>(ws_acc + (part0 + i) * D + d);
+    acc.x += wt * v.x;
+    acc.y += wt * v.y;
+  }
+  bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
+  reinterpret_cast<uint32_t*>(out)[threadIdx.x] = pack_bf16x2(acc.x * inv, acc.y * inv);
 }
 
 // Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
@@ -245,8 +274,8 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = nullptr;
   if (spans.num_spans > 1) {
-    if (workspace == nullptr || counters == nullptr)
-      throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: no workspace or counters", __FILE__, __LINE__);
+    if (workspace == nullptr)
+      throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: no workspace", __FILE__, __LINE__);
     ws_ml = reinterpret_cast<float2*>(ws_acc + static_cast<size_t>(p.num_seqs) * p.num_heads * spans.num_spans * D);
   }
   const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
@@ -259,6 +288,11 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
     launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, counters, stream);
   } else {
     launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, counters, stream);
+  }
+  if (spans.num_spans > 1 && counters == nullptr) {
+    launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,
+                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc),
+                  static_cast<const float2*>(ws_ml));
   }
 }
 
