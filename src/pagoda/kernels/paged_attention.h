@@ -41,18 +41,13 @@ void paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t stream)
 
 // One query token per sequence (num_tokens == num_seqs). Split-K: the context is cut into partitions of
 // kDecodePartitionTokens; while the batch leaves the GPU short of blocks each partition (or a run of a few)
-// gets its own block, and the last block of each (sequence, head tile) to finish merges the partial results
-// by log-sum-exp. Small partitions keep batch-1 decode at long contexts spread over the whole GPU; large
-// batches take long spans (often no merge). `num_splits` must be >= ceil(max_seq_len /
-// kDecodePartitionTokens) for every sequence in the batch; partitions past a sequence's end do nothing (so
-// a graph captured with the largest split count serves shorter contexts). `workspace` holds
-// paged_attention_decode_workspace_bytes; `counters` holds paged_attention_decode_counter_count int32s,
-// zero-filled once by the caller: every launch leaves them zero again.
+// gets its own block, and the partial results are merged by log-sum-exp. Small partitions keep batch-1
+// decode at long contexts spread over the whole GPU; large batches take long spans (often no merge). `num_splits` must be
+// >= ceil(max_seq_len / kDecodePartitionTokens) for every sequence in the batch; partitions past a
+// sequence's end do nothing (so a graph captured with the largest split count serves shorter contexts).
 constexpr int kDecodePartitionTokens = 64;
 int decode_num_splits(int max_seq_len);
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits);
-size_t paged_attention_decode_counter_count(int num_seqs, int num_heads, int num_kv_heads);
-void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, int32_t* counters,
-                            cudaStream_t stream);
+void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream);
 
 }  // namespace pagoda::kernels

@@ -3,10 +3,8 @@
 // of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
 // the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
 // 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. With
-// one span holding all of a sequence's keys the block writes the output; otherwise each block writes (max,
-// sum, unnormalised acc) to the workspace and counts itself done on a per-(sequence, head tile) counter,
-// and the last of them combines the spans (log-sum-exp) and resets the counter: no second kernel, whose
-// launch would cost more than the merge. A span is one partition unless
+// one span per sequence the block writes the output, otherwise it writes (max, sum, unnormalised acc) to
+// the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is one partition unless
 // the batch alone fills the GPU (see decode_spans): a graph captured with many splits then does not
 // launch thousands of blocks that find no keys.
 #include "pagoda/kernels/paged_attention_common.cuh"
@@ -19,8 +17,7 @@ namespace {
 // Decode, tensor cores. grid = (num_spans, num_kv_heads * ceil(group / 16), num_seqs), 128 threads; block
 // x covers keys [x * span, (x + 1) * span). Workspace (num_spans > 1): acc [num_seqs, num_heads,
 // num_spans, D] fp32, then ml [num_seqs, num_heads, num_spans] float2 (running max in log2 units, sum of
-// exp2). num_spans <= num_splits, so paged_attention_decode_workspace_bytes covers it. counters
-// [num_seqs, gridDim.y]: zero before and after every launch.
+// exp2). num_spans <= num_splits, so paged_attention_decode_workspace_bytes covers it.
 template <int D>
 constexpr size_t decode_stage_elems() {
   return static_cast<size_t>(2) * kTileK * tile_ld<D>();  // K and V of one chunk
@@ -41,8 +38,7 @@ constexpr size_t decode_smem_bytes() {
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml,
-                     int32_t* counters) {
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
@@ -63,13 +59,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int seq_len = p.seq_lens[s];
   const int k_begin = split * span;
   bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
-  if (k_begin >= seq_len) {  // span past the end; the first span of a padding sequence writes its zeros
-    if (split == 0) {
+  if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
+    if (num_spans == 1) {
       for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
     }
     return;
   }
-  const int active_spans = min(num_spans, (seq_len + span - 1) / span);  // blocks that hold keys: >= 1
   const int k_end = min(seq_len, k_begin + span);
   const int n_chunks = (k_end - k_begin + kTileK - 1) / kTileK;
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
@@ -168,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       acc.x += wt * v.x;
       acc.y += wt * v.y;
     }
-    if (active_spans == 1) {
+    if (num_spans == 1) {
       const float inv = row_l[row] > 0.0f ? 1.0f / row_l[row] : 0.0f;
       reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
     } else {
@@ -177,42 +172,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (d == 0) ws_ml[part] = make_float2(row_m[row], row_l[row]);
     }
   }
-  if (active_spans == 1 || counters == nullptr) return;
-
-  // The last block of this (sequence, head tile) to finish merges every span (threadFenceReduction).
-  __shared__ bool is_last;
-  __threadfence();  // this block's partials are visible device-wide before it counts itself done
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* counter = counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
-    is_last = atomicAdd(counter, 1) == active_spans - 1;
-    if (is_last) *counter = 0;  // ready for the next launch (or graph replay)
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) {
-    const int row = i / (D / 2), d = (i % (D / 2)) * 2;
-    const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + head0 + row) * num_spans;
-    float mx = -INFINITY;
-    for (int x = 0; x < active_spans; ++x) mx = fmaxf(mx, __ldcg(&ws_ml[part0 + x]).x);
-    float sum = 0.0f;
-    float2 acc = make_float2(0.0f, 0.0f);
-    for (int x = 0; x < active_spans; ++x) {
-      const float2 ml = __ldcg(&ws_ml[part0 + x]);
-      const float wt = exp2f(ml.x - mx);
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(ws_acc + (part0 + x) * D + d));
-      sum += ml.y * wt;
-      acc.x += wt * v.x;
-      acc.y += wt * v.y;
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
-  }
 }
 
-// Combines the spans of one (sequence, head) when no counters were given. grid = (num_heads, num_seqs),
-// D / 2 threads. Sequences with one span were written by their block.
+// Combines the spans of one (sequence, head). grid = (num_heads, num_seqs), D / 2 threads.
 template <int D>
 __global__ void __launch_bounds__(D / 2)
     decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, int span, const float* ws_acc,
@@ -220,14 +182,15 @@ __global__ void __launch_bounds__(D / 2)
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int h = blockIdx.x;
   const int s = blockIdx.y;
-  const int n = min(num_spans, (max(p.seq_lens[s], 0) + span - 1) / span);
-  if (n <= 1) return;
+  const int seq_len = p.seq_lens[s];
+  // Spans that hold keys; the others were never written.
+  const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
   const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
   float mx = -INFINITY;
   for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) sum += ws_ml[part0 + i].y * exp2f(ws_ml[part0 + i].x - mx);
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // n == 0 (padding): zeros
   const int d = threadIdx.x * 2;
   float2 acc = make_float2(0.0f, 0.0f);
   for (int i = 0; i < n; ++i) {
@@ -239,6 +202,7 @@ __global__ void __launch_bounds__(D / 2)
   bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
   reinterpret_cast<uint32_t*>(out)[threadIdx.x] = pack_bf16x2(acc.x * inv, acc.y * inv);
 }
+
 
 // Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
 // whole number of partitions). One partition per block when the batch leaves the GPU idle; when the
@@ -257,25 +221,23 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
 
 template <int D, int kStages>
 void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
-                          int32_t* counters, cudaStream_t stream) {
+                          cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   constexpr size_t smem = decode_smem_bytes<D, kStages>();
   allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
   launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
-                span, ws_acc, ws_ml, counters);
+                span, ws_acc, ws_ml);
 }
 
 template <int D>
-void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, int32_t* counters,
-                      cudaStream_t stream) {
+void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
   const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
   const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs);
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = nullptr;
   if (spans.num_spans > 1) {
-    if (workspace == nullptr)
-      throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: no workspace", __FILE__, __LINE__);
+    if (workspace == nullptr) throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: no workspace", __FILE__, __LINE__);
     ws_ml = reinterpret_cast<float2*>(ws_acc + static_cast<size_t>(p.num_seqs) * p.num_heads * spans.num_spans * D);
   }
   const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
@@ -283,16 +245,15 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
   const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
-    launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, counters, stream);
+    launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, stream);
   } else if (fits(decode_smem_bytes<D, kDecodeStagesWide>())) {
-    launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, counters, stream);
+    launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, stream);
   } else {
-    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, counters, stream);
+    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
   }
-  if (spans.num_spans > 1 && counters == nullptr) {
+  if (spans.num_spans > 1) {
     launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,
-                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc),
-                  static_cast<const float2*>(ws_ml));
+                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc), static_cast<const float2*>(ws_ml));
   }
 }
 
@@ -310,13 +271,7 @@ size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int h
   return static_cast<size_t>(num_seqs) * num_heads * spans * (head_dim + 2) * sizeof(float);
 }
 
-size_t paged_attention_decode_counter_count(int num_seqs, int num_heads, int num_kv_heads) {
-  const int group = num_kv_heads > 0 ? num_heads / num_kv_heads : 0;
-  return static_cast<size_t>(std::max(num_seqs, 0)) * num_kv_heads * ((group + kDecodeRows - 1) / kDecodeRows);
-}
-
-void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, int32_t* counters,
-                            cudaStream_t stream) {
+void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   if (p.num_seqs <= 0) return;
   check_params(p, "paged_attention_decode: bad shape");
   if (num_splits < decode_num_splits(p.max_seq_len)) {
@@ -324,9 +279,9 @@ void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void*
                      __FILE__, __LINE__);
   }
   if (p.head_dim == 128) {
-    launch_decode_tc<128>(p, num_splits, workspace, counters, stream);
+    launch_decode_tc<128>(p, num_splits, workspace, stream);
   } else if (p.head_dim == 64) {
-    launch_decode_tc<64>(p, num_splits, workspace, counters, stream);
+    launch_decode_tc<64>(p, num_splits, workspace, stream);
   } else {
     launch_generic(p, /*decode=*/true, stream);
   }

@@ -112,9 +112,8 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     p.max_query_len = 1; p.max_seq_len = ctx; p.scale = 0.088f;
     const int splits = k::decode_num_splits(4096);  // a graph captured for max_model_len 4096
     DeviceBytes ws(k::paged_attention_decode_workspace_bytes(1, nh, hd, splits));
-    DeviceBytes counters(k::paged_attention_decode_counter_count(1, nh, nkv) * sizeof(int32_t));
-    rows.push_back({ctx == 128 ? "attention decode ctx 128" : "attention decode ctx 2048",
-                    graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, counters.as<int32_t>(), s); }), layers});
+    rows.push_back({ctx == 128 ? "attention decode ctx 128 (+merge)" : "attention decode ctx 2048 (+merge)",
+                    graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, s); }), layers});
   };
   add("qkv_rope_store", layers, [&] {
     const int32_t* d = meta.as<int32_t>();

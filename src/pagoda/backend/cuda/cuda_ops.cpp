@@ -146,17 +146,6 @@ void* CudaOps::Impl::arena_alloc(size_t bytes) {
   return p;
 }
 
-int32_t* CudaOps::Impl::decode_counters(size_t count) {
-  const size_t bytes = std::max<size_t>(count, 1) * sizeof(int32_t);
-  if (attention_counters.size() < bytes) {
-    if (capturing) throw Error("the decode attention counters would have to grow during CUDA graph capture");
-    attention_counters = cuda::DeviceBuffer(std::max(bytes, size_t{4096}));
-    PAGODA_CUDA_CHECK(cudaMemsetAsync(attention_counters.data(), 0, attention_counters.size(), stream));
-    drop_graphs();  // they captured the old address
-  }
-  return static_cast<int32_t*>(attention_counters.data());
-}
-
 void CudaOps::Impl::arena_reset() {
   // After a step that needed several chunks, make one chunk of the step's size: addresses then repeat
   // exactly from step to step (graphs captured before the move are dropped).
@@ -277,10 +266,7 @@ void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, c
         1, kernels::decode_num_splits(impl_->graph_shapes ? impl_->options.max_model_len : batch.max_seq_len));
     void* workspace = impl_->arena_alloc(
         kernels::paged_attention_decode_workspace_bytes(d.num_seqs, d.num_heads, d.head_dim, splits));
-    static const bool merge_kernel = std::getenv("PAGODA_EXP_MERGE_KERNEL") != nullptr;  // experiment
-    int32_t* counters = merge_kernel ? nullptr : impl_->decode_counters(
-        kernels::paged_attention_decode_counter_count(d.num_seqs, d.num_heads, d.num_kv_heads));
-    kernels::paged_attention_decode(d, splits, workspace, counters, impl_->stream);
+    kernels::paged_attention_decode(d, splits, workspace, impl_->stream);
   };
   if (batch.decode_only && batch.num_tokens == batch.num_seqs) {
     decode(p);
@@ -318,8 +304,7 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   PAGODA_CHECK(N % 2 == 0 && row_elems(x) == K && row_elems(out) == N / 2 && rows_of(out) == T,
                "gate_up_silu: x {} w {} out {}", x.shape_string(), w_gate_up.data.shape_string(), out.shape_string());
   if (T == 0) return;
-  static const bool no_epilogue = std::getenv("PAGODA_EXP_NO_SILU_EPILOGUE") != nullptr;  // experiment
-  if (!no_epilogue && kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
+  if (kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
     kernels::skinny_gemm_silu(bf(out), bf(x), bf(w_gate_up.data), T, N / 2, K, impl_->stream);
     return;
   }

@@ -40,9 +40,6 @@ struct CudaOps::Impl {
   ~Impl();
 
   void* arena_alloc(size_t bytes);
-  // The decode attention's span counters: at least `count` int32s, zero between launches (they reset
-  // themselves). Grows only outside graph capture.
-  int32_t* decode_counters(size_t count);
   void arena_reset();
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();
@@ -60,7 +57,6 @@ struct CudaOps::Impl {
   bool capturing = false;
   bool graph_shapes = false;  // decode attention sized for max_model_len (graph capture and its warm-up)
 
-  cuda::DeviceBuffer attention_counters;
   std::vector<cuda::DeviceBuffer> weight_storage;
   std::map<const void*, cuda::DeviceBuffer> kv_storage;  // by the cache's first K pointer
   std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
