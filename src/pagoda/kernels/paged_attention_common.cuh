@@ -16,7 +16,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/launch.cuh"
@@ -284,13 +283,7 @@ inline DeviceLimits device_limits() {
 
 // Decode blocks wanted on the whole GPU (about 4 per SM): decode spans stop splitting beyond it, and the
 // decode workspace is bounded by it.
-inline int decode_target_blocks() {
-  static const double per_sm = [] {  // experiment switch
-    const char* v = std::getenv("PAGODA_EXP_DECODE_BLOCKS_PER_SM");
-    return v && *v ? std::atof(v) : 4.0;
-  }();
-  return std::max(1, static_cast<int>(per_sm * device_limits().num_sms));
-}
+inline int decode_target_blocks() { return 4 * device_limits().num_sms; }
 
 // The plain fp32 kernel for head dims without a tensor-core path (paged_attention_generic.cu).
 // `decode`: token t is sequence t.
