@@ -150,6 +150,79 @@ TEST(SkinnyGemm, MatchesFloat64ReferenceForEveryTokenCount) {
   }
 }
 
+// skinny_gemm_norm against the two kernels it replaces (add_rms_norm_to, then skinny_gemm or
+// skinny_gemm_silu), themselves checked against references: residual_out bit for bit, the outputs within the
+// GEMM tolerance (only the order of the fp32 sum of squares differs). Without a delta: a plain RMSNorm, and
+// residual_out is left alone.
+TEST(SkinnyGemm, NormPrologueMatchesTheKernelsItReplaces) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Case { int n, k; bool silu; };
+  for (const Case c : {Case{96, 64, false}, Case{6144, 4096, false}, Case{2 * 1000, 4096, true}, Case{2500, 2056, false}}) {
+    for (const bool add : {true, false}) {
+      for (int T = 1; T <= k::kSkinnyGemmNormMaxTokens; ++T) {
+        SCOPED_TRACE(testing::Message() << "N " << c.n << " K " << c.k << " silu " << c.silu << " add " << add << " T " << T);
+        const size_t tk = static_cast<size_t>(T) * c.k;
+        const int out_cols = c.silu ? c.n / 2 : c.n;
+        const auto res = random_bf16(tk, c.n + 5), delta = random_bf16(tk, c.n + 6);
+        const auto norm_w = random_bf16(static_cast<size_t>(c.k), c.k + 7);
+        const auto w = random_bf16(static_cast<size_t>(c.n) * c.k, c.k + 8);
+        DeviceArray<uint16_t> d_res(res), d_delta(delta), d_norm(norm_w), d_w(w), d_res_out(tk), d_res_ref(tk),
+            d_x(tk), d_out(static_cast<size_t>(T) * out_cols), d_ref(static_cast<size_t>(T) * out_cols);
+        PAGODA_CUDA_CHECK(cudaMemset(d_res_out.get(), 0x7f, tk * 2));
+        const k::AddRmsNormInput in{bf(d_res.get()), add ? bf(d_delta.get()) : nullptr, bf(d_res_out.get()),
+                                    bf(d_norm.get()), 1e-5f};
+        ASSERT_TRUE(k::skinny_gemm_norm_supported(in, d_w.get(), T, c.n, c.k));
+        k::skinny_gemm_norm(bf(d_out.get()), in, bf(d_w.get()), T, c.n, c.k, c.silu, nullptr);
+        if (add) {
+          k::add_rms_norm_to(bf(d_res_ref.get()), bf(d_res.get()), bf(d_delta.get()), bf(d_x.get()), bf(d_norm.get()), T,
+                             c.k, 1e-5f, nullptr);
+        } else {
+          k::rms_norm(bf(d_x.get()), bf(d_res.get()), bf(d_norm.get()), T, c.k, 1e-5f, nullptr);
+        }
+        if (c.silu) {
+          k::skinny_gemm_silu(bf(d_ref.get()), bf(d_x.get()), bf(d_w.get()), T, c.n / 2, c.k, nullptr);
+        } else {
+          k::skinny_gemm(bf(d_ref.get()), bf(d_x.get()), bf(d_w.get()), T, c.n, c.k, nullptr);
+        }
+        const auto got = d_out.download(), want = d_ref.download(), x = d_x.download();
+        for (int t = 0; t < T; ++t) {
+          for (int col = 0; col < out_cols; ++col) {
+            // The scale of the fp32 sums behind this output: sum |x w| over the rows it reads.
+            double mag = 0, unused = 0;
+            for (int r = c.silu ? 2 * col : col; r <= (c.silu ? 2 * col + 1 : col); ++r) {
+              double m = 0;
+              dot_ref(x.data() + int64_t{t} * c.k, w.data() + int64_t{r} * c.k, c.k, &unused, &m);
+              mag += m;
+            }
+            const double g = bf16_to_f32(got[int64_t{t} * out_cols + col]);
+            const double e = bf16_to_f32(want[int64_t{t} * out_cols + col]);
+            ASSERT_LE(std::fabs(g - e), 0.0080 * std::fabs(e) + 4e-5 * mag + 1e-6) << "token " << t << " output " << col;
+          }
+        }
+        const auto res_out = d_res_out.download();
+        if (add) {
+          EXPECT_EQ(res_out, d_res_ref.download()) << "residual_out differs from add_rms_norm's sum";
+        } else {
+          EXPECT_TRUE(std::all_of(res_out.begin(), res_out.end(), [](uint16_t v) { return v == 0x7f7f; }))
+              << "a plain RMSNorm wrote residual_out";
+        }
+      }
+    }
+  }
+}
+
+// Aliasing, too many tokens or an x too large for shared memory: not supported (the caller composes).
+TEST(SkinnyGemm, NormPrologueRefusesWhatItCannotDo) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  alignas(16) static uint16_t buf[64];
+  const k::AddRmsNormInput ok{bf(buf), bf(buf), bf(buf) + 8, bf(buf), 1e-5f};
+  EXPECT_TRUE(k::skinny_gemm_norm_supported(ok, buf, 1, 4096, 4096));
+  EXPECT_FALSE(k::skinny_gemm_norm_supported(ok, buf, k::kSkinnyGemmNormMaxTokens + 1, 4096, 4096));
+  EXPECT_FALSE(k::skinny_gemm_norm_supported(ok, buf, 1, 4096, 32768));  // 64 KB of x
+  const k::AddRmsNormInput aliased{bf(buf), bf(buf), bf(buf), bf(buf), 1e-5f};
+  EXPECT_FALSE(k::skinny_gemm_norm_supported(aliased, buf, 1, 4096, 4096));
+}
+
 // Mean time of `iters` back-to-back calls after a warm-up, by CUDA events.
 double time_ms(int iters, const std::function<void()>& call) {
   for (int i = 0; i < 3; ++i) call();
