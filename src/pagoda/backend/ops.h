@@ -35,15 +35,6 @@ struct DeviceSamplingRow {
 // A model forward over a batch whose arrays live on the backend; returns the logits.
 using ForwardFn = std::function<Tensor(const ForwardBatch& batch)>;
 
-// The input of Ops::add_norm_linear: a residual add and RMSNorm that a GEMM consumes.
-struct AddNormInput {
-  Tensor residual_in;   // [T, H]
-  Tensor delta;         // [T, H], or empty (data == nullptr): no add
-  Tensor residual_out;  // [T, H] = residual_in + delta; not read or written without a delta
-  const Weight* norm = nullptr;
-  float eps = 1e-5f;
-};
-
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -84,27 +75,6 @@ class Ops {
   // The SwiGLU MLP's first half: out [T, I] = silu(x · gate^T) * (x · up^T) for x [T, H], with the
   // backend's fused gate-up weight [2I, H] (its row layout is the backend's own: prepare_weights made it).
   virtual void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) = 0;
-
-  // Residual add + RMSNorm feeding a GEMM (the CUDA backend computes them inside the GEMM at decode):
-  // residual_out = residual_in + delta (delta empty: a plain RMSNorm of residual_in, residual_out
-  // untouched), x = rms_norm(residual_out) * norm; out = x · w^T, or gate_up_silu(out, x, w) when
-  // `gate_up_silu`. residual_out must not alias residual_in. The default composes the plain ops.
-  virtual void add_norm_linear(Tensor out, const AddNormInput& in, const Weight& w, bool gate_up_silu) {
-    Tensor normed = alloc(activation_dtype(), {in.residual_in.dim(0), in.residual_in.dim(1)});
-    if (in.delta.data != nullptr) {
-      copy(in.residual_out, in.residual_in);
-      add_rms_norm(in.residual_out, in.delta, normed, *in.norm, in.eps);
-    } else {
-      rms_norm(normed, in.residual_in, *in.norm, in.eps);
-    }
-    if (gate_up_silu) {
-      this->gate_up_silu(out, normed, w);
-    } else {
-      linear(out, normed, w);
-    }
-  }
-  // dst = src (same shape and dtype, this backend's memory).
-  virtual void copy(Tensor dst, Tensor src) = 0;
 
   // --- Whole-step hooks with portable defaults. ---
   // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend

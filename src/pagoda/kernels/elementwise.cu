@@ -149,24 +149,23 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
 
 // ---- RMSNorm ----
 
-// One block per row of x [R, H]. Pass 1: (kAdd: residual = residual_in + x, rounded and stored) sum of
-// squares. Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so
-// pass 2 reads back its own residual stores. residual_in may equal residual (in place).
+// One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
+// Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so pass 2
+// reads back its own residual stores.
 template <bool kAdd>
-__global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* residual_in, const bf16* x, const bf16* w,
-                                int hidden, float eps, bool vec) {
+__global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
+                                bool vec) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
-  const bf16* rin = kAdd ? residual_in + base : nullptr;
   bf16* orow = out + base;
   float ss = 0.0f;
   if (vec) {
     for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {
       F8 v = load8(xr + u * kVec);
       if (kAdd) {
-        const F8 r = load8(rin + u * kVec);
+        const F8 r = load8(rr + u * kVec);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
         store8(rr + u * kVec, v);
@@ -178,7 +177,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* residual_
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
       float v = load1(xr + i);
       if (kAdd) {
-        v = round_bf16(load1(rin + i) + v);
+        v = round_bf16(load1(rr + i) + v);
         store1(rr + i, v);
       }
       ss += v * v;
@@ -201,14 +200,13 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* residual_
 }
 
 template <bool kAdd>
-void launch_rms_norm(bf16* out, bf16* residual, const bf16* residual_in, const bf16* x, const bf16* w, int rows,
-                     int hidden, float eps, cudaStream_t stream, const char* name) {
+void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, int rows, int hidden, float eps,
+                     cudaStream_t stream, const char* name) {
   if (rows <= 0 || hidden <= 0) return;
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
-                   (!kAdd || (aligned16(residual) && aligned16(residual_in)));
+                   (!kAdd || aligned16(residual));
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
-  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, residual_in, x, w, hidden, eps,
-                vec);
+  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec);
 }
 
 // ---- RoPE ----
@@ -425,17 +423,12 @@ void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, in
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream) {
-  launch_rms_norm<false>(out, nullptr, nullptr, x, w, rows, hidden, eps, stream, "rms_norm");
+  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm");
 }
 
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
                   cudaStream_t stream) {
-  launch_rms_norm<true>(out, residual, residual, x, w, rows, hidden, eps, stream, "add_rms_norm");
-}
-
-void add_rms_norm_to(bf16* residual_out, const bf16* residual_in, const bf16* x, bf16* out, const bf16* w, int rows,
-                     int hidden, float eps, cudaStream_t stream) {
-  launch_rms_norm<true>(out, residual_out, residual_in, x, w, rows, hidden, eps, stream, "add_rms_norm");
+  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm");
 }
 
 void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling, int num_tokens,

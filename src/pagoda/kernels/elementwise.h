@@ -22,9 +22,6 @@ void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, flo
 // residual [R, H] += x (stored rounded to bf16); out = rms_norm(residual) * w. One pass per row.
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
                   cudaStream_t stream);
-// The same out of place: residual_out = residual_in + x (residual_out may equal residual_in).
-void add_rms_norm_to(bf16* residual_out, const bf16* residual_in, const bf16* x, bf16* out, const bf16* w, int rows,
-                     int hidden, float eps, cudaStream_t stream);
 
 // Rotate-half RoPE in place on q [T, nh, hd] and k [T, nkv, hd]: for i < hd/2, angle = positions[t] *
 // inv_freq[i] (fp32), c = cos(angle) * scaling, s = sin(angle) * scaling,

@@ -56,9 +56,8 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[kVec]) {
   }
 }
 
-// acc[t][r] += x[t, 8i .. 8i+8) · wv[r]: one 16-byte vector of each of the R rows at vector index i. x is in
-// global memory (read through L1) or, kShared, in this block's shared memory.
-template <int T, int R, bool kShared>
+// acc[t][r] += x[t, 8i .. 8i+8) · wv[r]: one 16-byte vector of each of the R rows at vector index i.
+template <int T, int R>
 __device__ __forceinline__ void fma_vector(float (&acc)[T][R], const uint4 (&wv)[R], const uint4* __restrict__ x,
                                            int kv, int i) {
   float wf[R][kVec];
@@ -67,88 +66,13 @@ __device__ __forceinline__ void fma_vector(float (&acc)[T][R], const uint4 (&wv)
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     float xf[kVec];
-    const uint4* xi = x + static_cast<int64_t>(t) * kv + i;
-    unpack8(kShared ? *xi : __ldg(xi), xf);
+    unpack8(__ldg(x + static_cast<int64_t>(t) * kv + i), xf);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int j = 0; j < kVec; ++j) acc[t][r] = fmaf(xf[j], wf[r][j], acc[t][r]);
     }
   }
-}
-
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
-
-__device__ __forceinline__ uint4 pack8(const float (&f)[kVec]) {
-  uint4 v;
-  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    w[j] = *reinterpret_cast<const uint32_t*>(&b);
-  }
-  return v;
-}
-
-// The normalised input of skinny_gemm_norm, built by every block in its shared memory xs [T, K]: h =
-// bf16(residual_in + delta) (block 0 stores it to residual_out), then x = bf16(bf16(h * inv_rms) * weight),
-// the roundings of the add_rms_norm kernel.
-template <int T>
-__device__ void build_normed_x(uint4* xs, const AddRmsNormInput& in, int kv) {
-  __shared__ float partial[kWarps][T];
-  __shared__ float inv_rms[T];
-  const uint4* res = reinterpret_cast<const uint4*>(in.residual_in);
-  const uint4* delta = reinterpret_cast<const uint4*>(in.delta);
-  const uint4* weight = reinterpret_cast<const uint4*>(in.weight);
-  uint4* res_out = blockIdx.x == 0 && in.delta != nullptr ? reinterpret_cast<uint4*>(in.residual_out) : nullptr;
-  float ss[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    ss[t] = 0.0f;
-    for (int v = threadIdx.x; v < kv; v += kThreads) {
-      const int64_t i = static_cast<int64_t>(t) * kv + v;
-      float h[kVec];
-      unpack8(res[i], h);
-      if (delta != nullptr) {
-        float d[kVec];
-        unpack8(delta[i], d);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) h[j] = round_bf16(h[j] + d[j]);
-      }
-      const uint4 packed = pack8(h);
-      xs[i] = packed;
-      if (res_out != nullptr) res_out[i] = packed;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) ss[t] += h[j] * h[j];
-    }
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ss[t] += __shfl_xor_sync(0xffffffffu, ss[t], off);
-    if (lane == 0) partial[warp][t] = ss[t];
-  }
-  __syncthreads();
-  if (threadIdx.x < T) {
-    float sum = 0.0f;
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][threadIdx.x];
-    inv_rms[threadIdx.x] = rsqrtf(sum / static_cast<float>(kv * kVec) + in.eps);
-  }
-  __syncthreads();
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    for (int v = threadIdx.x; v < kv; v += kThreads) {
-      const int64_t i = static_cast<int64_t>(t) * kv + v;
-      float h[kVec], g[kVec];
-      unpack8(xs[i], h);
-      unpack8(weight[v], g);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) h[j] = round_bf16(h[j] * inv_rms[t]) * g[j];
-      xs[i] = pack8(h);
-    }
-  }
-  __syncthreads();
 }
 
 // The SwiGLU epilogue: bf16(silu(g) * u) of the two products rounded to bf16, exactly what a bf16 GEMM
@@ -160,11 +84,11 @@ __device__ __forceinline__ bf16 silu_pair(float gate, float up) {
 // out [T, N], x [T, K], w [N, K]; K % 8 == 0 and x, w 16-byte aligned. Block = kWarps warps = (kWarps /
 // splits) row groups of R rows, each group's K cut into `splits` slices (one warp per slice).
 // kSiluPairs: rows 2j and 2j + 1 of w are gate_j and up_j (R even, N even), and out [T, N / 2] gets
-// silu_pair of each pair instead. kNormIn: x is built from `norm` in dynamic shared memory [T, K] first.
-template <int T, int R, int U, bool kSiluPairs, bool kNormIn>
+// silu_pair of each pair instead.
+template <int T, int R, int U, bool kSiluPairs>
 __global__ void __launch_bounds__(kThreads)
     skinny_gemm_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k,
-                       int splits, const AddRmsNormInput norm) {
+                       int splits) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -175,11 +99,6 @@ __global__ void __launch_bounds__(kThreads)
   const int end = static_cast<int>(static_cast<int64_t>(kv) * (slice + 1) / splits);
 
   const uint4* xv = reinterpret_cast<const uint4*>(x);
-  if constexpr (kNormIn) {
-    extern __shared__ uint4 normed_x[];  // [T, kv]
-    build_normed_x<T>(normed_x, norm, kv);
-    xv = normed_x;
-  }
   const uint4* wr[R];  // rows past N read row N - 1 (never stored) so the warp stays uniform
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -201,7 +120,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < R; ++r) wv[u][r] = load_weights(wr[r] + base + u * 32 + lane);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) fma_vector<T, R, kNormIn>(acc, wv[u], xv, kv, base + u * 32 + lane);
+    for (int u = 0; u < U; ++u) fma_vector<T, R>(acc, wv[u], xv, kv, base + u * 32 + lane);
   }
   if (base < end) {  // the last, partial chunk: guarded loads, still all issued before use
     uint4 wv[U][R];
@@ -214,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = base + u * 32 + lane;
-      if (i < end) fma_vector<T, R, kNormIn>(acc, wv[u], xv, kv, i);
+      if (i < end) fma_vector<T, R>(acc, wv[u], xv, kv, i);
     }
   }
 
@@ -271,8 +190,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int T, bool kSiluPairs, bool kNormIn>
-void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const AddRmsNormInput& norm, cudaStream_t stream) {
+template <int T, bool kSiluPairs>
+void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, cudaStream_t stream) {
   constexpr int R = kSiluPairs ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs within a warp
   constexpr int U = kLoadsPerLane / R;
   const int64_t groups = (static_cast<int64_t>(n) + R - 1) / R;
@@ -281,10 +200,8 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const AddRmsN
   while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
-  const size_t smem = kNormIn ? static_cast<size_t>(T) * k * sizeof(bf16) : 0;
-  launch_kernel(kNormIn ? "skinny_gemm_norm" : kSiluPairs ? "skinny_gemm_silu" : "skinny_gemm",
-                skinny_gemm_kernel<T, R, U, kSiluPairs, kNormIn>, static_cast<unsigned>(blocks), kThreads, smem, stream,
-                out, x, w, n, k, splits, norm);
+  launch_kernel(kSiluPairs ? "skinny_gemm_silu" : "skinny_gemm", skinny_gemm_kernel<T, R, U, kSiluPairs>,
+                static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n, k, splits);
 }
 
 }  // namespace
@@ -297,27 +214,15 @@ bool skinny_gemm_supported(const void* x, const void* w, int num_tokens, int n, 
 namespace {
 template <bool kSiluPairs>
 void dispatch(bf16* out, const bf16* x, const bf16* w, int num_tokens, int n, int k, cudaStream_t stream) {
-  const AddRmsNormInput none{};
   switch (num_tokens) {
-    case 1: launch<1, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 2: launch<2, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 3: launch<3, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 4: launch<4, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 5: launch<5, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 6: launch<6, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    case 7: launch<7, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-    default: launch<8, kSiluPairs, false>(out, x, w, n, k, none, stream); break;
-  }
-}
-
-template <bool kSiluPairs>
-void dispatch_norm(bf16* out, const AddRmsNormInput& norm, const bf16* w, int num_tokens, int n, int k,
-                   cudaStream_t stream) {
-  static_assert(kSkinnyGemmNormMaxTokens == 2, "one case per token count");
-  if (num_tokens == 1) {
-    launch<1, kSiluPairs, true>(out, nullptr, w, n, k, norm, stream);
-  } else {
-    launch<2, kSiluPairs, true>(out, nullptr, w, n, k, norm, stream);
+    case 1: launch<1, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 2: launch<2, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 3: launch<3, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 4: launch<4, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 5: launch<5, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 6: launch<6, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 7: launch<7, kSiluPairs>(out, x, w, n, k, stream); break;
+    default: launch<8, kSiluPairs>(out, x, w, n, k, stream); break;
   }
 }
 }  // namespace
@@ -335,28 +240,6 @@ void skinny_gemm_silu(bf16* out, const bf16* x, const bf16* w_gate_up, int num_t
   if (!skinny_gemm_supported(x, w_gate_up, num_tokens, 2 * intermediate, k))
     throw_cuda_error(cudaErrorInvalidValue, "skinny_gemm_silu: shape or alignment not supported", __FILE__, __LINE__);
   dispatch<true>(out, x, w_gate_up, num_tokens, 2 * intermediate, k, stream);
-}
-
-bool skinny_gemm_norm_supported(const AddRmsNormInput& in, const void* w, int num_tokens, int n, int k) {
-  const bool aligned = aligned16(in.residual_in) && aligned16(in.weight) &&
-                       (in.delta == nullptr || (aligned16(in.delta) && aligned16(in.residual_out)));
-  return num_tokens >= 1 && num_tokens <= kSkinnyGemmNormMaxTokens &&
-         static_cast<size_t>(num_tokens) * k * sizeof(bf16) <= kSkinnyGemmNormMaxSmem &&
-         skinny_gemm_supported(in.residual_in, w, num_tokens, n, k) && aligned &&
-         (in.delta == nullptr || in.residual_out != in.residual_in);
-}
-
-void skinny_gemm_norm(bf16* out, const AddRmsNormInput& in, const bf16* w, int num_tokens, int n, int k,
-                      bool silu_pairs, cudaStream_t stream) {
-  if (num_tokens <= 0 || n <= 0) return;
-  if (!skinny_gemm_norm_supported(in, w, num_tokens, n, k) || (silu_pairs && n % 2 != 0))
-    throw_cuda_error(cudaErrorInvalidValue, "skinny_gemm_norm: shape, alignment or aliasing not supported", __FILE__,
-                     __LINE__);
-  if (silu_pairs) {
-    dispatch_norm<true>(out, in, w, num_tokens, n, k, stream);
-  } else {
-    dispatch_norm<false>(out, in, w, num_tokens, n, k, stream);
-  }
 }
 
 }  // namespace pagoda::kernels

@@ -6,8 +6,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 namespace pagoda::kernels {
 
 constexpr int kSkinnyGemmMaxTokens = 8;
@@ -24,25 +22,5 @@ void skinny_gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16
 // in the unfused sequence. Same support rule as skinny_gemm with n = 2I.
 void skinny_gemm_silu(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up, int num_tokens,
                       int intermediate, int k, cudaStream_t stream);
-
-// A residual add and RMSNorm computed by the GEMM that consumes them (one kernel instead of two at decode):
-// residual_out = bf16(residual_in + delta) (written once, by one block), x = bf16(bf16(residual_out *
-// inv_rms) * weight), with the roundings of add_rms_norm. delta == nullptr: a plain RMSNorm of
-// residual_in (residual_out unused). Every block builds x [T, K] in its shared memory.
-struct AddRmsNormInput {
-  const __nv_bfloat16* residual_in = nullptr;  // [T, K]
-  const __nv_bfloat16* delta = nullptr;        // [T, K] or nullptr
-  __nv_bfloat16* residual_out = nullptr;       // [T, K]; must not alias residual_in
-  const __nv_bfloat16* weight = nullptr;       // [K]
-  float eps = 0.0f;
-};
-constexpr int kSkinnyGemmNormMaxTokens = 2;
-constexpr size_t kSkinnyGemmNormMaxSmem = 48 * 1024;  // x [T, K] in shared memory, without an opt-in
-
-bool skinny_gemm_norm_supported(const AddRmsNormInput& in, const void* w, int num_tokens, int n, int k);
-
-// out = x · w^T, or with `silu_pairs` the SwiGLU form of skinny_gemm_silu (n = 2I rows, out [T, I]).
-void skinny_gemm_norm(__nv_bfloat16* out, const AddRmsNormInput& in, const __nv_bfloat16* w, int num_tokens, int n,
-                      int k, bool silu_pairs, cudaStream_t stream);
 
 }  // namespace pagoda::kernels

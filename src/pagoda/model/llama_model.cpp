@@ -29,8 +29,6 @@ KvCacheSpec LlamaModel::kv_cache_spec(int num_blocks, int block_size, DType kv_d
 
 Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) const {
   ops.reset_workspace();
-  // The backend either fused the projections (one GEMM each for QKV and gate-up: CUDA) or not (CPU).
-  if (!weights_.layers.empty() && !weights_.layers[0].wqkv.data.empty()) return forward_fused(ops, batch, cache);
   const DType act = ops.activation_dtype();
   const int64_t T = batch.num_tokens;
   const int64_t H = config_.hidden_size;
@@ -43,12 +41,20 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   Tensor residual = ops.alloc(act, {T, H});  // [T, H] the residual stream
   Tensor normed = ops.alloc(act, {T, H});    // [T, H]
   Tensor q = ops.alloc(act, {T, nh, hd});
-  Tensor k = ops.alloc(act, {T, nkv, hd});
-  Tensor v = ops.alloc(act, {T, nkv, hd});
   Tensor attn = ops.alloc(act, {T, nh, hd});
   Tensor proj = ops.alloc(act, {T, H});  // output of o_proj / down_proj, added into the residual
-  Tensor gate = ops.alloc(act, {T, I});
-  Tensor up = ops.alloc(act, {T, I});
+  // The backend either fused the projections (one GEMM each for QKV and gate-up: CUDA) or not (CPU).
+  const bool fused = !weights_.layers.empty() && !weights_.layers[0].wqkv.data.empty();
+  Tensor qkv, gate, up, k, v;
+  if (fused) {
+    qkv = ops.alloc(act, {T, nh + 2 * nkv, hd});
+    gate = ops.alloc(act, {T, I});  // silu(gate) * up
+  } else {
+    k = ops.alloc(act, {T, nkv, hd});
+    v = ops.alloc(act, {T, nkv, hd});
+    gate = ops.alloc(act, {T, I});
+    up = ops.alloc(act, {T, I});
+  }
 
   ops.embedding(residual, batch.token_ids, weights_.embed_tokens);
   for (int l = 0; l < config_.num_layers; ++l) {
@@ -58,18 +64,27 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
     } else {
       ops.add_rms_norm(residual, proj, normed, w.attn_norm, eps);
     }
-    ops.linear(q.reshape({T, nh * hd}), normed, w.wq);
-    ops.linear(k.reshape({T, nkv * hd}), normed, w.wk);
-    ops.linear(v.reshape({T, nkv * hd}), normed, w.wv);
-    ops.rope(q, k, batch.positions, rope_);
-    ops.store_kv(cache, l, k, v, batch);
+    if (fused) {
+      ops.linear(qkv.reshape({T, (nh + 2 * nkv) * hd}), normed, w.wqkv);
+      ops.rope_store_kv(q, qkv, cache, l, batch, rope_);
+    } else {
+      ops.linear(q.reshape({T, nh * hd}), normed, w.wq);
+      ops.linear(k.reshape({T, nkv * hd}), normed, w.wk);
+      ops.linear(v.reshape({T, nkv * hd}), normed, w.wv);
+      ops.rope(q, k, batch.positions, rope_);
+      ops.store_kv(cache, l, k, v, batch);
+    }
     ops.attention(attn, q, cache, l, batch, attn_scale_);
     ops.linear(proj, attn.reshape({T, nh * hd}), w.wo);
 
     ops.add_rms_norm(residual, proj, normed, w.ffn_norm, eps);
-    ops.linear(gate, normed, w.w_gate);
-    ops.linear(up, normed, w.w_up);
-    ops.silu_mul(gate, gate, up);
+    if (fused) {
+      ops.gate_up_silu(gate, normed, w.w_gate_up);
+    } else {
+      ops.linear(gate, normed, w.w_gate);
+      ops.linear(up, normed, w.w_up);
+      ops.silu_mul(gate, gate, up);
+    }
     ops.linear(proj, gate, w.w_down);
   }
 
@@ -82,54 +97,6 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   ops.add_rms_norm(last, last_proj, final_normed, weights_.final_norm, eps);
   Tensor logits = ops.alloc(act, {R, config_.vocab_size});
   ops.linear(logits, final_normed, weights_.lm_head);
-  return logits;
-}
-
-Tensor LlamaModel::forward_fused(Ops& ops, const ForwardBatch& batch, KvCache& cache) const {
-  const DType act = ops.activation_dtype();
-  const int64_t T = batch.num_tokens;
-  const int64_t H = config_.hidden_size;
-  const int64_t hd = config_.head_dim;
-  const int64_t nh = config_.num_heads;
-  const int64_t nkv = config_.num_kv_heads;
-  const int64_t I = config_.intermediate_size;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-
-  // [T, H] the residual stream: each add reads one buffer and writes the other (a GEMM's blocks all read
-  // the old sum while one of them writes the new).
-  Tensor residual[2] = {ops.alloc(act, {T, H}), ops.alloc(act, {T, H})};
-  int cur = 0;
-  Tensor qkv = ops.alloc(act, {T, nh + 2 * nkv, hd});
-  Tensor q = ops.alloc(act, {T, nh, hd});
-  Tensor attn = ops.alloc(act, {T, nh, hd});
-  Tensor proj = ops.alloc(act, {T, H});  // output of o_proj / down_proj, added into the residual
-  Tensor act_mlp = ops.alloc(act, {T, I});  // silu(gate) * up
-  // residual[cur] (+ proj, into the other buffer) normalised by `norm`, into the GEMM with `w`.
-  auto norm_into = [&](Tensor out, const Weight& norm, const Weight& w, bool add, bool gate_up_silu) {
-    const AddNormInput in{residual[cur], add ? proj : Tensor{}, residual[cur ^ 1], &norm, eps};
-    ops.add_norm_linear(out, in, w, gate_up_silu);
-    if (add) cur ^= 1;
-  };
-
-  ops.embedding(residual[cur], batch.token_ids, weights_.embed_tokens);
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    norm_into(qkv.reshape({T, (nh + 2 * nkv) * hd}), w.attn_norm, w.wqkv, /*add=*/l > 0, /*gate_up_silu=*/false);
-    ops.rope_store_kv(q, qkv, cache, l, batch, rope_);
-    ops.attention(attn, q, cache, l, batch, attn_scale_);
-    ops.linear(proj, attn.reshape({T, nh * hd}), w.wo);
-    norm_into(act_mlp, w.ffn_norm, w.w_gate_up, /*add=*/true, /*gate_up_silu=*/true);
-    ops.linear(proj, act_mlp, w.w_down);
-  }
-
-  const int64_t R = batch.logits_rows.dim(0);
-  Tensor last[2] = {ops.alloc(act, {R, H}), ops.alloc(act, {R, H})};
-  Tensor last_proj = ops.alloc(act, {R, H});
-  ops.gather_rows(last[0], residual[cur], batch.logits_rows);
-  ops.gather_rows(last_proj, proj, batch.logits_rows);
-  Tensor logits = ops.alloc(act, {R, config_.vocab_size});
-  ops.add_norm_linear(logits, AddNormInput{last[0], last_proj, last[1], &weights_.final_norm, eps},
-                      weights_.lm_head, /*gate_up_silu=*/false);
   return logits;
 }
 

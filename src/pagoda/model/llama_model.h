@@ -22,10 +22,6 @@ class LlamaModel {
   Tensor forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) const;
 
  private:
-  // The layer loop with the backend's fused weights (LayerWeights::wqkv, w_gate_up: CUDA), each residual
-  // add + RMSNorm handed to the GEMM after it (Ops::add_norm_linear), the residual stream alternating between
-  // two buffers.
-  Tensor forward_fused(Ops& ops, const ForwardBatch& batch, KvCache& cache) const;
   ModelConfig config_;
   const ModelWeights& weights_;
   RopeParams rope_;

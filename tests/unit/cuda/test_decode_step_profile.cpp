@@ -71,7 +71,7 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
                down_w = size_t{H} * I;
   DeviceBytes w(2 * kCopies * (qkv_w + o_w + gu_w + down_w)), lm(2 * size_t{V} * H);
   k::fill_random(w.as<bf16>(), static_cast<int64_t>(kCopies * (qkv_w + o_w + gu_w + down_w)), 1, 0.02f, 0, s);
-  DeviceBytes x(2 * I * 2 * 8), y(2 * I * 2 * 8), res(2 * H * 8), res2(2 * H * 8), norm_w(2 * H), qkv(2 * (nh + 2 * nkv) * hd * 8),
+  DeviceBytes x(2 * I * 2 * 8), y(2 * I * 2 * 8), res(2 * H * 8), norm_w(2 * H), qkv(2 * (nh + 2 * nkv) * hd * 8),
       q(2 * nh * hd * 8), attn(2 * nh * hd * 8), logits(2 * size_t{V} * 8);
   k::fill_random(norm_w.as<bf16>(), H, 0, 0, 1.0f, s);
   const int blocks = 4096 / bs + 8;
@@ -90,11 +90,8 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   auto add = [&](const char* name, int per_step, const std::function<void()>& f) {
     rows.push_back({name, graph_us(s, [&] { f(); ++copy; }), per_step});
   };
-  // The residual add + RMSNorm run inside the QKV and gate-up GEMMs (skinny_gemm_norm); res2 is the other
-  // buffer of the residual stream.
-  const k::AddRmsNormInput add_norm{res.as<bf16>(), y.as<bf16>(), res2.as<bf16>(), norm_w.as<bf16>(), 1e-5f};
-  add("add_rms_norm + gemm qkv 6144x4096", layers,
-      [&] { k::skinny_gemm_norm(qkv.as<bf16>(), add_norm, weight(0), 1, (nh + 2 * nkv) * hd, H, false, s); });
+  add("add_rms_norm", 2 * layers, [&] { k::add_rms_norm(res.as<bf16>(), y.as<bf16>(), x.as<bf16>(), norm_w.as<bf16>(), 1, H, 1e-5f, s); });
+  add("gemm qkv 6144x4096", layers, [&] { k::skinny_gemm(qkv.as<bf16>(), x.as<bf16>(), weight(0), 1, (nh + 2 * nkv) * hd, H, s); });
   // Position and slot of the token (pos 100, slot 100), for RoPE and the KV store.
   std::vector<int32_t> m(4 * 1024, 0);
   m[0] = 100;                                  // positions[0]
@@ -126,16 +123,15 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   run_attention(128);
   run_attention(2048);
   add("gemm o 4096x4096", layers, [&] { k::skinny_gemm(y.as<bf16>(), attn.as<bf16>(), weight(qkv_w), 1, H, nh * hd, s); });
-  add("add_rms_norm + gemm gate_up 28672x4096 + silu", layers,
-      [&] { k::skinny_gemm_norm(x.as<bf16>(), add_norm, weight(qkv_w + o_w), 1, 2 * I, H, true, s); });
+  add("gemm gate_up 28672x4096 + silu", layers, [&] { k::skinny_gemm_silu(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w), 1, I, H, s); });
   add("gemm down 4096x14336", layers, [&] { k::skinny_gemm(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w + gu_w), 1, H, I, s); });
   add("gemm lm_head 128256x4096", 1, [&] { k::skinny_gemm(logits.as<bf16>(), x.as<bf16>(), lm.as<bf16>(), 1, V, H, s); });
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(s));
 
   double step128 = 0, step2048 = 0;
-  std::printf("[ profile ] %-46s %10s %6s %12s\n", "kernel (batch 1)", "us/launch", "x", "us/step");
+  std::printf("[ profile ] %-36s %10s %6s %12s\n", "kernel (batch 1)", "us/launch", "x", "us/step");
   for (const Row& r : rows) {
-    std::printf("[ profile ] %-46s %10.2f %6d %12.1f\n", r.name, r.us, r.per_step, r.us * r.per_step);
+    std::printf("[ profile ] %-36s %10.2f %6d %12.1f\n", r.name, r.us, r.per_step, r.us * r.per_step);
     const bool a128 = std::string(r.name).find("ctx 128") != std::string::npos;
     const bool a2048 = std::string(r.name).find("ctx 2048") != std::string::npos;
     if (!a2048) step128 += r.us * r.per_step;

@@ -167,11 +167,6 @@ void CpuOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, 
   store_kv(cache, layer, k, v, batch);
 }
 
-void CpuOps::copy(Tensor dst, Tensor src) {
-  PAGODA_CHECK(dst.nbytes() == src.nbytes(), "copy: {} into {}", src.shape_string(), dst.shape_string());
-  std::memmove(dst.data, src.data, static_cast<size_t>(src.nbytes()));
-}
-
 void CpuOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   // The CPU keeps gate and up apart (prepare_weights fuses nothing); a stacked [gate; up] weight works too.
   const int64_t rows = out.dim(0), inter = out.dim(1);

@@ -34,7 +34,6 @@ class CpuOps final : public Ops {
                  float scale) override;
   void silu_mul(Tensor out, Tensor gate, Tensor up) override;
   void gather_rows(Tensor out, Tensor x, Tensor rows) override;
-  void copy(Tensor dst, Tensor src) override;
   void download_f32(Tensor host_out, Tensor x) override;
   KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
   void free_kv_cache(KvCache& cache) override;

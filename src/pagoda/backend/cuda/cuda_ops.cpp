@@ -313,40 +313,6 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   kernels::silu_mul_interleaved(bf(out), bf(gate_up), T, N / 2, impl_->stream);
 }
 
-void CudaOps::add_norm_linear(Tensor out, const AddNormInput& in, const Weight& w, bool gate_up_silu) {
-  const int T = rows_of(in.residual_in), H = row_elems(in.residual_in);
-  const int N = static_cast<int>(w.data.dim(0)), K = static_cast<int>(w.data.dim(1));
-  PAGODA_CHECK(K == H && rows_of(out) == T && row_elems(out) == (gate_up_silu ? N / 2 : N),
-               "add_norm_linear: residual {} w {} out {}", in.residual_in.shape_string(), w.data.shape_string(),
-               out.shape_string());
-  if (T == 0) return;
-  const bool add = in.delta.data != nullptr;
-  const kernels::AddRmsNormInput norm{bf(in.residual_in), add ? bf(in.delta) : nullptr,
-                                      add ? bf(in.residual_out) : nullptr, bf(in.norm->data), in.eps};
-  if (kernels::skinny_gemm_norm_supported(norm, w.data.data, T, N, K)) {  // decode: one kernel
-    kernels::skinny_gemm_norm(bf(out), norm, bf(w.data), T, N, K, gate_up_silu, impl_->stream);
-    return;
-  }
-  Tensor normed = alloc(DType::kBF16, {T, H});
-  if (add) {
-    kernels::add_rms_norm_to(bf(in.residual_out), bf(in.residual_in), bf(in.delta), bf(normed), bf(in.norm->data), T,
-                             H, in.eps, impl_->stream);
-  } else {
-    kernels::rms_norm(bf(normed), bf(in.residual_in), bf(in.norm->data), T, H, in.eps, impl_->stream);
-  }
-  if (gate_up_silu) {
-    this->gate_up_silu(out, normed, w);
-  } else {
-    linear(out, normed, w);
-  }
-}
-
-void CudaOps::copy(Tensor dst, Tensor src) {
-  PAGODA_CHECK(dst.nbytes() == src.nbytes(), "copy: {} into {}", src.shape_string(), dst.shape_string());
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(src.nbytes()), cudaMemcpyDeviceToDevice,
-                                    impl_->stream));
-}
-
 void CudaOps::gather_rows(Tensor out, Tensor x, Tensor rows) {
   kernels::gather_rows(bf(out), bf(x), i32(rows), rows_of(rows), row_elems(x), impl_->stream);
 }

@@ -49,8 +49,6 @@ class CudaOps final : public Ops {
   void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
                      const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
-  void add_norm_linear(Tensor out, const AddNormInput& in, const Weight& w, bool gate_up_silu) override;
-  void copy(Tensor dst, Tensor src) override;
 
   ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) override;
   Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;
