@@ -2,11 +2,11 @@
 // paged_attention_generic.cu). decode_tc_kernel<D, stages>: one block = one span of keys (a whole number
 // of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
 // the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
-// 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. With
-// one span per sequence the block writes the output, otherwise it writes (max, sum, unnormalised acc) to
-// the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is one partition unless
-// the batch alone fills the GPU (see decode_spans): a graph captured with many splits then does not
-// launch thousands of blocks that find no keys.
+// 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. A
+// block that holds all of a sequence's keys writes the output; otherwise each writes (max, sum,
+// unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is
+// one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many splits
+// then does not launch thousands of blocks that find no keys.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     return;
   }
   const int k_end = min(seq_len, k_begin + span);
+  const bool whole_sequence = k_begin == 0 && k_end == seq_len;  // one block holds every key: no merge
   const int n_chunks = (k_end - k_begin + kTileK - 1) / kTileK;
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
   auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       acc.x += wt * v.x;
       acc.y += wt * v.y;
     }
-    if (num_spans == 1) {
+    if (whole_sequence) {
       const float inv = row_l[row] > 0.0f ? 1.0f / row_l[row] : 0.0f;
       reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
     } else {
@@ -197,6 +198,7 @@ __global__ void __launch_bounds__(D / 2)
   span = sequence_span(seq_len, span);
   // Spans that hold keys; the others were never written.
   const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
+  if (n == 1) return;  // its one block wrote the output
   const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
   float mx = -INFINITY;
   for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
