@@ -11,6 +11,7 @@
 #include "pagoda/core/tensor.h"
 #include "pagoda/core/types.h"
 #include "pagoda/kv/kv_cache.h"
+#include "pagoda/loader/model_config.h"
 #include "pagoda/loader/model_weights.h"
 
 namespace pagoda {
@@ -68,10 +69,11 @@ class Ops {
   virtual void free_kv_cache(KvCache& cache) = 0;
 
   // --- Fused forms, used when the backend fused the weights (LayerWeights::wqkv, w_gate_up). ---
-  // qkv [T, nh + 2 nkv, hd] (one GEMM's output): q_out [T, nh, hd] = rope(q); rope(k) and v go into the
-  // cache at batch.slot_mapping.
-  virtual void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
-                             const RopeParams& params) = 0;
+  // The attention's input projection: q_out [T, nh, hd] = rope(x · Wq^T); rope(x · Wk^T) and x · Wv^T go
+  // into the cache at batch.slot_mapping. wqkv is the backend's fused QKV weight [(nh + 2 nkv) hd, H] (its
+  // row layout is the backend's own: prepare_weights made it).
+  virtual void qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer,
+                              const ForwardBatch& batch, const RopeParams& params) = 0;
   // The SwiGLU MLP's first half: out [T, I] = silu(x · gate^T) * (x · up^T) for x [T, H], with the
   // backend's fused gate-up weight [2I, H] (its row layout is the backend's own: prepare_weights made it).
   virtual void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) = 0;
@@ -79,7 +81,9 @@ class Ops {
   // --- Whole-step hooks with portable defaults. ---
   // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend
   // uploads them (bf16, QKV and gate-up fused) and returns device views it owns.
-  virtual ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) { return host; }
+  virtual ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
+    return host;
+  }
   // Runs one step: `host_batch` arrays are in host memory. The default runs forward on them directly;
   // the CUDA backend copies them to the device in one transfer and replays a captured CUDA graph for
   // decode-only steps. The logits it returns are valid until the next step.

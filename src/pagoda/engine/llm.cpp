@@ -45,7 +45,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
 #ifdef PAGODA_HAVE_CUDA
     ops_ = std::make_unique<CudaOps>(CudaOpsOptions{
         .max_num_seqs = o.max_num_seqs, .max_model_len = max_model_len_, .enforce_eager = o.enforce_eager});
-    weights_ = ops_->prepare_weights(loaded_.weights, o.load.show_progress);
+    weights_ = ops_->prepare_weights(loaded_.weights, loaded_.config, o.load.show_progress);
     // The host copies (dummy or converted weights) are no longer needed: the GPU has its own.
     loaded_.weights = ModelWeights{};
     loaded_.owned.clear();

@@ -14,6 +14,7 @@
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -276,11 +277,12 @@ __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cach
     if (slot < 0) return;
     dst = k_cache + (slot * num_kv_heads + (h - num_heads)) * head_dim;
   }
-  const float pos = static_cast<float>(positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float s, c;
-    sincosf(__fmul_rn(pos, inv_freq[i]), &s, &c);
-    rotate_pair(dst, src, i, half, c * scaling, s * scaling);
+  const int pos = positions[t];
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {  // the pair (i, i + half) sits at src[2i], src[2i + 1]
+    float o0, o1;
+    rope_rotate_pair(load1(src + 2 * i), load1(src + 2 * i + 1), pos, inv_freq[i], scaling, &o0, &o1);
+    store1(dst + i, o0);
+    store1(dst + i + half, o1);
   }
 }
 

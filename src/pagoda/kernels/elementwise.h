@@ -35,8 +35,10 @@ void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, flo
 void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* slot_mapping,
               int num_tokens, int num_kv_heads, int head_dim, cudaStream_t stream);
 
-// The fused QKV path: qkv [T, nh + 2 nkv, hd] (one GEMM's output; heads q..., k..., v...). Writes q_out
-// [T, nh, hd] = rope(q); K = rope(k) and V into the caches at slot_mapping (as store_kv). One launch.
+// The fused QKV path: qkv [T, nh + 2 nkv, hd] (one GEMM's output; heads q..., k..., v...), each Q and K
+// head in rope-pair order (element i at 2i, element i + hd/2 at 2i + 1: the CUDA backend's row order of the
+// fused weight, see skinny_gemm_qkv_rope). Writes q_out [T, nh, hd] = rope(q) in the usual order; K =
+// rope(k) and V into the caches at slot_mapping (as store_kv). One launch.
 void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, const int32_t* positions,
                     const int32_t* slot_mapping, const float* inv_freq, float scaling, int num_tokens, int num_heads,
                     int num_kv_heads, int head_dim, cudaStream_t stream);

@@ -20,6 +20,7 @@
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -75,20 +76,71 @@ __device__ __forceinline__ void fma_vector(float (&acc)[T][R], const uint4 (&wv)
   }
 }
 
+// What the kernel does with each output row (or pair of rows: then R is even and pairs sit in one warp).
+enum class Epilogue {
+  kPlain,  // out [T, N] = the products, rounded to bf16
+  kSilu,   // rows 2j, 2j + 1 = gate_j, up_j: out [T, N / 2] = silu_pair
+  kRope,   // QKV with Q/K rows paired (qkv_rope_pairs): RoPE, then q_out and the KV cache (QkvRopeOutput)
+};
+
 // The SwiGLU epilogue: bf16(silu(g) * u) of the two products rounded to bf16, exactly what a bf16 GEMM
 // followed by silu_mul computes.
 __device__ __forceinline__ bf16 silu_pair(float gate, float up) {
   return __float2bfloat16(swiglu(__bfloat162float(__float2bfloat16(gate)), __bfloat162float(__float2bfloat16(up))));
 }
 
+// Rows `row`, `row` + 1 (row even) of token t, products a0, a1 rounded to bf16 as a GEMM output would be.
+// Q and K rows come in pairs (element i, element i + head_dim / 2 of a head): rotated as qkv_rope_store
+// rotates them, then stored to q_out or the cache slot of the token. V rows go to the cache as they are.
+__device__ __forceinline__ void store_rope_pair(const QkvRopeOutput& o, int t, int row, float a0, float a1) {
+  const float x0 = __bfloat162float(__float2bfloat16(a0)), x1 = __bfloat162float(__float2bfloat16(a1));
+  const int hd = o.head_dim, q_rows = o.num_heads * hd, k_rows = o.num_kv_heads * hd;
+  const int64_t slot = o.slot_mapping[t];
+  if (row >= q_rows + k_rows) {  // V: rows d, d + 1 of a head
+    if (slot < 0) return;
+    const int v = row - q_rows - k_rows;
+    bf16* dst = o.v_cache + (slot * o.num_kv_heads + v / hd) * hd + v % hd;
+    dst[0] = __float2bfloat16(x0);
+    dst[1] = __float2bfloat16(x1);
+    return;
+  }
+  const bool is_q = row < q_rows;
+  const int base = is_q ? row : row - q_rows;
+  const int head = base / hd, i = (base % hd) / 2;
+  bf16* dst;
+  if (is_q) {
+    dst = o.q_out + (static_cast<int64_t>(t) * o.num_heads + head) * hd;
+  } else {
+    if (slot < 0) return;
+    dst = o.k_cache + (slot * o.num_kv_heads + head) * hd;
+  }
+  float o0, o1;
+  rope_rotate_pair(x0, x1, o.positions[t], o.inv_freq[i], o.scaling, &o0, &o1);
+  dst[i] = __float2bfloat16(o0);
+  dst[i + hd / 2] = __float2bfloat16(o1);
+}
+
+// Stores the result of rows `row` (and `row` + 1 for the pair epilogues) of token t.
+template <Epilogue E>
+__device__ __forceinline__ void store_rows(bf16* out, const QkvRopeOutput& rope, int n, int t, int row, float a0,
+                                           float a1) {
+  if constexpr (E == Epilogue::kPlain) {
+    if (row < n) out[static_cast<int64_t>(t) * n + row] = __float2bfloat16(a0);
+  } else if constexpr (E == Epilogue::kSilu) {
+    if (row + 1 < n) out[static_cast<int64_t>(t) * (n / 2) + row / 2] = silu_pair(a0, a1);
+  } else {
+    if (row + 1 < n) store_rope_pair(rope, t, row, a0, a1);
+  }
+}
+
 // out [T, N], x [T, K], w [N, K]; K % 8 == 0 and x, w 16-byte aligned. Block = kWarps warps = (kWarps /
 // splits) row groups of R rows, each group's K cut into `splits` slices (one warp per slice).
-// kSiluPairs: rows 2j and 2j + 1 of w are gate_j and up_j (R even, N even), and out [T, N / 2] gets
-// silu_pair of each pair instead.
-template <int T, int R, int U, bool kSiluPairs>
+// E: what happens to the outputs (Epilogue); the pair forms need R even.
+template <int T, int R, int U, Epilogue E>
 __global__ void __launch_bounds__(kThreads)
     skinny_gemm_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int n, int k,
-                       int splits) {
+                       int splits, const QkvRopeOutput rope) {
+  constexpr bool kPairs = E != Epilogue::kPlain;
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -151,14 +203,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < T; ++t) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if constexpr (kSiluPairs) {
-            if (r % 2 == 0 && row0 + r + 1 < n)
-              out[static_cast<int64_t>(t) * (n / 2) + (row0 + r) / 2] = silu_pair(acc[t][r], acc[t][r + 1]);
-          } else if (row0 + r < n) {
-            out[static_cast<int64_t>(t) * n + row0 + r] = __float2bfloat16(acc[t][r]);
-          }
-        }
+        for (int r = 0; r < R; r += kPairs ? 2 : 1)
+          store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], kPairs ? acc[t][r + 1 < R ? r + 1 : r] : 0.0f);
       }
     }
     return;
@@ -180,19 +226,14 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int t = lane / R;
     const int row = row0 + lane % R;
-    if constexpr (kSiluPairs) {
-      const float up = __shfl_down_sync(0xffffffffu, sum, 1);  // lane t * R + r + 1 holds row r + 1
-      if (lane < T * R && lane % 2 == 0 && row + 1 < n)
-        out[static_cast<int64_t>(t) * (n / 2) + row / 2] = silu_pair(sum, up);
-    } else if (lane < T * R && row < n) {
-      out[static_cast<int64_t>(t) * n + row] = __float2bfloat16(sum);
-    }
+    const float next = __shfl_down_sync(0xffffffffu, sum, 1);  // lane t * R + r + 1 holds row r + 1
+    if (lane < T * R && (!kPairs || lane % 2 == 0)) store_rows<E>(out, rope, n, t, row, sum, next);
   }
 }
 
-template <int T, bool kSiluPairs>
-void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, cudaStream_t stream) {
-  constexpr int R = kSiluPairs ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs within a warp
+template <int T, Epilogue E>
+void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRopeOutput& rope, cudaStream_t stream) {
+  constexpr int R = E != Epilogue::kPlain ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs in a warp
   constexpr int U = kLoadsPerLane / R;
   const int64_t groups = (static_cast<int64_t>(n) + R - 1) / R;
   const int kv = k / kVec;
@@ -200,8 +241,11 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, cudaStream_t 
   while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
-  launch_kernel(kSiluPairs ? "skinny_gemm_silu" : "skinny_gemm", skinny_gemm_kernel<T, R, U, kSiluPairs>,
-                static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n, k, splits);
+  constexpr const char* name = E == Epilogue::kPlain  ? "skinny_gemm"
+                               : E == Epilogue::kSilu ? "skinny_gemm_silu"
+                                                      : "skinny_gemm_qkv_rope";
+  launch_kernel(name, skinny_gemm_kernel<T, R, U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n,
+                k, splits, rope);
 }
 
 }  // namespace
@@ -212,17 +256,18 @@ bool skinny_gemm_supported(const void* x, const void* w, int num_tokens, int n, 
 }
 
 namespace {
-template <bool kSiluPairs>
-void dispatch(bf16* out, const bf16* x, const bf16* w, int num_tokens, int n, int k, cudaStream_t stream) {
+template <Epilogue E>
+void dispatch(bf16* out, const bf16* x, const bf16* w, int num_tokens, int n, int k, const QkvRopeOutput& rope,
+              cudaStream_t stream) {
   switch (num_tokens) {
-    case 1: launch<1, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 2: launch<2, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 3: launch<3, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 4: launch<4, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 5: launch<5, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 6: launch<6, kSiluPairs>(out, x, w, n, k, stream); break;
-    case 7: launch<7, kSiluPairs>(out, x, w, n, k, stream); break;
-    default: launch<8, kSiluPairs>(out, x, w, n, k, stream); break;
+    case 1: launch<1, E>(out, x, w, n, k, rope, stream); break;
+    case 2: launch<2, E>(out, x, w, n, k, rope, stream); break;
+    case 3: launch<3, E>(out, x, w, n, k, rope, stream); break;
+    case 4: launch<4, E>(out, x, w, n, k, rope, stream); break;
+    case 5: launch<5, E>(out, x, w, n, k, rope, stream); break;
+    case 6: launch<6, E>(out, x, w, n, k, rope, stream); break;
+    case 7: launch<7, E>(out, x, w, n, k, rope, stream); break;
+    default: launch<8, E>(out, x, w, n, k, rope, stream); break;
   }
 }
 }  // namespace
@@ -231,7 +276,7 @@ void skinny_gemm(bf16* out, const bf16* x, const bf16* w, int num_tokens, int n,
   if (num_tokens <= 0 || n <= 0) return;
   if (!skinny_gemm_supported(x, w, num_tokens, n, k))
     throw_cuda_error(cudaErrorInvalidValue, "skinny_gemm: shape or alignment not supported", __FILE__, __LINE__);
-  dispatch<false>(out, x, w, num_tokens, n, k, stream);
+  dispatch<Epilogue::kPlain>(out, x, w, num_tokens, n, k, QkvRopeOutput{}, stream);
 }
 
 void skinny_gemm_silu(bf16* out, const bf16* x, const bf16* w_gate_up, int num_tokens, int intermediate, int k,
@@ -239,7 +284,18 @@ void skinny_gemm_silu(bf16* out, const bf16* x, const bf16* w_gate_up, int num_t
   if (num_tokens <= 0 || intermediate <= 0) return;
   if (!skinny_gemm_supported(x, w_gate_up, num_tokens, 2 * intermediate, k))
     throw_cuda_error(cudaErrorInvalidValue, "skinny_gemm_silu: shape or alignment not supported", __FILE__, __LINE__);
-  dispatch<true>(out, x, w_gate_up, num_tokens, 2 * intermediate, k, stream);
+  dispatch<Epilogue::kSilu>(out, x, w_gate_up, num_tokens, 2 * intermediate, k,
+                            QkvRopeOutput{}, stream);
+}
+
+void skinny_gemm_qkv_rope(const QkvRopeOutput& o, const bf16* x, const bf16* w_qkv, int num_tokens, int k,
+                          cudaStream_t stream) {
+  const int n = (o.num_heads + 2 * o.num_kv_heads) * o.head_dim;
+  if (num_tokens <= 0 || n <= 0) return;
+  if (!skinny_gemm_supported(x, w_qkv, num_tokens, n, k) || o.head_dim % 2 != 0)
+    throw_cuda_error(cudaErrorInvalidValue, "skinny_gemm_qkv_rope: shape or alignment not supported", __FILE__,
+                     __LINE__);
+  dispatch<Epilogue::kRope>(nullptr, x, w_qkv, num_tokens, n, k, o, stream);
 }
 
 }  // namespace pagoda::kernels

@@ -23,4 +23,23 @@ void skinny_gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16
 void skinny_gemm_silu(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up, int num_tokens,
                       int intermediate, int k, cudaStream_t stream);
 
+// Where the QKV GEMM with RoPE (skinny_gemm_qkv_rope) puts its results; the arrays as for qkv_rope_store.
+struct QkvRopeOutput {
+  __nv_bfloat16* q_out = nullptr;    // [T, num_heads, head_dim], rotated
+  __nv_bfloat16* k_cache = nullptr;  // [slots, num_kv_heads, head_dim]: rotated K at slot_mapping[t]
+  __nv_bfloat16* v_cache = nullptr;  // [slots, num_kv_heads, head_dim]: V at slot_mapping[t]
+  const int* positions = nullptr;     // [T]
+  const int* slot_mapping = nullptr;  // [T]; < 0: a padding token, nothing cached
+  const float* inv_freq = nullptr;    // [head_dim / 2]
+  float scaling = 1.0f;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0;
+};
+
+// The QKV projection of a decode step with RoPE and the KV-cache store in its epilogue (no qkv tensor, no
+// second kernel): w_qkv [(nh + 2 nkv) * hd, K] stacks Q, K, V with the rows of every Q and K head in
+// qkv_rope_pairs order (row 2i = element i, row 2i + 1 = element i + hd / 2). Same results, bit for bit,
+// as skinny_gemm into qkv followed by qkv_rope_store. Same support rule as skinny_gemm.
+void skinny_gemm_qkv_rope(const QkvRopeOutput& out, const __nv_bfloat16* x, const __nv_bfloat16* w_qkv,
+                          int num_tokens, int k, cudaStream_t stream);
+
 }  // namespace pagoda::kernels

@@ -45,9 +45,8 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   Tensor proj = ops.alloc(act, {T, H});  // output of o_proj / down_proj, added into the residual
   // The backend either fused the projections (one GEMM each for QKV and gate-up: CUDA) or not (CPU).
   const bool fused = !weights_.layers.empty() && !weights_.layers[0].wqkv.data.empty();
-  Tensor qkv, gate, up, k, v;
+  Tensor gate, up, k, v;
   if (fused) {
-    qkv = ops.alloc(act, {T, nh + 2 * nkv, hd});
     gate = ops.alloc(act, {T, I});  // silu(gate) * up
   } else {
     k = ops.alloc(act, {T, nkv, hd});
@@ -65,8 +64,7 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.add_rms_norm(residual, proj, normed, w.attn_norm, eps);
     }
     if (fused) {
-      ops.linear(qkv.reshape({T, (nh + 2 * nkv) * hd}), normed, w.wqkv);
-      ops.rope_store_kv(q, qkv, cache, l, batch, rope_);
+      ops.qkv_rope_store(q, normed, w.wqkv, cache, l, batch, rope_);
     } else {
       ops.linear(q.reshape({T, nh * hd}), normed, w.wq);
       ops.linear(k.reshape({T, nkv * hd}), normed, w.wk);

@@ -99,7 +99,7 @@ TEST_P(CudaModel, LogitsMatchTheCpuBackendWithinBf16) {
   CpuOps cpu;
   const std::vector<float> ref = position_logits(cpu, m.config, m.weights, ids, static_cast<int>(ids.size()));
   CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
-  const ModelWeights weights = gpu.prepare_weights(m.weights, false);
+  const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
   for (int chunk : {static_cast<int>(ids.size()), 7, 1}) {  // whole prompt, chunked prefill, decode steps
     const std::vector<float> got = position_logits(gpu, m.config, weights, ids, chunk);
     double worst = 0;
@@ -225,7 +225,7 @@ TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
     CpuOps cpu;
     const std::vector<float> ref = mixed_step_logits(cpu, m.config, m.weights, x, y);
     CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 512});
-    const ModelWeights weights = gpu.prepare_weights(m.weights, false);
+    const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
     const std::vector<float> got = mixed_step_logits(gpu, m.config, weights, x, y);
     ASSERT_EQ(got.size(), ref.size());
     const int64_t vocab = 1000;
@@ -308,7 +308,7 @@ TEST(CudaOpsLinear, MatchesFp64OnBothPaths) {
       ModelWeights host;
       host.embed_tokens.data = Tensor(w.data(), DType::kBF16, {n, k});
       host.final_norm.data = host.lm_head.data = host.embed_tokens.data;
-      const ModelWeights dev = ops.prepare_weights(host, false);
+      const ModelWeights dev = ops.prepare_weights(host, ModelConfig{}, false);
       ops.reset_workspace();
       Tensor xd = ops.upload(Tensor(x.data(), DType::kBF16, {t, k}));
       Tensor out = ops.alloc(DType::kBF16, {t, n});

@@ -71,7 +71,7 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
                down_w = size_t{H} * I;
   DeviceBytes w(2 * kCopies * (qkv_w + o_w + gu_w + down_w)), lm(2 * size_t{V} * H);
   k::fill_random(w.as<bf16>(), static_cast<int64_t>(kCopies * (qkv_w + o_w + gu_w + down_w)), 1, 0.02f, 0, s);
-  DeviceBytes x(2 * I * 2 * 8), y(2 * I * 2 * 8), res(2 * H * 8), norm_w(2 * H), qkv(2 * (nh + 2 * nkv) * hd * 8),
+  DeviceBytes x(2 * I * 2 * 8), y(2 * I * 2 * 8), res(2 * H * 8), norm_w(2 * H),
       q(2 * nh * hd * 8), attn(2 * nh * hd * 8), logits(2 * size_t{V} * 8);
   k::fill_random(norm_w.as<bf16>(), H, 0, 0, 1.0f, s);
   const int blocks = 4096 / bs + 8;
@@ -91,7 +91,6 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     rows.push_back({name, graph_us(s, [&] { f(); ++copy; }), per_step});
   };
   add("add_rms_norm", 2 * layers, [&] { k::add_rms_norm(res.as<bf16>(), y.as<bf16>(), x.as<bf16>(), norm_w.as<bf16>(), 1, H, 1e-5f, s); });
-  add("gemm qkv 6144x4096", layers, [&] { k::skinny_gemm(qkv.as<bf16>(), x.as<bf16>(), weight(0), 1, (nh + 2 * nkv) * hd, H, s); });
   // Position and slot of the token (pos 100, slot 100), for RoPE and the KV store.
   std::vector<int32_t> m(4 * 1024, 0);
   m[0] = 100;                                  // positions[0]
@@ -115,9 +114,10 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     rows.push_back({ctx == 128 ? "attention decode ctx 128 (+merge)" : "attention decode ctx 2048 (+merge)",
                     graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, s); }), layers});
   };
-  add("qkv_rope_store", layers, [&] {
+  add("gemm qkv 6144x4096 + rope + kv store", layers, [&] {
     const int32_t* d = meta.as<int32_t>();
-    k::qkv_rope_store(q.as<bf16>(), qkv.as<bf16>(), kc.as<bf16>(), vc.as<bf16>(), d, d + 1, freq.as<float>(), 1.0f, 1, nh, nkv, hd, s);
+    const k::QkvRopeOutput o{q.as<bf16>(), kc.as<bf16>(), vc.as<bf16>(), d, d + 1, freq.as<float>(), 1.0f, nh, nkv, hd};
+    k::skinny_gemm_qkv_rope(o, x.as<bf16>(), weight(0), 1, H, s);
   });
   PAGODA_CUDA_CHECK(cudaMemcpy(meta.p, m.data(), m.size() * 4, cudaMemcpyHostToDevice));
   run_attention(128);

@@ -276,6 +276,20 @@ TEST(ElementwiseKernels, StoreKvWritesShuffledSlotsAndSkipsPadding) {
   }
 }
 
+// qkv [T, heads, hd] with the first `rotated` heads of every token reordered into RoPE pairs (element i
+// at 2i, element i + hd/2 at 2i + 1): the layout of the CUDA backend's fused QKV weight.
+std::vector<uint16_t> to_rope_pairs(const std::vector<uint16_t>& qkv, int heads, int rotated, int hd) {
+  std::vector<uint16_t> out(qkv);
+  for (size_t head = 0; head < qkv.size() / hd; ++head) {
+    if (static_cast<int>(head % heads) >= rotated) continue;
+    for (int i = 0; i < hd / 2; ++i) {
+      out[head * hd + 2 * i] = qkv[head * hd + i];
+      out[head * hd + 2 * i + 1] = qkv[head * hd + hd / 2 + i];
+    }
+  }
+  return out;
+}
+
 TEST(ElementwiseKernels, QkvRopeStoreRotatesQAndKAndCachesKV) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const int hd : {8, 16, 64, 128}) {
@@ -286,7 +300,7 @@ TEST(ElementwiseKernels, QkvRopeStoreRotatesQAndKAndCachesKV) {
     const auto positions = test_positions(T);
     const auto slots = shuffled_slots(T, num_slots, pad, 7 * hd);
     const auto inv_freq = inv_freq_for(hd);
-    DeviceArray<uint16_t> d_qkv(qkv), q_out(static_cast<size_t>(T) * nh * hd);
+    DeviceArray<uint16_t> d_qkv(to_rope_pairs(qkv, heads, nh + nkv, hd)), q_out(static_cast<size_t>(T) * nh * hd);
     DeviceArray<uint16_t> kc(static_cast<size_t>(num_slots) * row), vc(static_cast<size_t>(num_slots) * row);
     DeviceArray<int32_t> d_pos(positions), d_slots(slots);
     DeviceArray<float> d_inv(inv_freq);

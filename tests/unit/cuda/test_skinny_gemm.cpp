@@ -112,6 +112,56 @@ TEST(SkinnyGemm, SiluEpilogueMatchesFloat64Reference) {
   }
 }
 
+// The QKV GEMM with RoPE and the KV store in its epilogue against the two kernels it replaces (skinny_gemm
+// into qkv, then qkv_rope_store, itself checked against a float64 reference): the same bits in q_out and in
+// both caches, padding tokens (slot -1) caching nothing. Llama-3-8B's heads, and a small K split across warps.
+TEST(SkinnyGemm, QkvRopeEpilogueEqualsGemmThenRopeStore) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Case { int nh, nkv, hd, k; };
+  for (const Case c : {Case{32, 8, 128, 4096}, Case{4, 2, 16, 64}}) {
+    const int n = (c.nh + 2 * c.nkv) * c.hd, row = c.nkv * c.hd, num_slots = 64;
+    const auto w = random_bf16(static_cast<size_t>(n) * c.k, c.k + 9);
+    std::vector<float> inv_freq(c.hd / 2);
+    for (int i = 0; i < c.hd / 2; ++i) inv_freq[i] = std::pow(500000.0f, -2.0f * i / c.hd);
+    DeviceArray<uint16_t> d_w(w);
+    DeviceArray<float> d_inv(inv_freq);
+    for (const int T : {1, 2, 5, 8}) {
+      SCOPED_TRACE(testing::Message() << "heads " << c.nh << "/" << c.nkv << " hd " << c.hd << " T " << T);
+      const auto x = random_bf16(static_cast<size_t>(T) * c.k, T + 10);
+      std::vector<int32_t> positions(T), slots(T);
+      for (int t = 0; t < T; ++t) {
+        positions[t] = 1000 * t + 7;
+        slots[t] = t == 1 ? -1 : (5 * t + 3) % num_slots;  // token 1: padding
+      }
+      DeviceArray<uint16_t> d_x(x), d_qkv(static_cast<size_t>(T) * n);
+      DeviceArray<int32_t> d_pos(positions), d_slots(slots);
+      std::vector<std::vector<uint16_t>> results;
+      for (const bool fused : {true, false}) {
+        DeviceArray<uint16_t> q(static_cast<size_t>(T) * c.nh * c.hd), kc(size_t{num_slots} * row),
+            vc(size_t{num_slots} * row);
+        PAGODA_CUDA_CHECK(cudaMemset(kc.get(), 0x7f, size_t{num_slots} * row * 2));
+        PAGODA_CUDA_CHECK(cudaMemset(vc.get(), 0x7f, size_t{num_slots} * row * 2));
+        const k::QkvRopeOutput o{bf(q.get()), bf(kc.get()), bf(vc.get()), d_pos.get(), d_slots.get(), d_inv.get(),
+                                 1.1f, c.nh, c.nkv, c.hd};
+        if (fused) {
+          k::skinny_gemm_qkv_rope(o, bf(d_x.get()), bf(d_w.get()), T, c.k, nullptr);
+        } else {
+          k::skinny_gemm(bf(d_qkv.get()), bf(d_x.get()), bf(d_w.get()), T, n, c.k, nullptr);
+          k::qkv_rope_store(o.q_out, bf(d_qkv.get()), o.k_cache, o.v_cache, o.positions, o.slot_mapping, o.inv_freq,
+                            o.scaling, T, c.nh, c.nkv, c.hd, nullptr);
+        }
+        results.push_back(q.download());
+        results.push_back(kc.download());
+        results.push_back(vc.download());
+      }
+      EXPECT_EQ(results[0], results[3]) << "q_out";
+      EXPECT_EQ(results[1], results[4]) << "k cache";
+      EXPECT_EQ(results[2], results[5]) << "v cache";
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // Every T on shapes reaching each path: (96, 64) a partial chunk only; (4096, 4096) whole chunks, K split
 // for the larger T; (1000, 14336) K split four ways with a partial chunk per slice; (2500, 2056) a one-vector
 // tail and N not a multiple of the rows per block.

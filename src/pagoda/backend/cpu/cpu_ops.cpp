@@ -150,10 +150,13 @@ void CpuOps::free_kv_cache(KvCache& cache) {
   cache = KvCache{};
 }
 
-void CpuOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
-                           const RopeParams& params) {
-  // The reference form: split the fused rows, then the separate ops.
-  const int64_t T = qkv.dim(0), nh = q_out.dim(1), hd = q_out.dim(2), nkv = (qkv.dim(1) - nh) / 2;
+void CpuOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer,
+                            const ForwardBatch& batch, const RopeParams& params) {
+  // The reference form for a stacked [Wq; Wk; Wv] (the CPU fuses nothing itself): one GEMM, then the
+  // separate ops on its parts.
+  const int64_t T = x.dim(0), nh = q_out.dim(1), hd = q_out.dim(2), nkv = (wqkv.data.dim(0) / hd - nh) / 2;
+  Tensor qkv = alloc(DType::kF32, {T, nh + 2 * nkv, hd});
+  linear(qkv.reshape({T, (nh + 2 * nkv) * hd}), x, wqkv);
   Tensor k = alloc(DType::kF32, {T, nkv, hd});
   Tensor v = alloc(DType::kF32, {T, nkv, hd});
   const float* src = qkv.ptr<float>();

@@ -230,12 +230,25 @@ void CudaOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forw
                     cache.spec.num_kv_heads, cache.spec.head_dim, impl_->stream);
 }
 
-void CudaOps::rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
-                            const RopeParams& params) {
+void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer,
+                             const ForwardBatch& batch, const RopeParams& params) {
+  // wqkv: Q, K, V stacked, each Q and K head in RoPE pairs (weight_upload.cpp).
+  const int T = rows_of(x), K = row_elems(x), N = static_cast<int>(wqkv.data.dim(0));
+  const int nh = static_cast<int>(q_out.dim(1)), nkv = cache.spec.num_kv_heads, hd = cache.spec.head_dim;
+  PAGODA_CHECK(N == (nh + 2 * nkv) * hd && wqkv.data.dim(1) == K, "qkv_rope_store: x {} wqkv {} q_out {}",
+               x.shape_string(), wqkv.data.shape_string(), q_out.shape_string());
+  if (T == 0) return;
+  const float* inv_freq = impl_->device_inv_freq(params);
+  if (kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {  // decode: RoPE in the GEMM's epilogue
+    const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                                   i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
+    kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
+    return;
+  }
+  Tensor qkv = alloc(DType::kBF16, {T, N});
+  linear(qkv, x, wqkv);
   kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                          i32(batch.slot_mapping), impl_->device_inv_freq(params), params.attention_scaling,
-                          rows_of(qkv), static_cast<int>(q_out.dim(1)), cache.spec.num_kv_heads,
-                          cache.spec.head_dim, impl_->stream);
+                          i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream);
 }
 
 void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,

@@ -46,11 +46,11 @@ class CudaOps final : public Ops {
   void download_f32(Tensor host_out, Tensor x) override;
   KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
   void free_kv_cache(KvCache& cache) override;
-  void rope_store_kv(Tensor q_out, Tensor qkv, KvCache& cache, int layer, const ForwardBatch& batch,
-                     const RopeParams& params) override;
+  void qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer, const ForwardBatch& batch,
+                      const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
 
-  ModelWeights prepare_weights(const ModelWeights& host, bool show_progress) override;
+  ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) override;
   Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;
   int last_graph_batch_size() const override;
   void warm_up_decode(const ForwardFn& forward, bool capture_graphs) override;

@@ -1,8 +1,9 @@
 // CudaOps::prepare_weights: every weight to the device as bf16, tensor by tensor straight from the
 // checkpoint's mapping (no host copy of the whole model), with QKV and gate-up fused into one matrix each
-// so that a layer runs two GEMMs fewer. Q, K and V are stacked; gate and up are interleaved by rows
-// (gate_j, up_j, gate_j+1, ...) so that one GEMM block holds both halves of each SwiGLU pair and can apply
-// the activation itself (kernels::skinny_gemm_silu).
+// so that a layer runs two GEMMs fewer. The row orders let one GEMM warp hold both halves of what the
+// epilogue combines: Q, K and V are stacked, with the rows of each Q and K head in RoPE pairs (element i,
+// element i + head_dim / 2, ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j,
+// gate_j+1, ...: kernels::skinny_gemm_silu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,7 +60,7 @@ int64_t elems_of(const Weight& w) { return w.data.numel(); }
 
 }  // namespace
 
-ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progress) {
+ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
   Impl& m = *impl_;
   int64_t total = 0;
   for (const Weight* w : host.all())
@@ -69,8 +70,10 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
 
   // One device allocation holding `parts` stacked by rows; returns the stacked weight and sets each
   // part's view (its rows inside the stack). `interleaved`: row i of part p lands at row i * P + p
-  // instead (equal row counts), and the parts get no views of their own.
-  auto upload_stacked = [&](std::initializer_list<std::pair<const Weight*, Weight*>> parts, bool interleaved = false) {
+  // instead (equal row counts). `rope_pairs`: the first `rope_pairs` parts have their rows in RoPE pairs
+  // per head of config.head_dim. Parts whose rows were reordered get no views of their own.
+  auto upload_stacked = [&](std::initializer_list<std::pair<const Weight*, Weight*>> parts, bool interleaved = false,
+                            int rope_pairs = 0) {
     int64_t rows = 0, cols = -1;
     for (auto [src, dst] : parts) {
       rows += rows_of(*src);
@@ -82,7 +85,20 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
     auto* base = static_cast<uint16_t*>(m.weight_storage.back().data());
     int64_t row = 0;
     const int64_t num_parts = static_cast<int64_t>(parts.size());
+    int part = 0;
     for (auto [src, dst] : parts) {
+      if (part++ < rope_pairs) {  // per head: rows [0, half) to even rows, [half, hd) to odd rows
+        const int64_t hd = config.head_dim, half = hd / 2, part_rows = rows_of(*src);
+        PAGODA_CHECK(hd % 2 == 0 && part_rows % hd == 0, "RoPE rows {} do not hold heads of {}", part_rows, hd);
+        for (int64_t h = 0; h < part_rows; h += hd) {
+          upload_bf16(base + (row + h) * cols, src->data.rows(h, half), 2 * cols, staging, m.stream);
+          upload_bf16(base + (row + h + 1) * cols, src->data.rows(h + half, half), 2 * cols, staging, m.stream);
+        }
+        *dst = Weight{};
+        row += part_rows;
+        bar.advance(2 * elems_of(*src));
+        continue;
+      }
       if (interleaved) {
         PAGODA_CHECK(rows_of(*src) * num_parts == rows, "interleaved weights differ in out_features");
         upload_bf16(base + row * cols, src->data, num_parts * cols, staging, m.stream);
@@ -114,7 +130,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
     const LayerWeights& h = host.layers[l];
     LayerWeights& d = dev.layers[l];
     upload_stacked({{&h.attn_norm, &d.attn_norm}});
-    d.wqkv = upload_stacked({{&h.wq, &d.wq}, {&h.wk, &d.wk}, {&h.wv, &d.wv}});
+    d.wqkv = upload_stacked({{&h.wq, &d.wq}, {&h.wk, &d.wk}, {&h.wv, &d.wv}}, /*interleaved=*/false, /*rope_pairs=*/2);
     upload_stacked({{&h.wo, &d.wo}});
     upload_stacked({{&h.ffn_norm, &d.ffn_norm}});
     d.w_gate_up = upload_stacked({{&h.w_gate, &d.w_gate}, {&h.w_up, &d.w_up}}, /*interleaved=*/true);
@@ -126,7 +142,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, bool show_progre
   else
     upload_stacked({{&host.lm_head, &dev.lm_head}});
   bar.finish();
-  spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV stacked, gate-up interleaved)", static_cast<double>(total) / (1 << 30));
+  spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV and gate-up fused)", static_cast<double>(total) / (1 << 30));
   return dev;
 }
 
