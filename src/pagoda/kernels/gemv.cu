@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -238,6 +239,10 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRope
   const int64_t groups = (static_cast<int64_t>(n) + R - 1) / R;
   const int kv = k / kVec;
   int splits = 1;  // split K only while the GPU is short of warps and each slice stays long
+  if constexpr (E != Epilogue::kPlain) {  // experiment switch
+    const char* v = std::getenv(E == Epilogue::kSilu ? "PAGODA_EXP_SILU_SPLITS" : "PAGODA_EXP_ROPE_SPLITS");
+    if (v && *v) splits = std::atoi(v);
+  }
   while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
