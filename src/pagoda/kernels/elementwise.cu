@@ -161,6 +161,33 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
   bf16* orow = out + base;
+  if (vec && hidden / kVec <= static_cast<int>(blockDim.x)) {
+    // One 16-byte vector a thread (hidden <= 4096 at 512 threads): x, the residual and w are all loaded
+    // before the reduction, one round trip to memory instead of two.
+    const int u = threadIdx.x;
+    const bool active = u < hidden / kVec;
+    F8 v{}, g{};
+    if (active) {
+      v = load8(xr + u * kVec);
+      g = load8(w + u * kVec);
+      if (kAdd) {
+        const F8 r = load8(rin + u * kVec);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
+        store8(rr + u * kVec, v);
+      }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
+    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+    if (active) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
+      store8(orow + u * kVec, v);
+    }
+    return;
+  }
   float ss = 0.0f;
   if (vec) {
     for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {

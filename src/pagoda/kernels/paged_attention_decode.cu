@@ -200,19 +200,22 @@ __global__ void __launch_bounds__(D / 2)
   const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
   if (n == 1) return;  // its one block wrote the output
   const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
+  // Two passes over the spans: their maximum, then the weighted sums (with the normaliser) in one.
   float mx = -INFINITY;
   for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += ws_ml[part0 + i].y * exp2f(ws_ml[part0 + i].x - mx);
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // n == 0 (padding): zeros
   const int d = threadIdx.x * 2;
+  float sum = 0.0f;
   float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll 4
   for (int i = 0; i < n; ++i) {
-    const float wt = exp2f(ws_ml[part0 + i].x - mx);
+    const float2 ml = ws_ml[part0 + i];
     const float2 v = *reinterpret_cast<const float2*>(ws_acc + (part0 + i) * D + d);
+    const float wt = exp2f(ml.x - mx);
+    sum += ml.y * wt;
     acc.x += wt * v.x;
     acc.y += wt * v.y;
   }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // n == 0 (padding): zeros
   bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
   reinterpret_cast<uint32_t*>(out)[threadIdx.x] = pack_bf16x2(acc.x * inv, acc.y * inv);
 }
