@@ -171,7 +171,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
       v = load8(xr + u * kVec);
       g = load8(w + u * kVec);
       if (kAdd) {
-        const F8 r = load8(rin + u * kVec);
+        const F8 r = load8(rr + u * kVec);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
         store8(rr + u * kVec, v);
