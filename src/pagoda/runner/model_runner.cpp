@@ -74,7 +74,7 @@ StepOutput ModelRunner::execute(const StepPlan& plan) {
     const LogitsWanted wanted = owes_prompt_logprobs ? LogitsWanted::kAll
                                 : s.samples          ? LogitsWanted::kLast
                                                      : LogitsWanted::kNone;
-    chunks_.push_back({s.tokens(), s.start_position, s.seq->block_table(), wanted});
+    chunks_.push_back({s.known_tokens(), s.start_position, s.seq->block_table(), wanted});
     first_row[i] = num_rows;
     num_rows += wanted == LogitsWanted::kAll ? s.num_tokens : wanted == LogitsWanted::kLast ? 1 : 0;
   }
