@@ -17,6 +17,11 @@ struct ForwardBatch {
   Tensor kv_pages;       // [total_pages] I32: block ids, in order, for every sequence
   Tensor slot_mapping;   // [num_tokens] I32: cache slot (block * block_size + offset) for each new K/V
   Tensor logits_rows;    // [num_sampled] I32: token rows whose logits are needed
+  // [num_tokens] I32. k >= 0: token i is row k of the previous step's sampled tokens, not known on the
+  // host when this step was launched (async scheduling); the backend reads it there instead of
+  // token_ids[i] (which holds 0). -1: token_ids[i] holds it.
+  Tensor token_from_prev_sample;
+  int num_tokens_from_prev_sample = 0;  // entries >= 0 above; 0: token_ids is complete
   int num_seqs = 0;
   int num_tokens = 0;
   int max_query_len = 0;

@@ -36,6 +36,12 @@ struct DeviceSamplingRow {
 // A model forward over a batch whose arrays live on the backend; returns the logits.
 using ForwardFn = std::function<Tensor(const ForwardBatch& batch)>;
 
+// Device sampling that was enqueued and not yet waited for (see Ops::enqueue_sample).
+struct PendingSample {
+  int slot = -1;      // the backend's staging slot holding the tokens on their way to the host
+  int num_rows = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -85,18 +91,35 @@ class Ops {
     return host;
   }
   // Runs one step: `host_batch` arrays are in host memory. The default runs forward on them directly;
-  // the CUDA backend copies them to the device in one transfer and replays a captured CUDA graph for
-  // decode-only steps. The logits it returns are valid until the next step.
-  virtual Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) { return forward(host_batch); }
+  // the CUDA backend copies them to the device in one transfer, fills the tokens taken from the previous
+  // step's samples (ForwardBatch::token_from_prev_sample) on the device, and replays a captured CUDA
+  // graph for decode-only steps. The logits it returns are valid until the next step. Work may still be
+  // running on the device when it returns.
+  virtual Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) {
+    PAGODA_CHECK(host_batch.num_tokens_from_prev_sample == 0, "this backend reads every input token from the host");
+    return forward(host_batch);
+  }
   // The padded batch size of the CUDA graph the last run_step replayed; 0 when it ran eagerly.
   virtual int last_graph_batch_size() const { return 0; }
   // Prepares later decode steps: runs the largest decode step once (so the workspace reaches its final
   // size) and, when `capture_graphs`, captures the CUDA graphs.
   virtual void warm_up_decode(const ForwardFn& forward, bool capture_graphs) {}
   // Device-side sampling: one token per row of logits [rows, vocab]. Only when can_sample() is true.
+  // In two halves, so that the host can plan the next step meanwhile: enqueue_sample() queues the draw
+  // after the step's work and returns at once; wait_sample() blocks until those tokens reach the host.
+  // The tokens also stay on the device for the next run_step's token_from_prev_sample, until the next
+  // enqueue_sample. At most two samples may be outstanding (one waited for, the next enqueued).
   virtual bool can_sample() const { return false; }
-  virtual void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
+  virtual PendingSample enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) {
     PAGODA_CHECK(false, "this backend does not sample on the device");
+    return {};
+  }
+  virtual void wait_sample(const PendingSample& pending, std::span<TokenId> out) {
+    PAGODA_CHECK(false, "this backend does not sample on the device");
+  }
+  // Both halves at once.
+  void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
+    wait_sample(enqueue_sample(logits, rows), out);
   }
 };
 

@@ -22,6 +22,12 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "CUDA: share of GPU memory for weights, activations and the KV cache (default 0.9)")
       ->check(CLI::Range(0.01, 1.0));
   cmd.add_flag("--enforce-eager", enforce_eager, "CUDA: run every step eagerly (no CUDA graphs)");
+  auto* on = cmd.add_flag_callback("--async-scheduling", [this] { async_scheduling = true; },
+                                   "plan each step while the previous one runs on the device (the default with "
+                                   "--device cuda; the same outputs either way)");
+  auto* off = cmd.add_flag_callback("--no-async-scheduling", [this] { async_scheduling = false; },
+                                    "plan each step after the previous one's tokens are back (the default on the CPU)");
+  on->excludes(off);
   cmd.add_flag("--mmap", mmap, "compute from the checkpoint's file mapping instead of a copy in memory (less RAM)");
 }
 
@@ -41,6 +47,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.device = device;
   o.gpu_memory_utilization = gpu_memory_utilization;
   o.enforce_eager = enforce_eager;
+  o.async_scheduling = async_scheduling;
   return o;
 }
 

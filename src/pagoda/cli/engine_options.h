@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 #include "pagoda/cli/model_options.h"
@@ -24,6 +25,7 @@ struct EngineCliOptions {
   std::string device = "cpu";
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
+  std::optional<bool> async_scheduling;  // unset: the device's default
 
   void add_to(CLI::App& cmd);
   LlmOptions llm_options() const;

@@ -1,7 +1,9 @@
-// The engine thread: drain submissions and cancellations, schedule, run, sample, update, emit events.
+// The engine thread: drain submissions and cancellations, schedule and launch a step, collect the previous
+// one (async scheduling) or this one, update, emit events.
 #include "pagoda/engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
@@ -80,7 +82,9 @@ void Engine::run() {
     std::vector<RequestId> cancels;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_.has_unfinished(); });
+      wake_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_.has_unfinished() || in_flight_;
+      });
       if (stopping_) break;
       inbox.swap(inbox_);
       cancels.swap(cancels_);
@@ -93,8 +97,18 @@ void Engine::run() {
       (void)scheduler_.abort(id);
       finish(id, "abort", "", usage);
     }
-    if (scheduler_.has_unfinished()) step();
+    if (scheduler_.has_unfinished() || in_flight_) step();
     publish_stats();
+  }
+  // Shutting down: the step in flight is waited for (the device may still use the KV cache); its tokens
+  // are dropped, since every request left ends with "abort" below.
+  if (in_flight_) {
+    try {
+      (void)runner_.collect(in_flight_->run);
+    } catch (const std::exception& e) {
+      spdlog::error("step failed: {}", e.what());
+    }
+    in_flight_.reset();
   }
   // Shutting down: every unfinished request is told, including those never admitted.
   std::deque<Pending> never_admitted;
@@ -154,20 +168,39 @@ void Engine::admit(Pending p) {
 }
 
 void Engine::step() {
-  StepRecord record;
+  const bool overlap = options_.async_scheduling && !runner_.needs_synchronous_steps();
+  std::optional<LaunchedStep> previous = std::exchange(in_flight_, std::nullopt);
+  if (!overlap && previous) {  // the next plan must see every token
+    complete(*previous);
+    previous.reset();
+  }
+  std::optional<LaunchedStep> next = launch_next();
+  if (next && previous) next->record.overlapped = true;
+  if (previous) complete(*previous);  // while `next` runs on the device
+  if (!next) return;
+  if (overlap) {
+    in_flight_ = std::move(next);
+  } else {
+    complete(*next);
+  }
+}
+
+std::optional<Engine::LaunchedStep> Engine::launch_next() {
+  LaunchedStep step;
+  StepRecord& record = step.record;
   record.start = Clock::now();
-  StepPlan plan = scheduler_.schedule();
-  if (plan.empty()) return;
+  step.plan = scheduler_.schedule();
+  if (step.plan.empty()) return std::nullopt;
   ++num_steps_;
-  const Clock::time_point scheduled_at = Clock::now();
-  record.schedule_seconds = seconds_between(record.start, scheduled_at);
-  record.num_seqs = static_cast<int>(plan.seqs.size());
-  record.num_preempted = static_cast<int>(plan.preempted.size());
-  for (const ScheduledSequence& s : plan.seqs) {
+  step.launched_at = Clock::now();
+  record.schedule_seconds = seconds_between(record.start, step.launched_at);
+  record.num_seqs = static_cast<int>(step.plan.seqs.size());
+  record.num_preempted = static_cast<int>(step.plan.preempted.size());
+  for (const ScheduledSequence& s : step.plan.seqs) {
     Active& a = active_.at(s.seq_id);
     if (a.queue_seconds < 0) {
-      a.queue_seconds = seconds_between(a.submitted_at, scheduled_at);
-      a.times.scheduled = scheduled_at;
+      a.queue_seconds = seconds_between(a.submitted_at, step.launched_at);
+      a.times.scheduled = step.launched_at;
     }
     if (is_decode(s)) {
       ++record.decode_seqs;
@@ -175,33 +208,62 @@ void Engine::step() {
       record.prefill_tokens += s.num_tokens;
     }
   }
-  for (SeqId id : plan.preempted) {
+  for (SeqId id : step.plan.preempted) {
     auto it = active_.find(id);
     if (it != active_.end()) ++it->second.times.num_preemptions;
   }
+  try {
+    step.run = runner_.launch(step.plan);
+    step.launch_returned_at = Clock::now();
+  } catch (const std::exception& e) {
+    fail_step(step.plan, e);
+    record.execute_seconds = record.total_seconds = seconds_between(step.launched_at, Clock::now());
+    record_step(record);
+    return std::nullopt;
+  }
+  return step;
+}
+
+void Engine::fail_step(const StepPlan& plan, const std::exception& e) {
+  spdlog::error("step failed: {}", e.what());
+  for (const ScheduledSequence& s : plan.seqs) {
+    const Sequence* seq = scheduler_.find(s.seq_id);
+    if (seq == nullptr) continue;  // finished or aborted since planned
+    const Usage usage = usage_of(*seq);
+    (void)scheduler_.abort(s.seq_id);
+    finish(s.seq_id, "error", std::string("internal error: ") + e.what(), usage);
+  }
+  // Blocks published for this step were never computed: forget every cached block not in use.
+  scheduler_.block_manager().reset_prefix_cache();
+}
+
+void Engine::complete(LaunchedStep& step) {
+  StepRecord& record = step.record;
+  const bool sampling_on_device = step.run.device_sample.has_value();
   StepOutput out;
   try {
-    out = runner_.execute(plan);
+    out = runner_.collect(step.run);
   } catch (const std::exception& e) {
-    // The step failed as a whole: its requests fail, the engine goes on with the rest.
-    spdlog::error("step failed: {}", e.what());
-    for (const ScheduledSequence& s : plan.seqs) {
-      const Usage usage = usage_of(*s.seq);
-      (void)scheduler_.abort(s.seq_id);
-      finish(s.seq_id, "error", std::string("internal error: ") + e.what(), usage);
-    }
-    // Blocks published for this step were never computed: forget every cached block not in use.
-    scheduler_.block_manager().reset_prefix_cache();
-    record.execute_seconds = record.total_seconds = seconds_between(scheduled_at, Clock::now());
+    fail_step(step.plan, e);
+    last_step_done_ = Clock::now();
+    record.execute_seconds = record.total_seconds = seconds_between(step.launched_at, last_step_done_);
     record_step(record);
     return;
   }
-  const Clock::time_point executed_at = Clock::now();
-  record.execute_seconds = seconds_between(scheduled_at, executed_at);
+  const Clock::time_point collected_at = Clock::now();
+  // The backend finished the step when its tokens were back, or within launch() when it sampled on the
+  // host. It ran after the previous step: its execution starts when that one was done.
+  const Clock::time_point done_at = sampling_on_device ? collected_at : step.launch_returned_at;
+  const Clock::time_point device_start = std::min(std::max(step.launched_at, last_step_done_), done_at);
+  last_step_done_ = done_at;
+  record.queued_seconds = seconds_between(step.launched_at, device_start);
+  record.execute_seconds = seconds_between(device_start, done_at);
   record.graph_batch_size = out.graph_batch_size;
   execute_seconds_ += record.execute_seconds;
   for (auto& [id, entries] : out.prompt_logprobs) {
-    auto& dst = active_.at(id).prompt_logprobs;
+    const auto it = active_.find(id);
+    if (it == active_.end()) continue;
+    auto& dst = it->second.prompt_logprobs;
     if (dst.empty()) dst.emplace_back();  // entry 0: nothing predicts the first prompt token
     for (auto& e : entries) dst.push_back(std::move(e));
   }
@@ -211,28 +273,27 @@ void Engine::step() {
     const TokenId t = seq.token_ids.back();
     return (!p.ignore_eos && contains(options_.eos_token_ids, t)) || contains(p.stop_token_ids, t);
   };
-  const std::vector<SequenceOutput> outputs = scheduler_.update(plan, out.sampled, stop);
-  PAGODA_CHECK(outputs.size() == out.sampled.size(), "{} outputs for {} samples", outputs.size(), out.sampled.size());
+  // Tokens of requests that finished or were cancelled since this step was planned are dropped here.
+  const std::vector<SequenceOutput> outputs = scheduler_.update(step.plan, out.sampled, stop);
   generation_tokens_ += outputs.size();
 
   // Stats first, so that a client woken by its final event sees the engine as it is after this step.
   publish_stats();
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    const SequenceOutput& o = outputs[k];
+  for (const SequenceOutput& o : outputs) {
     auto it = active_.find(o.seq_id);
     Active& a = it->second;
     RequestEvent event;
     event.request_id = o.seq_id;
     event.new_token_ids.push_back(o.token);
-    if (a.request.params.logprobs >= 0) event.logprobs.push_back(std::move(out.logprobs[k]));
+    if (a.request.params.logprobs >= 0) event.logprobs.push_back(std::move(out.logprobs[o.sample_index]));
     if (a.request.params.prompt_logprobs >= 0 && !a.prompt_logprobs_sent) {
       if (a.prompt_logprobs.empty()) a.prompt_logprobs.emplace_back();  // a one-token prompt
       event.prompt_logprobs = std::move(a.prompt_logprobs);
       a.prompt_logprobs_sent = true;
     }
     event.usage = Usage{o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens};
-    if (o.num_output_tokens == 1) a.times.prefill_done = executed_at;
-    event.time = executed_at;
+    if (o.num_output_tokens == 1) a.times.prefill_done = collected_at;
+    event.time = collected_at;
     event.times = a.times;
     if (!a.queue_time_sent) {
       event.queue_seconds = a.queue_seconds;

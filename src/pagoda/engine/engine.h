@@ -1,6 +1,8 @@
 // Engine: the engine thread. It owns the scheduler (and through it the block manager and every
 // sequence) and the model runner; other threads only submit, cancel and read stats. Events are
-// delivered on the engine thread through each request's callback, which must not block.
+// delivered on the engine thread through each request's callback, which must not block. With async
+// scheduling one step stays in flight: step N+1 is planned and launched before step N's tokens are
+// collected and applied, so the host's work overlaps the device's.
 #pragma once
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -31,19 +34,26 @@ struct EngineOptions {
   // Tokens in the start-up forward (threads, workspace, page cache). Small on the CPU, where a forward of
   // max_num_batched_tokens would take seconds on a 1B model; the GPU warms up at the largest shape.
   int warm_up_tokens = 16;
+  // Plan and launch each step before collecting the previous one's tokens (outputs are the same; see
+  // docs/ARCHITECTURE.md). Steps of requests with penalties or logprobs run one at a time regardless.
+  bool async_scheduling = true;
 };
 
-// One engine step, as the engine thread saw it: its batch composition and where its time went.
+// One engine step, as the engine thread saw it: its batch composition and where its time went. Under
+// async scheduling a step is launched while the previous one still runs; its execution is counted from
+// when that one's results were back, so the execute intervals of successive steps never overlap.
 struct StepRecord {
   std::chrono::steady_clock::time_point start;  // schedule() began
-  double schedule_seconds = 0;  // planning
-  double execute_seconds = 0;   // ModelRunner::execute: forward and sampling (the device's work)
-  double total_seconds = 0;     // the whole step, events to clients included
+  double schedule_seconds = 0;  // planning; the step was launched right after
+  double queued_seconds = 0;    // from launch until the previous step's results were back (async scheduling)
+  double execute_seconds = 0;   // then until this step's tokens were back: forward and sampling (the device's work)
+  double total_seconds = 0;     // from start until its events were sent
   int prefill_tokens = 0;       // tokens of prompt chunks (and of recomputation after preemption)
   int decode_seqs = 0;          // sequences computing one new token
   int num_seqs = 0;             // sequences in the step
   int num_preempted = 0;        // preempted while planning it
   int graph_batch_size = 0;     // padded CUDA graph batch replayed; 0: ran eagerly
+  bool overlapped = false;      // launched while the previous step was still in flight (async scheduling)
 };
 
 struct EngineStats {
@@ -58,7 +68,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;  // tokens sampled
   uint64_t num_steps = 0;
-  double execute_seconds = 0;  // sum of StepRecord::execute_seconds: time the backend was busy
+  double execute_seconds = 0;  // sum of StepRecord::execute_seconds: time the backend was busy (at most)
   StepRecord last_step;        // the latest step (all zero before the first)
 };
 
@@ -99,9 +109,26 @@ class Engine {
     RequestTimes times;
   };
 
+  // A launched step whose tokens are not applied yet.
+  struct LaunchedStep {
+    StepPlan plan;
+    InFlightStep run;
+    StepRecord record;
+    Clock::time_point launched_at;  // planning done, launch began
+    Clock::time_point launch_returned_at;
+  };
+
   void run();
   void admit(Pending pending);
+  // One turn of the loop: launch the next step, then complete the one before it (async scheduling), or
+  // launch and complete the next step.
   void step();
+  // Plans and launches the next step; empty when there is nothing to run or its launch failed.
+  std::optional<LaunchedStep> launch_next();
+  // Collects the step's tokens, applies them to the scheduler and sends the events.
+  void complete(LaunchedStep& step);
+  // The step failed as a whole: its requests that are still alive fail, the engine goes on with the rest.
+  void fail_step(const StepPlan& plan, const std::exception& e);
   void finish(RequestId id, const char* reason, const std::string& error, const Usage& usage);
   Usage usage_of(const Sequence& seq) const;
   void publish_stats();
@@ -113,6 +140,8 @@ class Engine {
   ModelRunner runner_;
   std::mt19937_64 seed_rng_;
   std::unordered_map<RequestId, Active> active_;  // engine thread only
+  std::optional<LaunchedStep> in_flight_;         // engine thread only
+  Clock::time_point last_step_done_;              // when the backend finished the latest completed step
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -78,6 +78,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   eo.enable_prefix_caching = o.enable_prefix_caching;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
+  eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");
   engine_ = std::make_unique<Engine>(*model_, *ops_, eo);
 }
 

@@ -10,16 +10,35 @@ ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& k
 
 ModelRunner::~ModelRunner() { ops_.free_kv_cache(kv_cache_); }
 
+namespace {
+
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0;
+}
+
+// Penalties read every earlier output token on the host, logprobs come from host logits: such requests
+// are sampled on the host and their steps are never planned ahead of the previous step's results.
+bool needs_host_sampling(const SamplingParams& p) { return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p); }
+
+}  // namespace
+
 void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens) {
   RequestState state;
   state.params = params;
   state.device_seed = params.seed ? *params.seed : seed;
   state.rng.seed(state.device_seed);
   state.num_prompt_tokens = num_prompt_tokens;
+  remove_request(seq_id);
+  num_synchronous_requests_ += needs_host_sampling(params) ? 1 : 0;
   requests_[seq_id] = std::move(state);
 }
 
-void ModelRunner::remove_request(SeqId seq_id) { requests_.erase(seq_id); }
+void ModelRunner::remove_request(SeqId seq_id) {
+  const auto it = requests_.find(seq_id);
+  if (it == requests_.end()) return;
+  num_synchronous_requests_ -= needs_host_sampling(it->second.params) ? 1 : 0;
+  requests_.erase(it);
+}
 
 void ModelRunner::warm_up(int num_tokens) {
   const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
@@ -47,18 +66,29 @@ void ModelRunner::run_filler_step(int num_tokens, LogitsWanted logits) {
 
 bool ModelRunner::can_sample_on_device(const StepPlan& plan) const {
   if (!ops_.can_sample()) return false;
-  for (const ScheduledSequence& s : plan.seqs) {
-    const SamplingParams& p = requests_.at(s.seq_id).params;
-    if (p.logprobs >= 0 || p.prompt_logprobs >= 0 || p.repetition_penalty != 1.0 || p.presence_penalty != 0.0 ||
-        p.frequency_penalty != 0.0)
-      return false;
-  }
+  for (const ScheduledSequence& s : plan.seqs)
+    if (needs_host_sampling(requests_.at(s.seq_id).params)) return false;
   return true;
 }
 
 StepOutput ModelRunner::execute(const StepPlan& plan) {
-  StepOutput out;
-  if (plan.empty()) return out;
+  InFlightStep step = launch(plan);
+  return collect(step);
+}
+
+StepOutput ModelRunner::collect(InFlightStep& step) {
+  if (step.device_sample) {
+    step.output.sampled.resize(static_cast<size_t>(step.device_sample->num_rows));
+    ops_.wait_sample(*step.device_sample, step.output.sampled);
+    step.output.logprobs.resize(step.output.sampled.size());
+    step.device_sample.reset();
+  }
+  return std::move(step.output);
+}
+
+InFlightStep ModelRunner::launch(const StepPlan& plan) {
+  InFlightStep step;
+  if (plan.empty()) return step;
 
   // Which logits rows each sequence needs: all rows of a prompt chunk that still owes prompt logprobs,
   // else the last row when it samples.
@@ -74,33 +104,62 @@ StepOutput ModelRunner::execute(const StepPlan& plan) {
     const LogitsWanted wanted = owes_prompt_logprobs ? LogitsWanted::kAll
                                 : s.samples          ? LogitsWanted::kLast
                                                      : LogitsWanted::kNone;
-    chunks_.push_back({s.tokens(), s.start_position, s.seq->block_table(), wanted});
+    int prev_sample_row = -1;
+    if (s.num_placeholder_inputs > 0) {  // sampled by the previous launched step
+      const auto row = previous_samples_.row_of.find(s.seq_id);
+      PAGODA_CHECK(row != previous_samples_.row_of.end(), "sequence {}: its placeholder was not sampled by the previous step",
+                   s.seq_id);
+      PAGODA_CHECK(!has_penalties(st.params), "sequence {}: penalties need its previous token on the host", s.seq_id);
+      prev_sample_row = row->second;
+    }
+    chunks_.push_back({s.known_tokens(), s.start_position, s.seq->block_table(), wanted, prev_sample_row});
     first_row[i] = num_rows;
     num_rows += wanted == LogitsWanted::kAll ? s.num_tokens : wanted == LogitsWanted::kLast ? 1 : 0;
   }
-  const ForwardBatch& batch = builder_.build(chunks_, kv_cache_.spec.block_size);
-  Tensor logits = ops_.run_step(batch, [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
-  out.graph_batch_size = ops_.last_graph_batch_size();
-  const int64_t vocab = model_.config().vocab_size;
+  const ForwardBatch* batch = &builder_.build(chunks_, kv_cache_.spec.block_size);
+  if (batch->num_tokens_from_prev_sample > 0 && !previous_samples_.on_device)
+    batch = &builder_.resolve_on_host(previous_samples_.host_ids);
+  Tensor logits = ops_.run_step(*batch, [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
+  step.output.graph_batch_size = ops_.last_graph_batch_size();
   PAGODA_CHECK(logits.dim(0) == num_rows);
 
-  if (can_sample_on_device(plan)) {  // every row is a plain draw: sample where the logits are
-    device_rows_.clear();
-    for (const ScheduledSequence& s : plan.seqs) {
-      if (!s.samples) continue;
-      const RequestState& st = requests_.at(s.seq_id);
-      device_rows_.push_back({.temperature = static_cast<float>(st.params.temperature),
-                              .top_k = st.params.top_k,
-                              .top_p = static_cast<float>(st.params.top_p),
-                              .min_p = static_cast<float>(st.params.min_p),
-                              .seed = st.device_seed,
-                              .offset = s.seq->output_token_ids().size()});
-    }
-    out.sampled.resize(device_rows_.size());
-    if (!device_rows_.empty()) ops_.sample(out.sampled, logits, device_rows_);
-    out.logprobs.resize(out.sampled.size());
-    return out;
+  previous_samples_.row_of.clear();
+  int row = 0;
+  for (const ScheduledSequence& s : plan.seqs)
+    if (s.samples) previous_samples_.row_of[s.seq_id] = row++;
+  if (can_sample_on_device(plan)) {
+    sample_on_device(plan, logits, step);
+  } else {
+    sample_on_host(plan, logits, first_row, step);
   }
+  return step;
+}
+
+void ModelRunner::sample_on_device(const StepPlan& plan, Tensor logits, InFlightStep& step) {
+  // Every row is a plain draw: sample where the logits are.
+  device_rows_.clear();
+  for (const ScheduledSequence& s : plan.seqs) {
+    if (!s.samples) continue;
+    const RequestState& st = requests_.at(s.seq_id);
+    // The draw is keyed by the token's index among the outputs, placeholders before it included.
+    const int output_index = s.start_position + s.num_tokens - s.seq->num_prompt_tokens;
+    device_rows_.push_back({.temperature = static_cast<float>(st.params.temperature),
+                            .top_k = st.params.top_k,
+                            .top_p = static_cast<float>(st.params.top_p),
+                            .min_p = static_cast<float>(st.params.min_p),
+                            .seed = st.device_seed,
+                            .offset = static_cast<uint64_t>(output_index)});
+  }
+  previous_samples_.host_ids.clear();
+  previous_samples_.on_device = !device_rows_.empty();
+  if (!device_rows_.empty()) step.device_sample = ops_.enqueue_sample(logits, device_rows_);
+}
+
+void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std::vector<int>& first_row,
+                                 InFlightStep& step) {
+  StepOutput& out = step.output;
+  const int64_t vocab = model_.config().vocab_size;
+  const int num_rows = static_cast<int>(logits.dim(0));
   host_logits_.resize(static_cast<size_t>(num_rows * vocab));
   if (num_rows > 0) ops_.download_f32(Tensor(host_logits_.data(), DType::kF32, {num_rows, vocab}), logits);
 
@@ -123,11 +182,13 @@ StepOutput ModelRunner::execute(const StepPlan& plan) {
     if (!s.samples) continue;
     const std::span<const float> last = rows.subspan(rows.size() - vocab, vocab);
     row_.assign(last.begin(), last.end());
+    // Output ids matter only for penalties, whose steps never have placeholders.
     const TokenId token = sample_token(row_, st.params, s.seq->prompt_token_ids(), s.seq->output_token_ids(), st.rng);
     out.sampled.push_back(token);
     out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});
   }
-  return out;
+  previous_samples_.host_ids = out.sampled;
+  previous_samples_.on_device = false;
 }
 
 }  // namespace pagoda

@@ -1,8 +1,11 @@
 // ModelRunner: executes a scheduler StepPlan on one backend: lays the step out as a ForwardBatch, runs
 // the model, and samples each sampling sequence's row with that request's own parameters and random
-// generator (so a seeded request draws the same tokens alone or batched). Engine thread only.
+// generator (so a seeded request draws the same tokens alone or batched). A step is launched, then
+// collected: with device sampling nothing waits for the GPU in between, so the engine can plan the next
+// step meanwhile (async scheduling). Engine thread only.
 #pragma once
 
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -25,6 +28,12 @@ struct StepOutput {
   int graph_batch_size = 0;  // padded batch size of the CUDA graph replayed for this step; 0: ran eagerly
 };
 
+// A launched step. Its output is complete unless its tokens are still being sampled on the device.
+struct InFlightStep {
+  StepOutput output;
+  std::optional<PendingSample> device_sample;  // set: output.sampled comes from the device in collect()
+};
+
 class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec);
@@ -36,7 +45,19 @@ class ModelRunner {
   void add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens);
   void remove_request(SeqId seq_id);
 
+  // Starts the step: lays out its batch, enqueues the forward and, when every row can be drawn on the
+  // device, the sampling; otherwise samples on the host before returning. A chunk whose last input is a
+  // placeholder takes it from the previous launched step's samples, so call launch() in plan order.
+  // The plan's sequences are read here only, never in collect().
+  InFlightStep launch(const StepPlan& plan);
+  // Waits for the step's tokens (a no-op when they were sampled on the host).
+  StepOutput collect(InFlightStep& step);
+  // launch + collect.
   StepOutput execute(const StepPlan& plan);
+
+  // True while some request needs the host to see every earlier token before its next one is sampled
+  // (penalties) or reports logprobs: its steps then run one at a time, none planned ahead.
+  bool needs_synchronous_steps() const { return num_synchronous_requests_ > 0; }
 
   // Runs one forward of `num_tokens` tokens (capped by the KV pool) so that threads start, the workspace
   // grows to its largest size and caches warm before the first request, then lets the backend prepare
@@ -57,16 +78,28 @@ class ModelRunner {
     int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
   };
 
+  // Where the previous launched step's sampled tokens are: each sampling sequence's row, and the ids
+  // themselves when they were sampled on the host.
+  struct PreviousSamples {
+    std::unordered_map<SeqId, int> row_of;
+    std::vector<TokenId> host_ids;  // [rows] when sampled on the host; empty when on the device
+    bool on_device = false;
+  };
+
   // One forward of `num_tokens` zero tokens in a single sequence over blocks 0, 1, ...
   void run_filler_step(int num_tokens, LogitsWanted logits);
   // Whether every sampling row of a step can be drawn on the device (no penalties, no logprobs).
   bool can_sample_on_device(const StepPlan& plan) const;
+  void sample_on_device(const StepPlan& plan, Tensor logits, InFlightStep& step);
+  void sample_on_host(const StepPlan& plan, Tensor logits, const std::vector<int>& first_row, InFlightStep& step);
 
   const LlamaModel& model_;
   Ops& ops_;
   KvCache kv_cache_;
   BatchBuilder builder_;
   std::unordered_map<SeqId, RequestState> requests_;
+  int num_synchronous_requests_ = 0;
+  PreviousSamples previous_samples_;
   std::vector<SequenceChunk> chunks_;
   std::vector<float> host_logits_;
   std::vector<float> row_;

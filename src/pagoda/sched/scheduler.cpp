@@ -87,7 +87,11 @@ StepPlan Scheduler::schedule() {
 void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
   for (size_t i = 0; i < running_.size() && !budget.exhausted();) {
     Sequence& seq = *running_[i];
-    const int num_new = budget.chunk_for(seq.num_tokens() - seq.num_computed_tokens);
+    if (placeholders_reach_length_limit(seq, config_.max_model_len)) {
+      ++i;  // update() finishes it when its last token arrives
+      continue;
+    }
+    const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
     PAGODA_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
     if (!reserve_blocks(i, seq.num_computed_tokens + num_new, plan)) break;  // it preempted itself
     add_to_plan(plan, seq, num_new);
@@ -112,6 +116,8 @@ bool Scheduler::reserve_blocks(size_t index, int num_tokens, StepPlan& plan) {
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
   while (!waiting_.empty() && !budget.exhausted() && num_running() < config_.max_num_seqs) {
     Sequence& seq = **waiting_.begin();
+    // Preempted while its last step was in flight: that step's update() comes before the next plan.
+    PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
     const std::span<const TokenId> tokens(seq.token_ids);
     // Never the whole sequence: the last token must be computed to have logits to sample.
     const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
@@ -149,20 +155,23 @@ std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<co
   outputs.reserve(sampled.size());
   size_t next_sample = 0;
   for (const ScheduledSequence& entry : plan.seqs) {
-    const TokenId token = entry.samples ? sampled[next_sample++] : TokenId{0};
+    if (!entry.samples) continue;  // computed tokens were counted when planned
+    const TokenId token = sampled[next_sample++];
     const auto it = seqs_.find(entry.seq_id);
-    if (it == seqs_.end() || it->second->status != SeqStatus::kRunning) continue;  // aborted meanwhile
+    if (it == seqs_.end()) continue;  // finished or aborted since planned: its token is dropped
     Sequence& seq = *it->second;
-    PAGODA_CHECK(seq.num_computed_tokens == entry.start_position, "sequence {} changed since its plan", seq.seq_id);
-    seq.num_computed_tokens += entry.num_tokens;  // its full blocks were published when planned
-    if (!entry.samples) continue;
-
+    PAGODA_CHECK(seq.num_output_placeholders > 0, "sequence {} has no placeholder for its token", seq.seq_id);
+    --seq.num_output_placeholders;
     seq.token_ids.push_back(token);
     FinishReason reason = length_finish_reason(seq, config_.max_model_len);
     if (reason == FinishReason::kNone && stop && stop(seq)) reason = FinishReason::kStop;
     outputs.push_back(SequenceOutput{seq.seq_id, token, reason, seq.num_prompt_tokens, seq.num_output_tokens(),
-                                     seq.num_cached_tokens});
-    if (reason != FinishReason::kNone) finish(seq, reason);
+                                     seq.num_cached_tokens, static_cast<int>(next_sample - 1)});
+    if (reason != FinishReason::kNone) {
+      finish(seq, reason);
+    } else if (seq.status == SeqStatus::kRunning) {
+      publish_known_blocks(seq);  // a block completed by the placeholder can be shared now
+    }
   }
   return outputs;
 }
@@ -192,11 +201,22 @@ void Scheduler::erase_running(const Sequence* seq) {
 
 void Scheduler::add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens) {
   const int start = seq.num_computed_tokens;
+  const int end = start + num_tokens;
+  const bool samples = end == seq.num_tokens_with_placeholders();
+  const int num_placeholder_inputs = std::max(0, end - seq.num_tokens());
+  PAGODA_CHECK(num_placeholder_inputs <= 1, "sequence {}: {} placeholder inputs", seq.seq_id, num_placeholder_inputs);
+  seq.num_computed_tokens = end;
+  if (samples) ++seq.num_output_placeholders;
   // Publish the blocks this step fills now, not after the step: every layer stores all new K/V before
   // any attention reads them, so a sequence admitted later in this same step may already share them.
-  // (A step that fails drops the prefix cache: see Engine.)
-  block_manager_.publish_full_blocks(seq.blocks, seq.token_ids, start + num_tokens);
-  plan.seqs.push_back(ScheduledSequence{seq.seq_id, &seq, start, num_tokens, start + num_tokens == seq.num_tokens()});
+  // A block whose last token is a placeholder waits for update(). (A step that fails drops the prefix
+  // cache: see Engine.)
+  publish_known_blocks(seq);
+  plan.seqs.push_back(ScheduledSequence{seq.seq_id, &seq, start, num_tokens, samples, num_placeholder_inputs});
+}
+
+void Scheduler::publish_known_blocks(Sequence& seq) {
+  block_manager_.publish_full_blocks(seq.blocks, seq.token_ids, std::min(seq.num_computed_tokens, seq.num_tokens()));
 }
 
 std::string Scheduler::check_invariants() const {
@@ -212,14 +232,17 @@ std::string Scheduler::check_invariants() const {
     const bool in_running = std::find(running_.begin(), running_.end(), seq.get()) != running_.end();
     const bool in_waiting = waiting_.contains(seq.get());
     if (running != in_running || running == in_waiting) return fmt::format("sequence {}: status disagrees with queues", seq_id);
-    if (seq->num_tokens() > config_.max_model_len) return fmt::format("sequence {} is longer than max_model_len", seq_id);
+    if (seq->num_tokens_with_placeholders() > config_.max_model_len)
+      return fmt::format("sequence {} is longer than max_model_len", seq_id);
+    if (seq->num_output_placeholders < 0) return fmt::format("sequence {} has a negative placeholder count", seq_id);
     if (!running && (seq->num_computed_tokens != 0 || seq->blocks.num_blocks() != 0)) {
       return fmt::format("waiting sequence {} holds computed tokens or blocks", seq_id);
     }
     if (running) {
-      if (seq->num_computed_tokens >= seq->num_tokens()) return fmt::format("running sequence {} has nothing pending", seq_id);
+      if (seq->num_computed_tokens >= seq->num_tokens_with_placeholders())
+        return fmt::format("running sequence {} has nothing pending", seq_id);
       if (seq->blocks.num_blocks() * bs < seq->num_computed_tokens) return fmt::format("sequence {}: blocks do not cover computed tokens", seq_id);
-      if (seq->blocks.num_blocks() > block_manager_.num_blocks_for(seq->num_tokens())) {
+      if (seq->blocks.num_blocks() > block_manager_.num_blocks_for(seq->num_tokens_with_placeholders())) {
         return fmt::format("sequence {} holds more blocks than its tokens need", seq_id);
       }
     }

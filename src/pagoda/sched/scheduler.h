@@ -1,6 +1,8 @@
 // Scheduler: owns every unfinished Sequence and the BlockManager, and decides each step which tokens
 // of which sequences run (vLLM v1's one rule: num_computed_tokens catches up with num_tokens under a
 // token budget). Chunked prefill, prefix-cache hits and preemption by recompute all follow from it.
+// A step may be planned before the previous step's results are applied (async scheduling): a token
+// the previous step samples is then a placeholder, computed as the next input and appended by update().
 // Single-threaded: the engine thread alone calls it.
 #pragma once
 
@@ -37,21 +39,25 @@ class Scheduler {
   // pool holds, or a seq_id already in use.
   void add(SequenceRequest request);
   // Finishes a waiting or running sequence at once and frees its blocks. False for an unknown id.
-  // Call it between update() and the next schedule(), not while a plan is being executed.
+  // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any
+  // later step that reuses them runs after them (one stream); update() drops their tokens.
   bool abort(SeqId seq_id);
 
-  // Plans one step. Running sequences first (policy order): each gets its pending tokens, as far as
-  // the token budget allows; if its blocks cannot grow, running sequences are preempted (the last in
-  // policy order first, possibly itself). Then, if nothing was preempted, waiting sequences are
-  // admitted in policy order while the budget, max_num_seqs and free blocks allow, each starting
-  // after its prefix-cache hit. Admission stops at the first that does not fit (no skipping ahead).
+  // Plans one step. Running sequences first (policy order): each gets its uncomputed tokens
+  // (placeholders included), as far as the token budget allows; if its blocks cannot grow, running
+  // sequences are preempted (the last in policy order first, possibly itself). A sequence whose
+  // placeholders already reach max_tokens or max_model_len is left out. Then, if nothing was preempted,
+  // waiting sequences are admitted in policy order while the budget, max_num_seqs and free blocks allow,
+  // each starting after its prefix-cache hit. Admission stops at the first that does not fit (no
+  // skipping ahead). Planned tokens count as computed from now on, and each sampling entry adds a
+  // placeholder. Call it with at most one earlier plan not yet passed to update().
   StepPlan schedule();
 
-  // Applies the step: advances num_computed_tokens (the blocks it filled were published when planned),
-  // appends `sampled[i]` to the i-th sampling entry of `plan` (sampled.size() == plan.num_sampling(),
-  // in plan order: the order of the runner's logits rows), checks max_tokens / max_model_len, then
-  // `stop`, and frees finished sequences. Returns one output per sampled token. Entries of sequences
-  // aborted since schedule() are skipped.
+  // Applies a step, plans in the order they were made: replaces the oldest placeholder of the i-th
+  // sampling entry of `plan` with `sampled[i]` (sampled.size() == plan.num_sampling(), in plan order: the
+  // order of the runner's logits rows), checks max_tokens / max_model_len, then `stop`, and frees finished
+  // sequences. Returns one output per applied token. Entries of sequences that finished or were aborted
+  // since schedule() are dropped; a sequence preempted since then still gets its token.
   std::vector<SequenceOutput> update(const StepPlan& plan, std::span<const TokenId> sampled,
                                      const StopCheck& stop = {});
 
@@ -80,6 +86,8 @@ class Scheduler {
   void insert_running(Sequence* seq);
   void erase_running(const Sequence* seq);
   void add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens);
+  // Publishes the sequence's full blocks whose tokens are known and computed (or being computed).
+  void publish_known_blocks(Sequence& seq);
 
   SchedulerConfig config_;
   BlockManager block_manager_;

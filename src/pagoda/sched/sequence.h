@@ -1,6 +1,7 @@
-// Sequence: one request's state inside the scheduler: its tokens (prompt, then output), how many of
-// them are in the KV cache, its KV blocks, its place in the queues and why it finished. Sampling
-// parameters stay with the caller; the scheduler only needs max_tokens.
+// Sequence: one request's state inside the scheduler: its tokens (prompt, then output, then placeholders
+// for tokens sampled by launched steps but not known yet), how many of them are in the KV cache, its KV
+// blocks, its place in the queues and why it finished. Sampling parameters stay with the caller; the
+// scheduler only needs max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +60,12 @@ struct Sequence {
         arrival_index(arrival_index),
         blocks(std::move(request.cache_salt)) {}
 
+  // Tokens whose ids are known (token_ids).
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Counting the placeholders: what the sequence will hold once the launched steps are applied.
+  int num_tokens_with_placeholders() const { return num_tokens() + num_output_placeholders; }
+  int num_output_tokens_with_placeholders() const { return num_output_tokens() + num_output_placeholders; }
   std::span<const TokenId> prompt_token_ids() const { return std::span(token_ids).first(num_prompt_tokens); }
   std::span<const TokenId> output_token_ids() const { return std::span(token_ids).subspan(num_prompt_tokens); }
   std::span<const BlockId> block_table() const { return blocks.block_table(); }
@@ -71,7 +76,11 @@ struct Sequence {
   int max_tokens;
   int priority;
   uint64_t arrival_index;        // order of Scheduler::add(); unique
-  int num_computed_tokens = 0;   // leading tokens whose K/V are in the cache
+  // Leading tokens whose K/V are in the cache or computed by a launched step (advanced when planned).
+  int num_computed_tokens = 0;
+  // Tokens sampled by planned steps whose results update() has not applied yet (async scheduling: at
+  // most the step in flight and the one being planned). They come after token_ids, in step order.
+  int num_output_placeholders = 0;
   int num_cached_tokens = 0;     // prefix-cache hit at first admission (usage: cached prompt tokens)
   int num_preemptions = 0;
   SeqStatus status = SeqStatus::kWaiting;
@@ -83,6 +92,13 @@ struct Sequence {
 inline FinishReason length_finish_reason(const Sequence& seq, int max_model_len) {
   return seq.num_output_tokens() >= seq.max_tokens || seq.num_tokens() >= max_model_len ? FinishReason::kLength
                                                                                        : FinishReason::kNone;
+}
+
+// Whether the placeholders alone will end the sequence by length: planning another step for it would
+// only compute a token that is thrown away.
+inline bool placeholders_reach_length_limit(const Sequence& seq, int max_model_len) {
+  return seq.num_output_placeholders > 0 && (seq.num_output_tokens_with_placeholders() >= seq.max_tokens ||
+                                             seq.num_tokens_with_placeholders() >= max_model_len);
 }
 
 }  // namespace pagoda

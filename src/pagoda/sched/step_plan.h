@@ -1,6 +1,7 @@
 // StepPlan: what one step computes, as decided by Scheduler::schedule(): per sequence, which of its
-// tokens (start position and count) and whether it samples; plus the sequences preempted while
-// planning and those that finished since the previous plan. SequenceOutput: what update() reports.
+// tokens (start position and count, the last possibly a placeholder) and whether it samples; plus the
+// sequences preempted while planning and those that finished since the previous plan. SequenceOutput:
+// what update() reports.
 #pragma once
 
 #include <span>
@@ -19,9 +20,14 @@ struct ScheduledSequence {
   // The chunk reaches the end of the sequence: the last row's logits are sampled into a new token.
   // False for a prompt chunk that does not reach the end (chunked prefill).
   bool samples = false;
+  // Trailing tokens of the chunk that are still placeholders when planned (0 or 1): sampled by the
+  // step in flight, so their ids come from that step's samples (async scheduling).
+  int num_placeholder_inputs = 0;
 
-  std::span<const TokenId> tokens() const {
-    return std::span(seq->token_ids).subspan(static_cast<size_t>(start_position), static_cast<size_t>(num_tokens));
+  // The chunk's tokens whose ids are known (all but the placeholder inputs). Read it before update().
+  std::span<const TokenId> known_tokens() const {
+    return std::span(seq->token_ids)
+        .subspan(static_cast<size_t>(start_position), static_cast<size_t>(num_tokens - num_placeholder_inputs));
   }
 };
 
@@ -47,6 +53,7 @@ struct SequenceOutput {
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;  // including `token`
   int num_cached_tokens = 0;  // prompt tokens served by the prefix cache at first admission
+  int sample_index = 0;       // index of `token` in update()'s `sampled` (the runner's output rows)
 };
 
 }  // namespace pagoda

@@ -163,7 +163,7 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
   SpreadMean decode_batch(n), seqs(n), padding(n), eager(n);
   std::map<int, std::vector<double>> by_decode, by_prefill;  // bucket -> forward seconds per bin
   for (const StepRecord& s : steps) {
-    const double t0 = secs(s.start) + s.schedule_seconds, t1 = t0 + s.execute_seconds;
+    const double t0 = secs(s.start) + s.schedule_seconds + s.queued_seconds, t1 = t0 + s.execute_seconds;
     if (t1 < start) continue;
     const int b = bins.index(t0);
     bins.spread(busy, t0, t1, s.execute_seconds);

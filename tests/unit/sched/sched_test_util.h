@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -44,10 +45,17 @@ inline void expect_plan_valid(const Scheduler& s, const StepPlan& plan) {
     const Sequence* seq = s.find(e.seq_id);
     ASSERT_NE(seq, nullptr);
     EXPECT_EQ(seq, e.seq);
+    const int end = e.start_position + e.num_tokens;
     EXPECT_GE(e.num_tokens, 1);
-    EXPECT_EQ(e.start_position, seq->num_computed_tokens);
-    EXPECT_LE(e.start_position + e.num_tokens, seq->num_tokens());
-    EXPECT_EQ(e.samples, e.start_position + e.num_tokens == seq->num_tokens());
+    EXPECT_EQ(end, seq->num_computed_tokens) << "planned tokens count as computed";
+    // A sampling entry added the placeholder for its token, the last one.
+    EXPECT_LE(end + (e.samples ? 1 : 0), seq->num_tokens_with_placeholders());
+    if (e.samples) {
+      EXPECT_EQ(end + 1, seq->num_tokens_with_placeholders());
+      EXPECT_GE(seq->num_output_placeholders, 1);
+    }
+    EXPECT_EQ(e.num_placeholder_inputs, std::max(0, end - seq->num_tokens()));
+    EXPECT_LE(e.num_placeholder_inputs, 1);
     EXPECT_GE(seq->blocks.num_blocks() * bs, e.start_position + e.num_tokens) << "blocks do not cover the chunk";
     total += e.num_tokens;
   }
@@ -56,11 +64,13 @@ inline void expect_plan_valid(const Scheduler& s, const StepPlan& plan) {
   EXPECT_LE(static_cast<int>(plan.seqs.size()), s.config().max_num_seqs);
 }
 
-// Samples fake tokens for the plan's sampling entries, in plan order.
+// Samples fake tokens for the plan's sampling entries, in plan order (call it right after schedule(), as
+// a runner would launch the step). The token's output index follows from the chunk alone (its position
+// minus the prompt), so placeholders from a step in flight do not change it.
 inline std::vector<TokenId> fake_sample(const StepPlan& plan) {
   std::vector<TokenId> out;
   for (const ScheduledSequence& e : plan.seqs) {
-    if (e.samples) out.push_back(fake_token(e.seq_id, e.seq->num_output_tokens()));
+    if (e.samples) out.push_back(fake_token(e.seq_id, e.start_position + e.num_tokens - e.seq->num_prompt_tokens));
   }
   return out;
 }

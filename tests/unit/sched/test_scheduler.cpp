@@ -53,7 +53,7 @@ TEST(Scheduler, ChunkedPrefillThenDecodeUntilMaxTokens) {
     EXPECT_EQ(plan.seqs[0].start_position, 4 * i);
     EXPECT_EQ(plan.seqs[0].num_tokens, expected_chunks[i]);
     EXPECT_EQ(plan.seqs[0].samples, i == 2);
-    EXPECT_EQ(plan.seqs[0].tokens()[0], 4 * i);
+    EXPECT_EQ(plan.seqs[0].known_tokens()[0], 4 * i);
   }
   std::vector<SequenceOutput> out;
   step(s, &out);  // decode: the first output token

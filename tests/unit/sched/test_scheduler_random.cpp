@@ -1,9 +1,13 @@
 // Long random simulations: requests with shared prefixes, salts and priorities arrive, run, get
 // aborted or preempted on a small pool. Every step keeps the limits and the block invariants, and
-// every request that is not aborted finishes with exactly the tokens the fake model sampled for it.
+// every request that is not aborted finishes with exactly the tokens the fake model sampled for it,
+// also with async scheduling (each step planned before the previous step's tokens are applied).
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <string>
+#include <utility>
 #include <random>
 
 #include "pagoda/core/error.h"
@@ -22,6 +26,13 @@ struct SimParams {
   int max_num_seqs = 6;
   int max_num_batched_tokens = 24;
   int max_model_len = 72;
+  bool async_scheduling = false;
+};
+
+// A planned step and its fake tokens, drawn at "launch" (right after planning).
+struct Launched {
+  StepPlan plan;
+  std::vector<TokenId> sampled;
 };
 
 class SchedulerRandomTest : public ::testing::TestWithParam<SimParams> {};
@@ -48,10 +59,14 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   SeqId next_id = 1;
   const int kNumRequests = 300;
   int num_steps = 0, num_rejected = 0;
+  // Async scheduling only: preempted while holding a placeholder; tokens dropped because their sequence
+  // stopped or was aborted after the step was planned.
+  int num_preempted_with_placeholder = 0, num_dropped = 0;
   const TokenId kStopToken = test::fake_token(0, 0);  // rare, exercises the stop check
   const auto stop = [&](const Sequence& seq) { return seq.token_ids.back() == kStopToken; };
 
-  while ((next_id <= kNumRequests || s.has_unfinished()) && num_steps < 20000) {
+  std::optional<Launched> in_flight;
+  while ((next_id <= kNumRequests || s.has_unfinished() || in_flight) && num_steps < 20000) {
     // Arrivals.
     const int num_arrivals = next_id <= kNumRequests ? uniform(0, 2) : 0;
     for (int a = 0; a < num_arrivals && next_id <= kNumRequests; ++a) {
@@ -80,13 +95,24 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
       }
     }
 
-    const StepPlan plan = s.schedule();
-    test::expect_plan_valid(s, plan);
+    Launched next{s.schedule(), {}};
+    for (SeqId id : next.plan.preempted) num_preempted_with_placeholder += s.find(id)->num_output_placeholders > 0;
+    test::expect_plan_valid(s, next.plan);
     ASSERT_EQ(s.check_invariants(), "") << "after schedule, step " << num_steps;
-    if (s.has_unfinished()) {
-      ASSERT_FALSE(plan.empty()) << "no progress at step " << num_steps;
+    if (s.has_unfinished() && !in_flight) {
+      ASSERT_FALSE(next.plan.empty()) << "no progress at step " << num_steps;
     }
-    const std::vector<SequenceOutput> outputs = s.update(plan, test::fake_sample(plan), stop);
+    next.sampled = test::fake_sample(next.plan);
+    // Synchronous: apply this step now. Async: apply the previous one, keep this one in flight.
+    std::optional<Launched> done = std::exchange(in_flight, std::nullopt);
+    if (!p.async_scheduling) {
+      done = std::move(next);
+    } else if (!next.plan.empty()) {
+      in_flight = std::move(next);
+    }
+    const std::vector<SequenceOutput> outputs =
+        done ? s.update(done->plan, done->sampled, stop) : std::vector<SequenceOutput>{};
+    if (done) num_dropped += static_cast<int>(done->sampled.size() - outputs.size());
     ASSERT_EQ(s.check_invariants(), "") << "after update, step " << num_steps;
     for (const SequenceOutput& o : outputs) {
       Expected& e = requests.at(o.seq_id);
@@ -112,6 +138,13 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   for (const auto& [id, e] : requests) EXPECT_TRUE(e.finished || e.aborted) << "request " << id;
   EXPECT_EQ(s.block_manager().usage(), 0.0) << "leaked blocks";
   EXPECT_EQ(s.check_invariants(), "");
+  if (p.async_scheduling) {
+    EXPECT_GT(num_preempted_with_placeholder, 0);
+    EXPECT_GT(num_dropped, 0);
+  } else {
+    EXPECT_EQ(num_preempted_with_placeholder, 0);
+    EXPECT_EQ(num_dropped, 0);
+  }
   const PrefixCacheStats& stats = s.block_manager().prefix_cache_stats();
   if (p.prefix_caching) {
     EXPECT_GT(stats.num_hit_tokens, 0u);
@@ -120,21 +153,35 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   }
   RecordProperty("steps", num_steps);
   RecordProperty("preemptions", static_cast<int>(s.num_preemptions()));
-  std::printf("seed %u: %d steps, %d requests (%d rejected), %llu preemptions, %llu/%llu prefix tokens hit\n", p.seed,
-              num_steps, static_cast<int>(requests.size()), num_rejected,
-              static_cast<unsigned long long>(s.num_preemptions()),
+  std::printf("seed %u%s: %d steps, %d requests (%d rejected), %llu preemptions (%d holding a placeholder), %d "
+              "tokens dropped, %llu/%llu prefix tokens hit\n",
+              p.seed, p.async_scheduling ? " async" : "", num_steps, static_cast<int>(requests.size()), num_rejected,
+              static_cast<unsigned long long>(s.num_preemptions()), num_preempted_with_placeholder, num_dropped,
               static_cast<unsigned long long>(stats.num_hit_tokens),
               static_cast<unsigned long long>(stats.num_queried_tokens));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sims, SchedulerRandomTest,
-    ::testing::Values(SimParams{.seed = 1}, SimParams{.seed = 2, .policy = SchedulingPolicy::kPriority},
-                      SimParams{.seed = 3, .prefix_caching = false},
-                      SimParams{.seed = 4, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8},
-                      SimParams{.seed = 5, .num_blocks = 64, .max_num_seqs = 16, .max_num_batched_tokens = 64},
-                      SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3,
-                                .max_num_batched_tokens = 5}));
+// Every simulation synchronous and with async scheduling.
+std::vector<SimParams> sims() {
+  const SimParams base[] = {
+      SimParams{.seed = 1}, SimParams{.seed = 2, .policy = SchedulingPolicy::kPriority},
+      SimParams{.seed = 3, .prefix_caching = false},
+      SimParams{.seed = 4, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8},
+      SimParams{.seed = 5, .num_blocks = 64, .max_num_seqs = 16, .max_num_batched_tokens = 64},
+      SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3, .max_num_batched_tokens = 5}};
+  std::vector<SimParams> out;
+  for (bool async_scheduling : {false, true}) {
+    for (SimParams p : base) {
+      p.async_scheduling = async_scheduling;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sims, SchedulerRandomTest, ::testing::ValuesIn(sims()), [](const auto& info) {
+  return "seed" + std::to_string(info.param.seed) + (info.param.async_scheduling ? "_async" : "_sync");
+});
 
 }  // namespace
 }  // namespace pagoda

@@ -1,5 +1,5 @@
-// CudaOps: workspace, the ops as kernel launches, KV cache storage, steps (one input copy, CUDA graphs for
-// decode) and device sampling. Weight upload lives in weight_upload.cpp.
+// CudaOps: workspace, the ops as kernel launches, KV cache storage and steps (one input copy, placeholder
+// tokens, CUDA graphs for decode). Weight upload lives in weight_upload.cpp, sampling in device_sampling.cpp.
 #include "pagoda/backend/cuda/cuda_ops.h"
 
 #include <cublas_v2.h>
@@ -18,7 +18,7 @@
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/paged_attention.h"
-#include "pagoda/kernels/sampling.h"
+#include "pagoda/kernels/placeholder_tokens.h"
 
 namespace pagoda {
 
@@ -93,38 +93,47 @@ void CudaOps::Impl::drop_graphs() {
 GraphTimer::GraphTimer() {
   const char* env = std::getenv("PAGODA_CUDA_STEP_TIMING");
   enabled = env && *env == '1';
-  if (enabled) {
-    PAGODA_CUDA_CHECK(cudaEventCreate(&start));
-    PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
-  }
 }
 
 GraphTimer::~GraphTimer() {
   if (!enabled) return;
-  if (count > 1)
-    spdlog::info("CUDA graph replays: {} ({} measured), GPU {:.3f} ms each, {:.3f} ms from one replay's start to the "
-                 "next", count, count - 1, gpu_ms / (count - 1), wall_ms / (count - 1));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  if (count > 1 && num_timed > 0)
+    spdlog::info("CUDA graph replays: {} ({} timed), GPU {:.3f} ms each, {:.3f} ms from one replay's start to the "
+                 "next", count, num_timed, gpu_ms / num_timed, wall_ms / (count - 1));
+  for (EventPair& p : pairs) {
+    if (p.start) cudaEventDestroy(p.start);
+    if (p.stop) cudaEventDestroy(p.stop);
+  }
 }
 
 void GraphTimer::begin(cudaStream_t stream) {
   if (!enabled) return;
   const auto now = std::chrono::steady_clock::now();
-  if (pending) {  // the previous replay finished long ago (its tokens were read back)
+  if (count > 0) wall_ms += std::chrono::duration<double, std::milli>(now - last_begin).count();
+  EventPair& p = pairs[next];
+  if (!p.start) {  // created here, on the stream's device
+    PAGODA_CUDA_CHECK(cudaEventCreate(&p.start));
+    PAGODA_CUDA_CHECK(cudaEventCreate(&p.stop));
+  }
+  if (p.pending) {  // the replay two before this one: done, its tokens were read back
     float ms = 0;
-    if (cudaEventElapsedTime(&ms, start, stop) == cudaSuccess) gpu_ms += ms;
-    wall_ms += std::chrono::duration<double, std::milli>(now - last_begin).count();
+    if (cudaEventSynchronize(p.stop) == cudaSuccess && cudaEventElapsedTime(&ms, p.start, p.stop) == cudaSuccess) {
+      gpu_ms += ms;
+      ++num_timed;
+    }
+    p.pending = false;
   }
   last_begin = now;
   ++count;
-  cudaEventRecord(start, stream);
+  cudaEventRecord(p.start, stream);
 }
 
 void GraphTimer::end(cudaStream_t stream) {
   if (!enabled) return;
-  cudaEventRecord(stop, stream);
-  pending = true;
+  EventPair& p = pairs[next];
+  cudaEventRecord(p.stop, stream);
+  p.pending = true;
+  next ^= 1;
 }
 
 void* CudaOps::Impl::arena_alloc(size_t bytes) {
@@ -414,6 +423,15 @@ Tensor CudaOps::Impl::capture(int size, const ForwardFn& forward, const ForwardB
   return logits;
 }
 
+void CudaOps::Impl::fill_placeholder_tokens(const ForwardBatch& host, const ForwardBatch& staged) {
+  if (host.num_tokens_from_prev_sample == 0) return;
+  const int32_t* rows = host.token_from_prev_sample.ptr<const int32_t>();
+  for (int t = 0; t < host.num_tokens; ++t)
+    PAGODA_CHECK(rows[t] < sampling.num_ids, "token {} reads sample row {} of {}", t, rows[t], sampling.num_ids);
+  kernels::fill_placeholder_tokens(staged.token_ids.ptr<int32_t>(), staged.token_from_prev_sample.ptr<const int32_t>(),
+                                   static_cast<const int32_t*>(sampling.ids.data()), host.num_tokens, stream);
+}
+
 Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   Impl& m = *impl_;
   m.last_graph_size = 0;
@@ -427,11 +445,13 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   if (!graph) {
     const ForwardBatch& batch = m.inputs.stage(host, n, m.stream, &moved);
     if (moved) m.drop_graphs();
+    m.fill_placeholder_tokens(host, batch);
     return forward(batch);
   }
   const int size = graph_size_for(n);
   const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
   if (moved) m.drop_graphs();
+  m.fill_placeholder_tokens(host, batch);  // outside the graph, which reads the staged token ids
   auto it = m.graphs.find(size);
   if (it == m.graphs.end() && !m.uncapturable.contains(size)) {
     try {
@@ -474,36 +494,6 @@ void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs) {
   }
   synchronize();
   spdlog::info("CUDA graphs captured for {} decode batch sizes (1 to {})", sizes.size(), sizes.back());
-}
-
-// --- Sampling ---
-
-void CudaOps::sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
-  Impl& m = *impl_;
-  const int n = static_cast<int>(rows.size());
-  const int vocab = row_elems(logits);
-  PAGODA_CHECK(rows_of(logits) == n && static_cast<int>(out.size()) == n);
-  const size_t rows_bytes = n * sizeof(kernels::SamplingRow);
-  const size_t tokens_bytes = n * sizeof(int32_t);
-  const size_t workspace_bytes = kernels::sampling_workspace_bytes(n, vocab);
-  if (m.sample_host.size() < rows_bytes + tokens_bytes) {
-    m.sample_host = cuda::PinnedBuffer(2 * (rows_bytes + tokens_bytes));
-    m.sample_device = DeviceBuffer(2 * (rows_bytes + tokens_bytes));
-  }
-  if (m.sample_workspace.size() < workspace_bytes) m.sample_workspace = DeviceBuffer(2 * workspace_bytes);
-  auto* host_rows = static_cast<kernels::SamplingRow*>(m.sample_host.data());
-  for (int i = 0; i < n; ++i) {
-    const DeviceSamplingRow& r = rows[i];
-    host_rows[i] = kernels::SamplingRow{r.temperature, r.top_k, r.top_p, r.min_p, r.seed, r.offset};
-  }
-  auto* dev_rows = static_cast<kernels::SamplingRow*>(m.sample_device.data());
-  auto* dev_tokens = reinterpret_cast<int32_t*>(static_cast<char*>(m.sample_device.data()) + rows_bytes);
-  auto* host_tokens = reinterpret_cast<int32_t*>(static_cast<char*>(m.sample_host.data()) + rows_bytes);
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dev_rows, host_rows, rows_bytes, cudaMemcpyHostToDevice, m.stream));
-  kernels::sample_tokens(dev_tokens, bf(logits), dev_rows, n, vocab, m.sample_workspace.data(), m.stream);
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_tokens, dev_tokens, tokens_bytes, cudaMemcpyDeviceToHost, m.stream));
-  synchronize();
-  std::copy(host_tokens, host_tokens + n, out.begin());
 }
 
 }  // namespace pagoda

@@ -1,7 +1,8 @@
 // CudaOps: the GPU backend. bf16 weights, activations and KV cache with fp32 accumulation; cuBLAS for
 // GEMMs with more than a few rows, our own kernels (src/pagoda/kernels/) for everything else. Steps run on
-// one stream; a step's inputs reach the device in one copy (StepInputs), and decode-only steps replay
-// CUDA graphs captured per padded batch size (DecodeGraphs). No CUDA header leaks out of this file.
+// one stream; a step's inputs reach the device in one copy (StepInputs), decode-only steps replay CUDA
+// graphs captured per padded batch size, and sampling returns before its tokens reach the host, so the
+// next step can be staged meanwhile (device_sampling.cpp). No CUDA header leaks out of this file.
 #pragma once
 
 #include <memory>
@@ -55,7 +56,8 @@ class CudaOps final : public Ops {
   int last_graph_batch_size() const override;
   void warm_up_decode(const ForwardFn& forward, bool capture_graphs) override;
   bool can_sample() const override { return true; }
-  void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) override;
+  PendingSample enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) override;
+  void wait_sample(const PendingSample& pending, std::span<TokenId> out) override;
 
   // Device memory now (after weights, workspace and caches), for sizing the KV pool.
   GpuMemoryInfo memory_info() const;

@@ -1,4 +1,4 @@
-// CudaOps' private state, shared by its .cpp files (ops and steps, weight upload).
+// CudaOps' private state, shared by its .cpp files (ops and steps, weight upload, device sampling).
 #pragma once
 
 #include <cublas_v2.h>
@@ -21,18 +21,40 @@ struct DecodeGraph {
   Tensor logits;  // [padded batch, vocab] in the workspace, as captured
 };
 
-// Optional timing of graph replays (PAGODA_CUDA_STEP_TIMING=1), for finding host gaps between steps.
+// Optional timing of graph replays (PAGODA_CUDA_STEP_TIMING=1), for finding host gaps between steps. Two
+// pairs of events take turns, so that reading one replay's time never waits for the replay in flight.
 struct GraphTimer {
   GraphTimer();
   ~GraphTimer();
   void begin(cudaStream_t stream);
   void end(cudaStream_t stream);
 
-  bool enabled = false, pending = false;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  int64_t count = 0;
+  struct EventPair {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    bool pending = false;  // recorded, not yet read
+  };
+  bool enabled = false;
+  EventPair pairs[2];
+  int next = 0;
+  int64_t count = 0, num_timed = 0;
   double gpu_ms = 0, wall_ms = 0;
   std::chrono::steady_clock::time_point last_begin;
+};
+
+// Device sampling's buffers. Sampled ids stay in `ids` (read by the next step's placeholder tokens) and
+// reach the host through two pinned slots that take turns (one waited for while the next is enqueued).
+struct DeviceSampling {
+  struct Slot {
+    cuda::PinnedBuffer host;  // [rows] SamplingRow, then [rows] int32 ids
+    cudaEvent_t done = nullptr;
+    bool outstanding = false;  // enqueued, not yet waited for
+  };
+  ~DeviceSampling();
+
+  Slot slots[2];
+  int next_slot = 0;
+  cuda::DeviceBuffer rows, ids, workspace;
+  int num_ids = 0;  // rows of the latest enqueue_sample: what `ids` holds
 };
 
 struct CudaOps::Impl {
@@ -45,6 +67,8 @@ struct CudaOps::Impl {
   void drop_graphs();
   // Captures forward(batch) as the graph for `size` sequences; returns the logits it will write.
   Tensor capture(int size, const ForwardFn& forward, const ForwardBatch& batch);
+  // Writes the staged batch's placeholder tokens from the latest device samples (async scheduling).
+  void fill_placeholder_tokens(const ForwardBatch& host, const ForwardBatch& staged);
 
   CudaOpsOptions options;
   cudaStream_t stream = nullptr;
@@ -68,8 +92,7 @@ struct CudaOps::Impl {
   int last_graph_size = 0;
 
   cuda::PinnedBuffer download_staging;
-  cuda::PinnedBuffer sample_host;
-  cuda::DeviceBuffer sample_device, sample_workspace;
+  DeviceSampling sampling;
 };
 
 }  // namespace pagoda

@@ -10,21 +10,32 @@ namespace pagoda::cuda {
 namespace {
 
 // Array order in both buffers; kv_pages last so a step copies only the prefix it uses.
-enum Slot { kTokenIds, kPositions, kTokenSeq, kSlots, kLogitsRows, kQueryStart, kSeqLens, kPageStart, kPages };
+enum Slot {
+  kTokenIds, kPositions, kTokenSeq, kSlots, kFromPrevSample, kLogitsRows, kQueryStart, kSeqLens, kPageStart, kPages
+};
 
 }  // namespace
 
-size_t StepInputs::offset_of_pages() const {
-  return (5 * static_cast<size_t>(cap_tokens_) + 3 * static_cast<size_t>(cap_seqs_) + 2) * sizeof(int32_t);
+StepInputs::~StepInputs() {
+  for (Staging& s : staging_)
+    if (s.copied) cudaEventDestroy(s.copied);
 }
 
-void StepInputs::reserve(int tokens, int seqs, int pages, bool* moved) {
+size_t StepInputs::offset_of_pages() const {
+  return (6 * static_cast<size_t>(cap_tokens_) + 3 * static_cast<size_t>(cap_seqs_) + 2) * sizeof(int32_t);
+}
+
+void StepInputs::reserve(int tokens, int seqs, int pages, cudaStream_t stream, bool* moved) {
   if (tokens <= cap_tokens_ && seqs <= cap_seqs_ && pages <= cap_pages_) return;
   cap_tokens_ = std::max({tokens, 2 * cap_tokens_, 256});
   cap_seqs_ = std::max({seqs, 2 * cap_seqs_, 256});
   cap_pages_ = std::max({pages, 2 * cap_pages_, 4096});
   const size_t bytes = offset_of_pages() + static_cast<size_t>(cap_pages_) * sizeof(int32_t);
-  host_ = PinnedBuffer(bytes);
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));  // copies out of the old buffers are done
+  for (Staging& s : staging_) {
+    s.host = PinnedBuffer(bytes);
+    if (!s.copied) PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+  }
   device_ = DeviceBuffer(bytes);
   *moved = true;
 }
@@ -35,12 +46,16 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
   const int tokens = host.num_tokens + pad;
   const int rows = static_cast<int>(host.logits_rows.dim(0)) + pad;
   const int pages = static_cast<int>(host.kv_pages.dim(0));
-  reserve(tokens, seqs, pages, moved);
+  reserve(tokens, seqs, pages, stream, moved);
 
-  auto* h = static_cast<int32_t*>(host_.data());
+  // This buffer was last copied from two steps ago; that copy is long done unless steps pile up.
+  Staging& staging = staging_[next_staging_];
+  next_staging_ ^= 1;
+  PAGODA_CUDA_CHECK(cudaEventSynchronize(staging.copied));
+  auto* h = static_cast<int32_t*>(staging.host.data());
   auto* d = static_cast<int32_t*>(device_.data());
   const int64_t ct = cap_tokens_, cs = cap_seqs_;
-  const int64_t offsets[] = {0, ct, 2 * ct, 3 * ct, 4 * ct, 5 * ct, 5 * ct + cs + 1, 5 * ct + 2 * cs + 1,
+  const int64_t offsets[] = {0, ct, 2 * ct, 3 * ct, 4 * ct, 5 * ct, 6 * ct, 6 * ct + cs + 1, 6 * ct + 2 * cs + 1,
                              static_cast<int64_t>(offset_of_pages() / sizeof(int32_t))};
   // Copies `count` host values into slot s, then appends `extra` values of `fill` (or i + base).
   auto put = [&](Slot s, const Tensor& src, int count) {
@@ -51,6 +66,7 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
   int32_t* pos = put(kPositions, host.positions, host.num_tokens);
   int32_t* tseq = put(kTokenSeq, host.token_seq, host.num_tokens);
   int32_t* slots = put(kSlots, host.slot_mapping, host.num_tokens);
+  if (host.num_tokens_from_prev_sample > 0) put(kFromPrevSample, host.token_from_prev_sample, host.num_tokens);
   int32_t* lrows = put(kLogitsRows, host.logits_rows, rows - pad);
   int32_t* qstart = put(kQueryStart, host.query_start, n + 1);
   int32_t* lens = put(kSeqLens, host.seq_lens, n);
@@ -69,6 +85,7 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
   }
   const size_t used = offsets[kPages] * sizeof(int32_t) + static_cast<size_t>(pages) * sizeof(int32_t);
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(d, h, used, cudaMemcpyHostToDevice, stream));
+  PAGODA_CUDA_CHECK(cudaEventRecord(staging.copied, stream));
 
   auto view = [&](Slot s, int64_t count) { return Tensor(d + offsets[s], DType::kI32, {count}, Device::kCuda); };
   batch_ = ForwardBatch{};
@@ -76,6 +93,8 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
   batch_.positions = view(kPositions, tokens);
   batch_.token_seq = view(kTokenSeq, tokens);
   batch_.slot_mapping = view(kSlots, tokens);
+  batch_.token_from_prev_sample = view(kFromPrevSample, tokens);
+  batch_.num_tokens_from_prev_sample = host.num_tokens_from_prev_sample;
   batch_.logits_rows = view(kLogitsRows, rows);
   batch_.query_start = view(kQueryStart, seqs + 1);
   batch_.seq_lens = view(kSeqLens, seqs);
@@ -94,7 +113,7 @@ const ForwardBatch& StepInputs::stage_padding(int num_seqs, cudaStream_t stream,
   static const int32_t zero = 0;
   ForwardBatch empty;
   empty.token_ids = empty.positions = empty.token_seq = empty.slot_mapping = empty.logits_rows = empty.seq_lens =
-      empty.kv_pages = Tensor(const_cast<int32_t*>(&zero), DType::kI32, {0});
+      empty.kv_pages = empty.token_from_prev_sample = Tensor(const_cast<int32_t*>(&zero), DType::kI32, {0});
   empty.query_start = empty.kv_page_start = Tensor(const_cast<int32_t*>(&zero), DType::kI32, {1});
   empty.decode_only = true;
   return stage(empty, num_seqs, stream, moved);

@@ -1,0 +1,111 @@
+// Async scheduling on the GPU: placeholder tokens filled on the device from the previous step's samples,
+// and engine outputs equal to synchronous scheduling. The GPU's numerics depend on the batch shape, so
+// the engine comparisons use request sets whose steps have the same composition in both modes (every
+// request admitted at once, no preemption; stops only for requests running alone). SKIPPED without a GPU.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda_test_util.h"
+#include "pagoda/engine/llm.h"
+#include "pagoda/kernels/placeholder_tokens.h"
+
+namespace pagoda {
+namespace {
+
+TEST(PlaceholderTokens, ReadTheMarkedRowsOfThePreviousSamples) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> ids = {5, 0, 7, 0, 0, 9};
+  const std::vector<int32_t> from_prev = {-1, 2, -1, 0, 1, -1};
+  const std::vector<int32_t> sampled = {100, 101, 102};
+  test::DeviceArray<int32_t> d_ids(ids), d_from(from_prev), d_sampled(sampled);
+  kernels::fill_placeholder_tokens(d_ids.get(), d_from.get(), d_sampled.get(), static_cast<int>(ids.size()), nullptr);
+  EXPECT_EQ(d_ids.download(), (std::vector<int32_t>{5, 102, 7, 100, 101, 9}));
+
+  // Many tokens (the grid-stride loop), every one a placeholder.
+  const int n = 5000;
+  std::vector<int32_t> many(n, 0), rows(n);
+  for (int i = 0; i < n; ++i) rows[i] = i % 3;
+  test::DeviceArray<int32_t> d_many(many), d_rows(rows);
+  kernels::fill_placeholder_tokens(d_many.get(), d_rows.get(), d_sampled.get(), n, nullptr);
+  const std::vector<int32_t> got = d_many.download();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 100 + i % 3) << "token " << i;
+}
+
+std::string stories_path() { return test::test_data_dir() + "/../../models/stories260K.gguf"; }
+
+LlmOptions gpu_options(bool async_scheduling, bool eager) {
+  return LlmOptions{.load = {.model_path = stories_path(), .show_progress = false},
+                    .device = "cuda",
+                    .enforce_eager = eager,
+                    .async_scheduling = async_scheduling,
+                    .max_num_seqs = 16,
+                    .max_num_batched_tokens = 1024,
+                    .max_model_len = 512,
+                    .kv_cache_memory = int64_t{64} << 20,
+                    .seed = 11};
+}
+
+std::vector<CompletionOutput> run(bool async_scheduling, bool eager, const std::vector<GenerateRequest>& requests,
+                                  bool one_at_a_time = false) {
+  LLM llm(gpu_options(async_scheduling, eager));
+  if (!one_at_a_time) return llm.generate(requests);
+  std::vector<CompletionOutput> out;
+  for (const GenerateRequest& r : requests) out.push_back(llm.generate({r})[0]);
+  return out;
+}
+
+// Greedy and seeded requests, max_tokens 1, 2 and more, all admitted in the first step.
+std::vector<GenerateRequest> batch_requests() {
+  std::mt19937 rng(5);
+  std::vector<GenerateRequest> requests(16);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    GenerateRequest& r = requests[i];
+    r.prompt_ids = {1};
+    for (size_t j = 0; j < 4 + i * 3; ++j) r.prompt_ids.push_back(static_cast<TokenId>(3 + rng() % 500));
+    r.params.ignore_eos = true;
+    r.params.max_tokens = i == 0 ? 1 : i == 1 ? 2 : 10 + static_cast<int>(i) * 5;
+    r.params.temperature = 0.0;
+    if (i % 2 == 1) {
+      r.params.temperature = 0.8;
+      r.params.top_p = 0.95;
+      r.params.seed = 500 + i;
+    }
+  }
+  return requests;
+}
+
+TEST(AsyncSchedulingGpu, SameTokensAsSynchronous) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const std::vector<GenerateRequest> requests = batch_requests();
+  for (bool eager : {false, true}) {
+    SCOPED_TRACE(eager ? "eager" : "CUDA graphs");
+    const std::vector<CompletionOutput> sync = run(false, eager, requests);
+    const std::vector<CompletionOutput> async = run(true, eager, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(async[i].output_ids, sync[i].output_ids) << "request " << i;
+      EXPECT_EQ(async[i].finish_reason, sync[i].finish_reason) << "request " << i;
+      EXPECT_EQ(async[i].output_ids.size(), static_cast<size_t>(requests[i].params.max_tokens)) << "request " << i;
+    }
+  }
+}
+
+// A request that stops on a stop token (EOS works the same way) while its next step is already planned:
+// that step's token is dropped, and the outputs match. Each request runs alone.
+TEST(AsyncSchedulingGpu, StopTokensMidStream) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  std::vector<GenerateRequest> requests = batch_requests();
+  requests.resize(8);
+  const std::vector<CompletionOutput> probe = run(false, false, requests, true);
+  for (size_t i = 2; i < requests.size(); ++i) requests[i].params.stop_token_ids = {probe[i].output_ids[1 + i % 5]};
+  const std::vector<CompletionOutput> sync = run(false, false, requests, true);
+  const std::vector<CompletionOutput> async = run(true, false, requests, true);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(async[i].output_ids, sync[i].output_ids) << "request " << i;
+    EXPECT_EQ(async[i].finish_reason, sync[i].finish_reason) << "request " << i;
+    if (i >= 2) EXPECT_EQ(sync[i].finish_reason, "stop") << "request " << i;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
