@@ -62,6 +62,8 @@ for stage in "${stages[@]}"; do
       run_bench decode_ctx2048 bench latency $M --batch-size 1 --input-len 2048 --output-len 256 --num-iters 3 --max-model-len 4096
       run_bench ttft_1024 bench latency $M --batch-size 1 --input-len 1024 --output-len 1 --num-iters 5 --max-model-len 4096
       run_bench throughput_128 bench throughput $M --num-prompts 1000 --input-len 128 --output-len 128 --max-num-seqs 256 --max-model-len 4096
+      [ "$stage" = bench ] && run_bench decode_ctx128_sync bench latency $M --batch-size 1 --input-len 128 --output-len 256 --num-iters 3 --max-model-len 4096 --no-async-scheduling
+      [ "$stage" = bench ] && run_bench decode_ctx2048_sync bench latency $M --batch-size 1 --input-len 2048 --output-len 256 --num-iters 3 --max-model-len 4096 --no-async-scheduling
       [ "$stage" = bench ] && run_bench throughput_1000 bench throughput $M --num-prompts 1000 --input-len 1000 --output-len 1000 --max-num-seqs 256 --max-model-len 4096
       python3 - "$OUT" <<'PY'
 import json, sys, os
@@ -70,7 +72,7 @@ def load(n):
     try: return json.load(open(f"{out}/bench_{n}.json"))
     except Exception: return None
 rows = []
-for n in ("decode_ctx128", "decode_ctx2048"):
+for n in ("decode_ctx128", "decode_ctx2048", "decode_ctx128_sync", "decode_ctx2048_sync"):
     d = load(n)
     if d: rows.append((n, f"{d['decode_tokens_per_second_per_sequence']:.1f} tok/s", f"target >= 240 tok/s"))
 d = load("ttft_1024")
