@@ -198,78 +198,50 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // A pair epilogue with one row a warp: the pairs are rows of neighbouring row groups of this block, so
-  // every group's final sums meet in shared memory first (group_sums [group][t]).
-  constexpr bool kPairsAcrossWarps = kPairs && R == 1;
-  __shared__ float group_sums[kPairsAcrossWarps ? kWarps : 1][T];
   if (splits == 1) {  // uniform over the block
     if (lane == 0) {
 #pragma unroll
       for (int t = 0; t < T; ++t) {
-        if constexpr (kPairsAcrossWarps) {
-          group_sums[warp][t] = acc[t][0];
-        } else {
 #pragma unroll
-          for (int r = 0; r < R; r += kPairs ? 2 : 1)
-            store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], kPairs ? acc[t][r + 1 < R ? r + 1 : r] : 0.0f);
-        }
+        for (int r = 0; r < R; r += kPairs ? 2 : 1)
+          store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], kPairs ? acc[t][r + 1 < R ? r + 1 : r] : 0.0f);
       }
     }
-  } else {
-    __shared__ float partial[kWarps][T * R];  // [warp][t * R + r]: each slice's sums
-    if (lane == 0) {
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) partial[warp][t * R + r] = acc[t][r];
-      }
-    }
-    __syncthreads();
-    if (slice == 0) {  // warps warp .. warp + splits - 1 hold this group's slices
-      float sum = 0.0f;
-      if (lane < T * R) {
-        for (int s = 0; s < splits; ++s) sum += partial[warp + s][lane];
-      }
-      const int t = lane / R;
-      const int row = row0 + lane % R;
-      const float next = __shfl_down_sync(0xffffffffu, sum, 1);  // lane t * R + r + 1 holds row r + 1
-      if constexpr (kPairsAcrossWarps) {
-        if (lane < T) group_sums[warp / splits][lane] = sum;
-      } else if (lane < T * R && (!kPairs || lane % 2 == 0)) {
-        store_rows<E>(out, rope, n, t, row, sum, next);
-      }
-    }
+    return;
   }
-  if constexpr (kPairsAcrossWarps) {  // groups 2p and 2p + 1 are the rows of pair p
-    __syncthreads();
-    const int groups = kWarps / splits;
-    for (int i = threadIdx.x; i < (groups / 2) * T; i += kThreads) {
-      const int pair = i / T, t = i % T;
-      store_rows<E>(out, rope, n, t, blockIdx.x * groups + 2 * pair, group_sums[2 * pair][t], group_sums[2 * pair + 1][t]);
-    }
-  }
-}
 
-// Rows a warp: as many as the plain kernel takes, except that the SwiGLU form keeps its pairs in one warp
-// (two rows at T = 1); the RoPE form at T = 1 pairs rows of neighbouring warps through shared memory.
-template <int T, Epilogue E>
-constexpr int epilogue_rows_per_warp() {
-  return E == Epilogue::kSilu ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);
+  __shared__ float partial[kWarps][T * R];  // [warp][t * R + r]: each slice's sums
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) partial[warp][t * R + r] = acc[t][r];
+    }
+  }
+  __syncthreads();
+  if (slice == 0) {  // warps warp .. warp + splits - 1 hold this group's slices
+    float sum = 0.0f;
+    if (lane < T * R) {
+      for (int s = 0; s < splits; ++s) sum += partial[warp + s][lane];
+    }
+    const int t = lane / R;
+    const int row = row0 + lane % R;
+    const float next = __shfl_down_sync(0xffffffffu, sum, 1);  // lane t * R + r + 1 holds row r + 1
+    if (lane < T * R && (!kPairs || lane % 2 == 0)) store_rows<E>(out, rope, n, t, row, sum, next);
+  }
 }
 
 template <int T, Epilogue E>
 void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRopeOutput& rope, cudaStream_t stream) {
-  constexpr int R = epilogue_rows_per_warp<T, E>();
+  constexpr int R = E != Epilogue::kPlain ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs in a warp
   constexpr int U = kLoadsPerLane / R;
   const int64_t groups = (static_cast<int64_t>(n) + R - 1) / R;
   const int kv = k / kVec;
   // Split K only while the GPU is short of warps and each slice stays long. The SwiGLU form at T = 1 (two
   // rows a warp where the plain kernel has one) starts at two slices: measured on the H200, a Llama-3-8B
-  // step took 4.205 ms instead of 4.251 (the same for the RoPE form with two rows a warp: 4.287). A pair
-  // epilogue across warps needs two row groups a block: at most kWarps / 2 slices.
+  // step took 4.205 ms instead of 4.251; the same for the QKV + RoPE form was slower (4.287).
   int splits = E == Epilogue::kSilu && T == 1 ? 2 : 1;
-  const int max_splits = E != Epilogue::kPlain && R == 1 ? kWarps / 2 : kWarps;
-  while (splits < max_splits && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
+  while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
   constexpr const char* name = E == Epilogue::kPlain  ? "skinny_gemm"

@@ -114,12 +114,11 @@ TEST(SkinnyGemm, SiluEpilogueMatchesFloat64Reference) {
 
 // The QKV GEMM with RoPE and the KV store in its epilogue against the two kernels it replaces (skinny_gemm
 // into qkv, then qkv_rope_store, itself checked against a float64 reference): the same bits in q_out and in
-// both caches, padding tokens (slot -1) caching nothing. Llama-3-8B's heads; a small model; few rows and a
-// long K, so that K is split between the warps that hold a pair's two rows.
+// both caches, padding tokens (slot -1) caching nothing. Llama-3-8B's heads, and a small K split across warps.
 TEST(SkinnyGemm, QkvRopeEpilogueEqualsGemmThenRopeStore) {
   PAGODA_SKIP_WITHOUT_GPU();
   struct Case { int nh, nkv, hd, k; };
-  for (const Case c : {Case{32, 8, 128, 4096}, Case{4, 2, 16, 64}, Case{2, 1, 16, 4096}}) {
+  for (const Case c : {Case{32, 8, 128, 4096}, Case{4, 2, 16, 64}}) {
     const int n = (c.nh + 2 * c.nkv) * c.hd, row = c.nkv * c.hd, num_slots = 64;
     const auto w = random_bf16(static_cast<size_t>(n) * c.k, c.k + 9);
     std::vector<float> inv_freq(c.hd / 2);
