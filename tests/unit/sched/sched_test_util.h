@@ -24,6 +24,22 @@ inline TokenId fake_token(SeqId seq_id, int output_index) {
   return static_cast<TokenId>((seq_id * 7919 + static_cast<uint64_t>(output_index) * 104729) % 1000 + 1000);
 }
 
+// A scheduler with small, hand-checkable limits.
+struct SchedulerOptions {
+  int num_blocks = 64;
+  int block_size = 4;
+  int max_num_seqs = 8;
+  int max_num_batched_tokens = 32;
+  int max_model_len = 128;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  bool prefix_caching = true;
+};
+
+inline Scheduler make_scheduler(const SchedulerOptions& o) {
+  SchedulerConfig config{o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len, o.policy};
+  return Scheduler(config, BlockManagerOptions{o.num_blocks, o.block_size, o.prefix_caching});
+}
+
 inline SequenceRequest make_request(SeqId seq_id, std::vector<TokenId> prompt, int max_tokens, int priority = 0,
                                     std::string salt = {}) {
   SequenceRequest r;

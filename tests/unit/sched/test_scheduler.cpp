@@ -17,20 +17,8 @@ using test::fake_token;
 using test::iota_tokens;
 using test::make_request;
 
-struct Options {
-  int num_blocks = 64;
-  int block_size = 4;
-  int max_num_seqs = 8;
-  int max_num_batched_tokens = 32;
-  int max_model_len = 128;
-  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
-  bool prefix_caching = true;
-};
-
-Scheduler make_scheduler(const Options& o) {
-  SchedulerConfig config{o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len, o.policy};
-  return Scheduler(config, BlockManagerOptions{o.num_blocks, o.block_size, o.prefix_caching});
-}
+using Options = test::SchedulerOptions;
+using test::make_scheduler;
 
 // One simulated step: schedule, check, sample fake tokens, update.
 StepPlan step(Scheduler& s, std::vector<SequenceOutput>* outputs = nullptr, const Scheduler::StopCheck& stop = {}) {

@@ -17,18 +17,8 @@ using test::fake_token;
 using test::iota_tokens;
 using test::make_request;
 
-struct Options {
-  int num_blocks = 64;
-  int block_size = 4;
-  int max_num_seqs = 8;
-  int max_model_len = 128;
-  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
-};
-
-Scheduler make_scheduler(const Options& o) {
-  return Scheduler(SchedulerConfig{o.max_num_seqs, 32, o.max_model_len, o.policy},
-                   BlockManagerOptions{o.num_blocks, o.block_size, true});
-}
+using Options = test::SchedulerOptions;
+using test::make_scheduler;
 
 // A planned step and the tokens the fake model sampled for it at launch.
 struct Launched {
