@@ -1,7 +1,5 @@
 // HF config.json -> ModelConfig (transformers 4 `rope_theta`/`rope_scaling`/`torch_dtype` and transformers 5
 // `rope_parameters`/`dtype` forms) and generation_config.json -> GenerationDefaults.
-#include <cstdlib>
-
 #include "pagoda/loader/hf_config.h"
 
 #include <fmt/format.h>
@@ -209,7 +207,7 @@ ModelConfig parse_hf_config(const std::string& config_json_path) {
   c.rope = parse_rope(path, f);
   c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
   c.dtype = parse_dtype(f);
-  c.rope.inv_freq_dtype = std::getenv("PAGODA_EXP_ROPE_FP32") ? DType::kF32 : c.dtype;  // experiment
+  c.rope.inv_freq_dtype = c.dtype;
   if (const auto bos = f.token_ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.token_ids("eos_token_id");
 
