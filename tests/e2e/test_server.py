@@ -107,9 +107,11 @@ def assert_error(test, status, body, expected_status, param=None):
 
 
 class ServerTest(unittest.TestCase):
+    SERVER_ARGS = ()
+
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--served-model-name", "stories")
+        cls.server = Server("--served-model-name", "stories", *cls.SERVER_ARGS)
         cls.ref = generate_json("Once upon a time", 40)
 
     @classmethod
@@ -322,6 +324,12 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(self.server.metric("pagoda:kv_cache_usage_perc"), 0)
         self.assertGreater(self.server.metric("pagoda:request_success_total", 'finished_reason="abort"'), aborted_before)
         self.complete(prompt="Once upon a time", max_tokens=2)
+
+
+class AsyncSchedulingServerTest(ServerTest):
+    """Every ServerTest again with async scheduling (the default on a GPU; off on the CPU): step N+1 is
+    planned before step N's tokens are applied, and answers must not change."""
+    SERVER_ARGS = ("--async-scheduling",)
 
 
 class ShutdownTest(unittest.TestCase):
