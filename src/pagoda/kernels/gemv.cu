@@ -11,6 +11,9 @@
 //    (N = 1024 for K/V), the warps of a block split K between them and add their sums in shared memory.
 // R and U depend on T (more rows per warp when there are more tokens, to keep x traffic and registers in
 // check): T = 1: 1 x 8; T = 2..4: 2 x 4; T = 5..8: 4 x 2 (R x U, 8 loads in flight per lane).
+// Epilogues (Epilogue): plain bf16 outputs; SwiGLU of row pairs (gate_j, up_j), so the gate-up GEMM writes
+// the activation; RoPE of Q/K row pairs with the KV-cache store, so the QKV GEMM writes q and the cache.
+// The pair forms keep both rows of a pair in one warp (R >= 2).
 #include <cuda_bf16.h>
 
 #include <algorithm>

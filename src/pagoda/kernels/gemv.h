@@ -1,6 +1,7 @@
 // Skinny GEMM for decode: out [T, N] = x [T, K] · w [N, K]^T with T <= kSkinnyGemmMaxTokens, bf16 in and
 // out, fp32 accumulation. Memory-bound: every weight byte is read once per call with 16-byte loads, so a
-// batch-1 decode step runs near the HBM roofline. Larger T goes to cuBLAS.
+// batch-1 decode step runs near the HBM roofline. Larger T goes to cuBLAS. Two variants apply the next
+// elementwise step in their epilogue: SwiGLU (skinny_gemm_silu) and RoPE + KV store (skinny_gemm_qkv_rope).
 #pragma once
 
 #include <cuda_bf16.h>
