@@ -25,8 +25,8 @@ struct LayerWeights {
   Weight w_gate;     // [intermediate, hidden]
   Weight w_up;       // [intermediate, hidden]
   Weight w_down;     // [hidden, intermediate]
-  // Fused forms, set only by a backend that fuses (Ops::prepare_weights): wq, wk, wv (and w_gate, w_up)
-  // are then row ranges of these.
+  // Fused forms, set only by a backend that fuses (Ops::prepare_weights), in row orders of its own; wq,
+  // wk, wv, w_gate and w_up are then left empty.
   Weight wqkv;       // [(num_heads + 2 num_kv_heads) * head_dim, hidden]
   Weight w_gate_up;  // [2 * intermediate, hidden]
 };

@@ -68,79 +68,69 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   ProgressBar bar("Uploading weights to the GPU", total, show_progress);
   cuda::PinnedBuffer staging(kStagingBytes);
 
-  // One device allocation holding `parts` stacked by rows; returns the stacked weight and sets each
-  // part's view (its rows inside the stack). `interleaved`: row i of part p lands at row i * P + p
-  // instead (equal row counts). `rope_pairs`: the first `rope_pairs` parts have their rows in RoPE pairs
-  // per head of config.head_dim. Parts whose rows were reordered get no views of their own.
-  auto upload_stacked = [&](std::initializer_list<std::pair<const Weight*, Weight*>> parts, bool interleaved = false,
-                            int rope_pairs = 0) {
-    int64_t rows = 0, cols = -1;
-    for (auto [src, dst] : parts) {
-      rows += rows_of(*src);
-      const int64_t c = elems_of(*src) / rows_of(*src);
-      PAGODA_CHECK(cols < 0 || cols == c, "fused weights disagree on in_features");
-      cols = c;
-    }
+  // One device allocation per weight; returns its bf16 device view.
+  auto allocate = [&](int64_t rows, int64_t cols, int ndim) {
     m.weight_storage.emplace_back(static_cast<size_t>(rows * cols) * sizeof(uint16_t));
     auto* base = static_cast<uint16_t*>(m.weight_storage.back().data());
-    int64_t row = 0;
-    const int64_t num_parts = static_cast<int64_t>(parts.size());
-    int part = 0;
-    for (auto [src, dst] : parts) {
-      if (part++ < rope_pairs) {  // per head: rows [0, half) to even rows, [half, hd) to odd rows
-        const int64_t hd = config.head_dim, half = hd / 2, part_rows = rows_of(*src);
-        PAGODA_CHECK(hd % 2 == 0 && part_rows % hd == 0, "RoPE rows {} do not hold heads of {}", part_rows, hd);
-        for (int64_t h = 0; h < part_rows; h += hd) {
-          upload_bf16(base + (row + h) * cols, src->data.rows(h, half), 2 * cols, staging, m.stream);
-          upload_bf16(base + (row + h + 1) * cols, src->data.rows(h + half, half), 2 * cols, staging, m.stream);
-        }
-        *dst = Weight{};
-        row += part_rows;
-        bar.advance(2 * elems_of(*src));
-        continue;
-      }
-      if (interleaved) {
-        PAGODA_CHECK(rows_of(*src) * num_parts == rows, "interleaved weights differ in out_features");
-        upload_bf16(base + row * cols, src->data, num_parts * cols, staging, m.stream);
-        *dst = Weight{};
-        ++row;
-        bar.advance(2 * elems_of(*src));
-        continue;
-      }
-      upload_bf16(base + row * cols, src->data, cols, staging, m.stream);
-      Tensor view = src->data;
-      view.dtype = DType::kBF16;
-      view.device = Device::kCuda;
-      view.data = base + row * cols;
-      dst->data = view;
-      row += rows_of(*src);
-      bar.advance(2 * elems_of(*src));
-    }
     const int64_t dims[] = {rows, cols};
     const int64_t vec[] = {cols};
-    return Weight{rows == 1 && parts.begin()->first->data.ndim == 1
-                      ? Tensor::from_span(base, DType::kBF16, vec, Device::kCuda)
-                      : Tensor::from_span(base, DType::kBF16, dims, Device::kCuda)};
+    return ndim == 1 ? Tensor::from_span(base, DType::kBF16, vec, Device::kCuda)
+                     : Tensor::from_span(base, DType::kBF16, dims, Device::kCuda);
+  };
+  // Rows of `src` to the rows first, first + step, ... of `dst`.
+  auto put_rows = [&](Tensor& dst, int64_t first, int64_t step, const Tensor& src) {
+    const int64_t cols = dst.numel() / (dst.ndim == 1 ? 1 : dst.dim(0));
+    PAGODA_CHECK(src.numel() == (src.ndim == 1 ? 1 : src.dim(0)) * cols, "fused weights disagree on in_features");
+    upload_bf16(static_cast<uint16_t*>(dst.data) + first * cols, src, step * cols, staging, m.stream);
+    bar.advance(2 * src.numel());
+  };
+  auto upload = [&](const Weight& src) {
+    Tensor dst = allocate(rows_of(src), elems_of(src) / rows_of(src), src.data.ndim);
+    put_rows(dst, 0, 1, src.data);
+    return Weight{dst};
+  };
+  // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
+  // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
+  auto upload_qkv = [&](const LayerWeights& h) {
+    const int64_t hd = config.head_dim, cols = elems_of(h.wq) / rows_of(h.wq);
+    Tensor dst = allocate(rows_of(h.wq) + rows_of(h.wk) + rows_of(h.wv), cols, 2);
+    int64_t row = 0;
+    for (const Weight* part : {&h.wq, &h.wk}) {
+      PAGODA_CHECK(hd % 2 == 0 && rows_of(*part) % hd == 0, "RoPE rows {} do not hold heads of {}", rows_of(*part), hd);
+      for (int64_t head = 0; head < rows_of(*part); head += hd) {
+        put_rows(dst, row + head, 2, part->data.rows(head, hd / 2));
+        put_rows(dst, row + head + 1, 2, part->data.rows(head + hd / 2, hd / 2));
+      }
+      row += rows_of(*part);
+    }
+    put_rows(dst, row, 1, h.wv.data);
+    return Weight{dst};
+  };
+  // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
+  auto upload_gate_up = [&](const LayerWeights& h) {
+    PAGODA_CHECK(rows_of(h.w_gate) == rows_of(h.w_up), "gate and up differ in out_features");
+    Tensor dst = allocate(2 * rows_of(h.w_gate), elems_of(h.w_gate) / rows_of(h.w_gate), 2);
+    put_rows(dst, 0, 2, h.w_gate.data);
+    put_rows(dst, 1, 2, h.w_up.data);
+    return Weight{dst};
   };
 
+  // The fused layers keep no views of their parts (wq ... w_up): their row orders are the kernels'.
   ModelWeights dev;
-  upload_stacked({{&host.embed_tokens, &dev.embed_tokens}});
+  dev.embed_tokens = upload(host.embed_tokens);
   dev.layers.resize(host.layers.size());
   for (size_t l = 0; l < host.layers.size(); ++l) {
     const LayerWeights& h = host.layers[l];
     LayerWeights& d = dev.layers[l];
-    upload_stacked({{&h.attn_norm, &d.attn_norm}});
-    d.wqkv = upload_stacked({{&h.wq, &d.wq}, {&h.wk, &d.wk}, {&h.wv, &d.wv}}, /*interleaved=*/false, /*rope_pairs=*/2);
-    upload_stacked({{&h.wo, &d.wo}});
-    upload_stacked({{&h.ffn_norm, &d.ffn_norm}});
-    d.w_gate_up = upload_stacked({{&h.w_gate, &d.w_gate}, {&h.w_up, &d.w_up}}, /*interleaved=*/true);
-    upload_stacked({{&h.w_down, &d.w_down}});
+    d.attn_norm = upload(h.attn_norm);
+    d.wqkv = upload_qkv(h);
+    d.wo = upload(h.wo);
+    d.ffn_norm = upload(h.ffn_norm);
+    d.w_gate_up = upload_gate_up(h);
+    d.w_down = upload(h.w_down);
   }
-  upload_stacked({{&host.final_norm, &dev.final_norm}});
-  if (host.lm_head.data.data == host.embed_tokens.data.data)
-    dev.lm_head = dev.embed_tokens;  // tied
-  else
-    upload_stacked({{&host.lm_head, &dev.lm_head}});
+  dev.final_norm = upload(host.final_norm);
+  dev.lm_head = host.lm_head.data.data == host.embed_tokens.data.data ? dev.embed_tokens : upload(host.lm_head);
   bar.finish();
   spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV and gate-up fused)", static_cast<double>(total) / (1 << 30));
   return dev;
