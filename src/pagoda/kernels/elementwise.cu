@@ -150,9 +150,36 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
 
 // ---- RMSNorm ----
 
+// The 8-vector u of a row: x (kAdd: bf16(residual + x), stored back into the residual).
+template <bool kAdd>
+__device__ __forceinline__ F8 add_residual8(const bf16* xr, bf16* rr, int u) {
+  F8 v = load8(xr + u * kVec);
+  if (kAdd) {
+    const F8 r = load8(rr + u * kVec);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
+    store8(rr + u * kVec, v);
+  }
+  return v;
+}
+
+// ss += the squares of one 8-vector, in order.
+__device__ __forceinline__ void add_squares8(const F8& v, float& ss) {
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
+}
+
+// out = bf16(bf16(v * inv) * g) for one 8-vector.
+__device__ __forceinline__ void store_normalised8(bf16* out, F8 v, const F8& g, float inv) {
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
+  store8(out, v);
+}
+
 // One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
 // Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so pass 2
-// reads back its own residual stores.
+// reads back its own residual stores. With one 16-byte vector a thread (hidden <= 4096 at 512 threads),
+// the vector stays in registers and w is loaded before the reduction: one round trip to memory, not two.
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
                                 bool vec) {
@@ -161,46 +188,21 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
   bf16* orow = out + base;
-  if (vec && hidden / kVec <= static_cast<int>(blockDim.x)) {
-    // One 16-byte vector a thread (hidden <= 4096 at 512 threads): x, the residual and w are all loaded
-    // before the reduction, one round trip to memory instead of two.
+  const int nv = vec ? hidden / kVec : 0;
+  if (vec && nv <= static_cast<int>(blockDim.x)) {
     const int u = threadIdx.x;
-    const bool active = u < hidden / kVec;
-    F8 v{}, g{};
-    if (active) {
-      v = load8(xr + u * kVec);
-      g = load8(w + u * kVec);
-      if (kAdd) {
-        const F8 r = load8(rr + u * kVec);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
-        store8(rr + u * kVec, v);
-      }
-    }
+    const bool active = u < nv;
+    const F8 v = active ? add_residual8<kAdd>(xr, rr, u) : F8{};
+    const F8 g = active ? load8(w + u * kVec) : F8{};
     float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
+    add_squares8(v, ss);
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
-    if (active) {
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
-      store8(orow + u * kVec, v);
-    }
+    if (active) store_normalised8(orow + u * kVec, v, g, inv);
     return;
   }
   float ss = 0.0f;
   if (vec) {
-    for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {
-      F8 v = load8(xr + u * kVec);
-      if (kAdd) {
-        const F8 r = load8(rr + u * kVec);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(r.v[j] + v.v[j]);
-        store8(rr + u * kVec, v);
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
-    }
+    for (int u = threadIdx.x; u < nv; u += blockDim.x) add_squares8(add_residual8<kAdd>(xr, rr, u), ss);
   } else {
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
       float v = load1(xr + i);
@@ -214,13 +216,8 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
   const bf16* src = kAdd ? rr : xr;
   if (vec) {
-    for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x) {
-      F8 v = load8(src + u * kVec);
-      const F8 g = load8(w + u * kVec);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
-      store8(orow + u * kVec, v);
-    }
+    for (int u = threadIdx.x; u < nv; u += blockDim.x)
+      store_normalised8(orow + u * kVec, load8(src + u * kVec), load8(w + u * kVec), inv);
   } else {
     for (int i = threadIdx.x; i < hidden; i += blockDim.x)
       store1(orow + i, round_bf16(load1(src + i) * inv) * load1(w + i));

@@ -206,8 +206,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < T; ++t) {
 #pragma unroll
-        for (int r = 0; r < R; r += kPairs ? 2 : 1)
-          store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], kPairs ? acc[t][r + 1 < R ? r + 1 : r] : 0.0f);
+        for (int r = 0; r < R; r += kPairs ? 2 : 1) {
+          if constexpr (kPairs) {
+            store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], acc[t][r + 1]);
+          } else {
+            store_rows<E>(out, rope, n, t, row0 + r, acc[t][r], 0.0f);
+          }
+        }
       }
     }
     return;
