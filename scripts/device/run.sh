@@ -86,7 +86,8 @@ PY
       ;;
     sweep)  # batch-1 decode at 128 and 2,048 context for each environment in SWEEP_ENVS ("A=1 B=2;C=3;...")
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
-      IFS=';' read -ra envs <<<"${SWEEP_ENVS:-X=0}"
+      IFS=';' read -ra envs <<<"${SWEEP_ENVS:-}"
+      [ ${#envs[@]} -eq 0 ] && envs=("")  # one run with the environment as it is
       i=0
       for e in "${envs[@]}"; do
         i=$((i + 1))
@@ -94,7 +95,7 @@ PY
           env $e PAGODA_CUDA_STEP_TIMING=1 timeout 200 "$PAGODA" --log-level info bench latency $M \
             --batch-size 1 --input-len $ctx --output-len 128 --num-iters 2 --max-model-len 4096 --json \
             >"$OUT/sweep_${i}_ctx$ctx.json" 2>"$OUT/sweep_${i}_ctx$ctx.log"
-          echo "[$e] ctx $ctx: $(python3 -c "import json; d=json.load(open('$OUT/sweep_${i}_ctx$ctx.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s')" 2>&1) $(grep -h 'graph replays' "$OUT/sweep_${i}_ctx$ctx.log" | sed 's/.*measured), //')"
+          echo "[${e:-as is}] ctx $ctx: $(python3 -c "import json; d=json.load(open('$OUT/sweep_${i}_ctx$ctx.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s')" 2>&1) $(grep -h 'graph replays' "$OUT/sweep_${i}_ctx$ctx.log" | sed 's/.*timed), //')"
         done
       done
       note "sweep: sweep_*.json"
