@@ -47,7 +47,10 @@ for stage in "${stages[@]}"; do
       note "gpu unit tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gtest.log") ok, $(grep -c '^\[  FAILED' "$OUT/gtest.log") failed lines)"
       ;;
     parity)
-      timeout 420 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" 2>"$OUT/hf_parity.log"
+      variants=()  # PARITY_VARIANTS="label:VAR=1;label2:VAR=2": pagoda also runs under each extra environment
+      IFS=';' read -ra pv <<<"${PARITY_VARIANTS:-}"
+      for v in "${pv[@]}"; do variants+=(--variant "$v"); done
+      timeout 480 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" "${variants[@]}" 2>"$OUT/hf_parity.log"
       note "hf parity: rc=$?"
       ;;
     bench|bench-quick)

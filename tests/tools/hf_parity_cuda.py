@@ -13,6 +13,7 @@ The Llama-3.2-1B-shaped checkpoint is created here with random weights (seeded) 
 """
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def hf_greedy(model, ids, steps):
     return out, margins
 
 
-def run_pagoda(pagoda: str, model_dir: Path, prompts, steps: int):
+def run_pagoda(pagoda: str, model_dir: Path, prompts, steps: int, env=None):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for ids in prompts:
             f.write(json.dumps({"prompt_ids": ids, "max_tokens": steps, "temperature": 0, "ignore_eos": True,
@@ -68,25 +69,26 @@ def run_pagoda(pagoda: str, model_dir: Path, prompts, steps: int):
         path = f.name
     cmd = [pagoda, "--log-level", "warn", "generate", "--device", "cuda", "-m", str(model_dir), "--prompts-file", path,
            "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-cache-memory", "1GiB"]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stderr[-3000:]}")
     return [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
 
 
-def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int, seed: int):
-    config = transformers.AutoConfig.from_pretrained(model_dir)
-    gen = torch.Generator().manual_seed(seed)
-    prompts = [[1] + torch.randint(3, config.vocab_size, (n - 1,), generator=gen).tolist() for n in prompt_lens]
-    m32 = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).cuda().eval()
-    m16 = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).cuda().eval()
-    outs = run_pagoda(pagoda, model_dir, prompts, steps)
+def rope_inv_freq_note(model):
+    """How this transformers build holds the RoPE frequencies: dtype, and whether they are bf16-rounded."""
+    rotary = getattr(getattr(model, "model", model), "rotary_emb", None)
+    if rotary is None or not hasattr(rotary, "inv_freq"):
+        return None
+    f = rotary.inv_freq.detach().float().cpu()
+    return {"dtype": str(rotary.inv_freq.dtype), "bf16_rounded": bool(torch.equal(f, f.bfloat16().float()))}
+
+
+def compare(ids_list, outs, hf32, hf16, greedy_refs):
     err_pagoda, err_bf16, top1_pagoda, top1_bf16, positions = [], [], 0, 0, 0
     by_position = {}  # position bucket -> (pagoda errors, bf16 errors)
     greedy = []
-    for ids, out in zip(prompts, outs):
-        lp32, _ = hf_logprobs(m32, ids)
-        lp16, _ = hf_logprobs(m16, ids)
+    for ids, out, lp32, lp16, (ref, margins) in zip(ids_list, outs, hf32, hf16, greedy_refs):
         for p in range(1, len(ids)):
             entries = out["prompt_logprobs"][p]
             row32, row16 = lp32[p - 1], lp16[p - 1]
@@ -99,17 +101,14 @@ def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int
             positions += 1
             top1_pagoda += entries[0]["id"] == int(row32.argmax())
             top1_bf16 += int(row16.argmax()) == int(row32.argmax())
-        ref, margins = hf_greedy(m32, ids, steps)
         decided = next((i for i, mg in enumerate(margins) if mg < 0.01), len(margins))
         agree = next((i for i, (a, b) in enumerate(zip(out["output_ids"], ref)) if a != b), len(ref))
         greedy.append({"prompt_len": len(ids), "decided": decided, "agree": agree,
                        "ok": agree >= decided, "pagoda": out["output_ids"], "hf_fp32": ref})
-    del m32, m16
-    torch.cuda.empty_cache()
     mean = lambda v: sum(v) / max(len(v), 1)
     p99 = lambda v: sorted(v)[int(0.99 * (len(v) - 1))]
     result = {
-        "model": name, "prompt_lens": prompt_lens, "positions": positions,
+        "positions": positions,
         "logprob_err_mean": mean(err_pagoda), "logprob_err_p99": p99(err_pagoda), "logprob_err_max": max(err_pagoda),
         "hf_bf16_err_mean": mean(err_bf16), "hf_bf16_err_p99": p99(err_bf16), "hf_bf16_err_max": max(err_bf16),
         "by_position": {b: {"pagoda_mean": mean(v[0]), "hf_bf16_mean": mean(v[1]), "n": len(v[0])}
@@ -123,35 +122,64 @@ def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int
     return result
 
 
+def check_model(name: str, model_dir: Path, pagoda: str, prompt_lens, steps: int, seed: int, variants):
+    """One result per pagoda variant (label, extra environment), all against the same transformers runs."""
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    gen = torch.Generator().manual_seed(seed)
+    prompts = [[1] + torch.randint(3, config.vocab_size, (n - 1,), generator=gen).tolist() for n in prompt_lens]
+    m32 = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).cuda().eval()
+    m16 = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16).cuda().eval()
+    rope_note = {"fp32_model": rope_inv_freq_note(m32), "bf16_model": rope_inv_freq_note(m16)}
+    hf32 = [hf_logprobs(m32, ids)[0] for ids in prompts]
+    hf16 = [hf_logprobs(m16, ids)[0] for ids in prompts]
+    greedy_refs = [hf_greedy(m32, ids, steps) for ids in prompts]
+    del m32, m16
+    torch.cuda.empty_cache()
+    results = []
+    for label, extra_env in variants:
+        outs = run_pagoda(pagoda, model_dir, prompts, steps, {**os.environ, **extra_env})
+        result = {"model": name if label == "default" else f"{name} [{label}]", "variant": label,
+                  "prompt_lens": prompt_lens, "hf_rope_inv_freq": rope_note}
+        result.update(compare(prompts, outs, hf32, hf16, greedy_refs))
+        results.append(result)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pagoda", required=True)
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--skip-1b", action="store_true")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL:VAR=VALUE[,VAR=VALUE]",
+                    help="also run pagoda with this extra environment (an A/B comparison in one call)")
     args = ap.parse_args()
+    variants = [("default", {})]
+    for v in args.variant:
+        label, _, assignments = v.partition(":")
+        variants.append((label, dict(a.split("=", 1) for a in assignments.split(",") if a)))
     data = Path(args.data)
     results = []
     for name in ("tiny-llama3-hf", "tiny-mistral-spm-hf"):
-        results.append(check_model(name, data / "models" / name, args.pagoda, [9, 40, 300], 24, 1))
+        results += check_model(name, data / "models" / name, args.pagoda, [9, 40, 300], 24, 1, variants)
     if not args.skip_1b:
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = make_random_checkpoint(data / "models" / "llama-3.2-1b", Path(tmp), 0)
-            results.append(check_model("llama-3.2-1b-random", ckpt, args.pagoda, [9, 40, 300], 24, 1))
+            results += check_model("llama-3.2-1b-random", ckpt, args.pagoda, [9, 40, 300], 24, 1, variants)
     Path(args.out).write_text(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                                           "results": results}, indent=1))
-    print(f"{'checkpoint':24} {'lp err mean/p99':>18} {'hf bf16 mean/p99':>18} {'top1 pagoda/bf16':>17} "
+    print(f"{'checkpoint':36} {'lp err mean/p99':>18} {'hf bf16 mean/p99':>18} {'top1 pagoda/bf16':>17} "
           f"{'greedy agree/decided':>22}  ok")
     ok = True
     for r in results:
         g = " ".join(f"{x['agree']}/{x['decided']}" for x in r["greedy"])
         good = r["logprobs_ok"] and r["greedy_ok"]
         ok &= good
-        print(f"{r['model']:24} {r['logprob_err_mean']:8.4f}/{r['logprob_err_p99']:<8.4f} "
+        print(f"{r['model']:36} {r['logprob_err_mean']:8.4f}/{r['logprob_err_p99']:<8.4f} "
               f"{r['hf_bf16_err_mean']:8.4f}/{r['hf_bf16_err_p99']:<8.4f} "
               f"{r['top1_agree_pagoda']:8.3f}/{r['top1_agree_hf_bf16']:<8.3f} {g:>22}  {'PASS' if good else 'FAIL'}")
     for r in results:
-        print(r["model"], "by position:", " ".join(f"{b}: {v['pagoda_mean']:.4f} vs {v['hf_bf16_mean']:.4f}"
+        print(r["model"], "hf inv_freq:", r["hf_rope_inv_freq"], "by position:", " ".join(f"{b}: {v['pagoda_mean']:.4f} vs {v['hf_bf16_mean']:.4f}"
                                                    for b, v in r["by_position"].items()))
     sys.exit(0 if ok else 1)
 
