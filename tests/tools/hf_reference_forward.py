@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent float64 forward pass of a tiny Llama HF checkpoint (standard library only), compared
 with the top-8 logits Hugging Face transformers recorded in tests/data/refs/hf_<model>.json. It backs the
-choice in docs/ARCHITECTURE.md to hold RoPE inverse frequencies in the checkpoint dtype: run it with and
+convention behind the references (RoPE inverse frequencies rounded to bf16; docs/ARCHITECTURE.md): run it with and
 without --bf16-inv-freq and compare the differences per position.
 
   python3 tests/tools/hf_reference_forward.py tiny-llama3-hf --positions 10
@@ -27,7 +27,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", choices=["tiny-llama3-hf", "tiny-mistral-spm-hf"])
     ap.add_argument("--positions", type=int, default=8)
-    ap.add_argument("--bf16-inv-freq", action="store_true", help="round inv_freq to bf16, as transformers holds it")
+    ap.add_argument("--bf16-inv-freq", action="store_true", help="round inv_freq to bf16, as the references were made")
     a = ap.parse_args()
     d = os.path.join(DATA, "models", a.model)
     cfg = json.load(open(os.path.join(d, "config.json")))

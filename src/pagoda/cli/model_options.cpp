@@ -16,12 +16,17 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--load-format", load_format, "auto | dummy (random weights of the config's shape, for speed runs)")
       ->check(CLI::IsMember({"auto", "dummy"}));
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)");
+  cmd.add_option("--rope-freq-dtype", rope_freq_dtype,
+                 "float32 (as transformers' from_pretrained, vLLM, llama.cpp) | checkpoint (rounded to the "
+                 "checkpoint dtype, as a transformers model after .to(bfloat16))")
+      ->check(CLI::IsMember({"float32", "checkpoint"}));
 }
 
 LoadOptions ModelOptions::load_options() const {
   LoadOptions opts;
   opts.model_path = model.empty() ? default_model_path() : model;
   opts.format = load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
+  opts.rope_freq_dtype = rope_freq_dtype == "checkpoint" ? RopeFreqDtype::kCheckpoint : RopeFreqDtype::kFloat32;
   return opts;
 }
 

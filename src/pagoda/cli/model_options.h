@@ -14,6 +14,7 @@ struct ModelOptions {
   std::string model;  // empty: the bundled stories260K
   std::string load_format = "auto";
   int threads = 0;
+  std::string rope_freq_dtype = "float32";
 
   void add_to(CLI::App& cmd);
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing

@@ -207,7 +207,6 @@ ModelConfig parse_hf_config(const std::string& config_json_path) {
   c.rope = parse_rope(path, f);
   c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
   c.dtype = parse_dtype(f);
-  c.rope.inv_freq_dtype = c.dtype;
   if (const auto bos = f.token_ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.token_ids("eos_token_id");
 

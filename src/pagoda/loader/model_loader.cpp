@@ -73,6 +73,7 @@ LoadedModel load_model(const LoadOptions& options) {
   } else {
     model = load_gguf_model(options.model_path, options);
   }
+  if (options.rope_freq_dtype == RopeFreqDtype::kCheckpoint) model.config.rope.inv_freq_dtype = model.config.dtype;
   const ModelConfig& c = model.config;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("loaded {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters, {} in "

@@ -20,11 +20,19 @@ enum class LoadFormat {
   kDummy,  // config only (directory with config.json, or a .gguf's metadata); random weights, for speed runs
 };
 
+// Precision of the RoPE inverse frequencies (RopeConfig::inv_freq_dtype).
+enum class RopeFreqDtype {
+  kFloat32,     // computed and held in fp32: transformers' from_pretrained, vLLM, llama.cpp, Meta's reference
+  kCheckpoint,  // rounded to the checkpoint dtype, as a transformers model does after `.to(bfloat16)` casts its
+                // inv_freq buffer; tests/data/refs/hf_*.json were made that way
+};
+
 struct LoadOptions {
   std::string model_path;
   LoadFormat format = LoadFormat::kAuto;
   uint64_t dummy_seed = 0;
   bool show_progress = true;  // progress bar on stderr for large checkpoints
+  RopeFreqDtype rope_freq_dtype = RopeFreqDtype::kFloat32;
 };
 
 struct LoadedModel {

@@ -26,11 +26,13 @@ std::string model_path(const std::string& name) {
                                : test::test_data_dir() + "/models/" + name;
 }
 
+// HF references were made with RoPE frequencies in the checkpoint dtype (tests/data/README.md); the GGUF
+// model keeps float32 either way.
 const LoadedModel& loaded(const std::string& name) {
   static std::map<std::string, LoadedModel> cache;
   auto it = cache.find(name);
   if (it == cache.end())
-    it = cache.emplace(name, load_model(LoadOptions{.model_path = model_path(name), .show_progress = false})).first;
+    it = cache.emplace(name, load_model(LoadOptions{.model_path = model_path(name), .show_progress = false, .rope_freq_dtype = RopeFreqDtype::kCheckpoint})).first;
   return it->second;
 }
 
@@ -141,7 +143,7 @@ TEST_P(CudaModel, GreedyFollowsTheReferenceImplementation) {
       refs.emplace_back(g["prompt_ids"].get<std::vector<TokenId>>(), g["greedy_ids"].get<std::vector<TokenId>>());
   }
   ASSERT_FALSE(refs.empty());
-  LLM llm(LlmOptions{.load = {.model_path = model_path(name), .show_progress = false},
+  LLM llm(LlmOptions{.load = {.model_path = model_path(name), .show_progress = false, .rope_freq_dtype = RopeFreqDtype::kCheckpoint},
                      .device = "cuda",
                      .max_num_seqs = 8,
                      .max_model_len = 256,

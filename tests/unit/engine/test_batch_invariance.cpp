@@ -87,7 +87,8 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
                  : GetParam() == 1 ? hf_case("tiny-llama3-hf", "320KiB")
                                    : hf_case("tiny-mistral-spm-hf", "400KiB");
   SCOPED_TRACE(c.name);
-  const LoadOptions load{.model_path = c.model_path, .show_progress = false};
+  // The HF references were made with RoPE frequencies in the checkpoint dtype (tests/data/README.md).
+  const LoadOptions load{.model_path = c.model_path, .show_progress = false, .rope_freq_dtype = RopeFreqDtype::kCheckpoint};
 
   // Alone: one request at a time, plenty of KV.
   LLM alone(LlmOptions{.load = load, .max_num_seqs = 1, .max_model_len = 512});

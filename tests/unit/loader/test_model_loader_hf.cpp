@@ -83,6 +83,16 @@ TEST(LoadHf, TinyLlama3) {
   EXPECT_EQ(m.tokenizer->vocab_size(), 128256);
 }
 
+// RoPE frequencies stay float32 unless the checkpoint dtype is asked for (tests/unit/model/test_rope_params.cpp
+// checks the rounding itself).
+TEST(LoadHf, RopeFrequenciesAreFloat32UnlessTheCheckpointDtypeIsAsked) {
+  const std::string dir = test::data_dir() + "/models/tiny-llama3-hf";
+  EXPECT_EQ(load(dir).config.rope.inv_freq_dtype, DType::kF32);
+  const LoadedModel ckpt = load_model(
+      LoadOptions{.model_path = dir, .show_progress = false, .rope_freq_dtype = RopeFreqDtype::kCheckpoint});
+  EXPECT_EQ(ckpt.config.rope.inv_freq_dtype, DType::kBF16);
+}
+
 TEST(LoadHf, TinyMistralSpmUntied) {
   const std::string dir = test::data_dir() + "/models/tiny-mistral-spm-hf";
   const LoadedModel m = load(dir);
