@@ -84,11 +84,6 @@ class Ops {
   // backend's fused gate-up weight [2I, H] (its row layout is the backend's own: prepare_weights made it).
   virtual void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) = 0;
 
-  // A hint, given just before work that moves little memory (`window`): `w` is read soon after it, by a
-  // step of `num_tokens` tokens, so a backend with a cache may start bringing it in. No effect on results.
-  enum class PrefetchWindow { kNorm, kAttention };
-  virtual void prefetch_weight(const Weight& w, int num_tokens, PrefetchWindow window) {}
-
   // --- Whole-step hooks with portable defaults. ---
   // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend
   // uploads them (bf16, QKV and gate-up fused) and returns device views it owns.

@@ -58,7 +58,6 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   ops.embedding(residual, batch.token_ids, weights_.embed_tokens);
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
-    if (fused) ops.prefetch_weight(w.wqkv, static_cast<int>(T), Ops::PrefetchWindow::kNorm);
     if (l == 0) {
       ops.rms_norm(normed, residual, w.attn_norm, eps);
     } else {
@@ -73,11 +72,9 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.rope(q, k, batch.positions, rope_);
       ops.store_kv(cache, l, k, v, batch);
     }
-    ops.prefetch_weight(w.wo, static_cast<int>(T), Ops::PrefetchWindow::kAttention);
     ops.attention(attn, q, cache, l, batch, attn_scale_);
     ops.linear(proj, attn.reshape({T, nh * hd}), w.wo);
 
-    if (fused) ops.prefetch_weight(w.w_gate_up, static_cast<int>(T), Ops::PrefetchWindow::kNorm);
     ops.add_rms_norm(residual, proj, normed, w.ffn_norm, eps);
     if (fused) {
       ops.gate_up_silu(gate, normed, w.w_gate_up);
@@ -95,7 +92,6 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   Tensor final_normed = ops.alloc(act, {R, H});
   ops.gather_rows(last, residual, batch.logits_rows);
   ops.gather_rows(last_proj, proj, batch.logits_rows);
-  ops.prefetch_weight(weights_.lm_head, static_cast<int>(R), Ops::PrefetchWindow::kNorm);
   ops.add_rms_norm(last, last_proj, final_normed, weights_.final_norm, eps);
   Tensor logits = ops.alloc(act, {R, config_.vocab_size});
   ops.linear(logits, final_normed, weights_.lm_head);

@@ -17,7 +17,6 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/gemv.h"
-#include "pagoda/kernels/l2_prefetch.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
 
@@ -259,14 +258,6 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
   linear(qkv, x, wqkv);
   kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
                           i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream);
-}
-
-void CudaOps::prefetch_weight(const Weight& w, int num_tokens, PrefetchWindow window) {
-  if (num_tokens > kernels::kSkinnyGemmMaxTokens) return;
-  static const int64_t norm_mb = [] { const char* e = std::getenv("PAGODA_EXP_PREFETCH_NORM_MB"); return e ? std::atoll(e) : 0; }();
-  static const int64_t attn_mb = [] { const char* e = std::getenv("PAGODA_EXP_PREFETCH_ATTN_MB"); return e ? std::atoll(e) : 0; }();
-  const int64_t budget = (window == PrefetchWindow::kNorm ? norm_mb : attn_mb) << 20;
-  kernels::l2_prefetch(w.data.data, std::min<int64_t>(budget, w.data.nbytes()), impl_->stream);
 }
 
 void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,

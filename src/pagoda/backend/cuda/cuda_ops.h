@@ -50,7 +50,6 @@ class CudaOps final : public Ops {
   void qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer, const ForwardBatch& batch,
                       const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
-  void prefetch_weight(const Weight& w, int num_tokens, PrefetchWindow window) override;
 
   ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) override;
   Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;
