@@ -3,7 +3,10 @@
 // (pdl_grid_sync) until the previous grid has completed and its writes are visible, and then signal that
 // the kernel after them may be scheduled. Within a CUDA graph this hides most of the launch gap between
 // the ~300 kernels of a decode step. Ordering is exactly stream order: every kernel launched with
-// launch_kernel() must call pdl_grid_sync() before it touches global memory, on every path.
+// launch_kernel() must call pdl_grid_sync() before it touches global memory, on every path. The one
+// exception is memory that no kernel of the stream writes after it was uploaded (weights), and memory the
+// kernel before this one does not write (when this kernel starts, every kernel before that one has
+// finished): a kernel may read those before its wait, to overlap the loads with the previous kernel.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -48,8 +48,8 @@ constexpr size_t decode_smem_bytes() {
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml,
+                     int preload) {
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
@@ -65,12 +65,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kvh = blockIdx.y / row_tiles;
   const int head0 = kvh * group + (blockIdx.y % row_tiles) * kDecodeRows;  // query head of row 0
   const int rows = min(kDecodeRows, (kvh + 1) * group - head0);
+  // The step's metadata comes from its input copy, and the cache's older keys from earlier steps: both
+  // may be read before the PDL wait (launch.cuh). q and this step's key (position seq_len - 1), which the
+  // QKV kernel just before writes, only after it.
   const int token = p.query_start[s];
   const int seq_len = p.seq_lens[s];
   span = sequence_span(seq_len, span);
   const int k_begin = split * span;
   bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
   if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
+    pdl_grid_sync();
     if (num_spans == 1) {
       for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
     }
@@ -83,13 +87,36 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
   auto stage_v = [&](int i) { return stage_k(i) + kTileK * kLd; };
 
-  load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
+  if (preload) {
+    // The first chunks, up to the one holding this step's key, start loading before the wait; the prologue
+    // then waits for all of its chunks (they were issued together).
+    int loaded = 0;
 #pragma unroll
-  for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
-    if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+    for (int c = 0; c < kStages - 1; ++c) {
+      if (c < n_chunks && c == loaded && min(k_begin + (c + 1) * kTileK, k_end) <= seq_len - 1) {
+        load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+        ++loaded;
+      }
+    }
     cp_async_commit();
+    pdl_grid_sync();
+    load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+      if (c >= loaded && c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  } else {
+    pdl_grid_sync();
+    load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
+      if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+      cp_async_commit();
+    }
+    cp_async_wait<kStages - 2>();
   }
-  cp_async_wait<kStages - 2>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -242,8 +269,12 @@ void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, fl
   static std::atomic<uint64_t> configured{0};
   constexpr size_t smem = decode_smem_bytes<D, kStages>();
   allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
+  static const int preload = [] {
+    const char* e = std::getenv("PAGODA_EXP_ATTN_PRELOAD");
+    return e ? std::atoi(e) : 0;
+  }();
   launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
-                span, ws_acc, ws_ml);
+                span, ws_acc, ws_ml, preload);
 }
 
 template <int D>
