@@ -25,8 +25,9 @@ namespace {
 // faster at 128 keys of context (4.29 vs 4.35 ms a step), 128-key spans at 2,048 (4.45 vs 4.55 ms).
 constexpr int kDecodeLongContext = 512;
 constexpr int kDecodeLongSpan = 2 * kDecodePartitionTokens;
+__device__ int g_exp_long_span = kDecodeLongSpan;  // EXPERIMENT (PAGODA_EXP_LONG_SPAN)
 __device__ __forceinline__ int sequence_span(int seq_len, int span) {
-  return seq_len > kDecodeLongContext ? max(span, kDecodeLongSpan) : span;
+  return seq_len > kDecodeLongContext ? max(span, g_exp_long_span) : span;
 }
 template <int D>
 constexpr size_t decode_stage_elems() {
@@ -48,8 +49,8 @@ constexpr size_t decode_smem_bytes() {
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml,
-                     int preload) {
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
@@ -65,16 +66,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kvh = blockIdx.y / row_tiles;
   const int head0 = kvh * group + (blockIdx.y % row_tiles) * kDecodeRows;  // query head of row 0
   const int rows = min(kDecodeRows, (kvh + 1) * group - head0);
-  // The step's metadata comes from its input copy, and the cache's older keys from earlier steps: both
-  // may be read before the PDL wait (launch.cuh). q and this step's key (position seq_len - 1), which the
-  // QKV kernel just before writes, only after it.
   const int token = p.query_start[s];
   const int seq_len = p.seq_lens[s];
   span = sequence_span(seq_len, span);
   const int k_begin = split * span;
   bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
   if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
-    pdl_grid_sync();
     if (num_spans == 1) {
       for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
     }
@@ -87,36 +84,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
   auto stage_v = [&](int i) { return stage_k(i) + kTileK * kLd; };
 
-  if (preload) {
-    // The first chunks, up to the one holding this step's key, start loading before the wait; the prologue
-    // then waits for all of its chunks (they were issued together).
-    int loaded = 0;
+  load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
 #pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {
-      if (c < n_chunks && c == loaded && min(k_begin + (c + 1) * kTileK, k_end) <= seq_len - 1) {
-        load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
-        ++loaded;
-      }
-    }
+  for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
+    if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
     cp_async_commit();
-    pdl_grid_sync();
-    load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
-#pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {
-      if (c >= loaded && c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-  } else {
-    pdl_grid_sync();
-    load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
-#pragma unroll
-    for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
-      if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
-      cp_async_commit();
-    }
-    cp_async_wait<kStages - 2>();
   }
+  cp_async_wait<kStages - 2>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -227,23 +201,45 @@ __global__ void __launch_bounds__(D / 2)
   const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
   if (n == 1) return;  // its one block wrote the output
   const int64_t part0 = (static_cast<int64_t>(s) * p.num_heads + h) * num_spans;
-  // Two passes over the spans: their maximum, then the weighted sums (with the normaliser) in one.
-  float mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = fmaxf(mx, ws_ml[part0 + i].x);
+  bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
+  // Batches of kMergeBatch spans, whose loads are all issued before any is used (a long chain of
+  // dependent loads is what a small merge waits on): the batch's maximum, then its weighted sums, folded
+  // into the running ones. Up to kMergeBatch spans this is the two-pass merge, with the same roundings.
+  constexpr int kMergeBatch = 16;
   const int d = threadIdx.x * 2;
-  float sum = 0.0f;
+  float mx = -INFINITY, sum = 0.0f;
   float2 acc = make_float2(0.0f, 0.0f);
-#pragma unroll 4
-  for (int i = 0; i < n; ++i) {
-    const float2 ml = ws_ml[part0 + i];
-    const float2 v = *reinterpret_cast<const float2*>(ws_acc + (part0 + i) * D + d);
-    const float wt = exp2f(ml.x - mx);
-    sum += ml.y * wt;
-    acc.x += wt * v.x;
-    acc.y += wt * v.y;
+  for (int base = 0; base < n; base += kMergeBatch) {
+    float2 ml[kMergeBatch], v[kMergeBatch];
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) {
+      if (base + i < n) {
+        ml[i] = ws_ml[part0 + base + i];
+        v[i] = *reinterpret_cast<const float2*>(ws_acc + (part0 + base + i) * D + d);
+      } else {
+        ml[i] = make_float2(-INFINITY, 0.0f);
+        v[i] = make_float2(0.0f, 0.0f);
+      }
+    }
+    float batch_mx = mx;
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) batch_mx = fmaxf(batch_mx, ml[i].x);
+    if (base > 0) {  // rescale the spans before this batch (the first batch has none)
+      const float old = exp2f(mx - batch_mx);
+      sum *= old;
+      acc.x *= old;
+      acc.y *= old;
+    }
+    mx = batch_mx;
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) {
+      const float wt = exp2f(ml[i].x - mx);  // 0 for the padding entries (mx is finite: span 0 has keys)
+      sum += ml[i].y * wt;
+      acc.x += wt * v[i].x;
+      acc.y += wt * v[i].y;
+    }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // n == 0 (padding): zeros
-  bf16* out = p.out + (static_cast<int64_t>(p.query_start[s]) * p.num_heads + h) * D;
   reinterpret_cast<uint32_t*>(out)[threadIdx.x] = pack_bf16x2(acc.x * inv, acc.y * inv);
 }
 
@@ -267,14 +263,18 @@ template <int D, int kStages>
 void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
+  static const bool long_span_set = [] {
+    if (const char* e = std::getenv("PAGODA_EXP_LONG_SPAN")) {
+      const int v = std::atoi(e);
+      cudaMemcpyToSymbol(g_exp_long_span, &v, sizeof(v));
+    }
+    return true;
+  }();
+  (void)long_span_set;
   constexpr size_t smem = decode_smem_bytes<D, kStages>();
   allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
-  static const int preload = [] {
-    const char* e = std::getenv("PAGODA_EXP_ATTN_PRELOAD");
-    return e ? std::atoi(e) : 0;
-  }();
   launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
-                span, ws_acc, ws_ml, preload);
+                span, ws_acc, ws_ml);
 }
 
 template <int D>
