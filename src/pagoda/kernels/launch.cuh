@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
-#include <unordered_set>
 
 #include "pagoda/kernels/cuda_check.h"
 
@@ -55,15 +54,6 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = pdl_enabled() ? 1 : 0;
-  static const int carveout = [] {  // EXPERIMENT (PAGODA_EXP_CARVEOUT)
-    const char* e = std::getenv("PAGODA_EXP_CARVEOUT");
-    return e ? std::atoi(e) : -1;
-  }();
-  if (carveout >= 0) {
-    static thread_local std::unordered_set<const void*> set;
-    if (set.insert(reinterpret_cast<const void*>(kernel)).second)
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
-  }
   cuda_check(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...), name, __FILE__, __LINE__);
 }
 

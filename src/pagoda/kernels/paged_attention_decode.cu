@@ -292,10 +292,7 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
   const DeviceLimits limits = device_limits();
   const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  static const bool small_stages = std::getenv("PAGODA_EXP_DECODE_SMALL") != nullptr;  // EXPERIMENT
-  if (small_stages) {
-    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
-  } else if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
+  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
     launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, stream);
   } else if (fits(decode_smem_bytes<D, kDecodeStagesWide>())) {
     launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, stream);
