@@ -25,9 +25,8 @@ namespace {
 // faster at 128 keys of context (4.29 vs 4.35 ms a step), 128-key spans at 2,048 (4.45 vs 4.55 ms).
 constexpr int kDecodeLongContext = 512;
 constexpr int kDecodeLongSpan = 2 * kDecodePartitionTokens;
-__device__ int g_exp_long_span = kDecodeLongSpan;  // EXPERIMENT (PAGODA_EXP_LONG_SPAN)
 __device__ __forceinline__ int sequence_span(int seq_len, int span) {
-  return seq_len > kDecodeLongContext ? max(span, g_exp_long_span) : span;
+  return seq_len > kDecodeLongContext ? max(span, kDecodeLongSpan) : span;
 }
 template <int D>
 constexpr size_t decode_stage_elems() {
@@ -248,7 +247,10 @@ __global__ void __launch_bounds__(D / 2)
 // whole number of partitions). One partition per block when the batch leaves the GPU idle; when the
 // batch alone makes about 4 blocks per SM, fewer and longer spans (often one: no merge), so that a graph
 // captured with the largest split count does not launch blocks past every sequence's end. Depends on
-// host values only (graph-safe); coverage num_spans * span >= num_splits * kDecodePartitionTokens.
+// host values only (graph-safe). Coverage, for the longest sequence the split count allows (L = num_splits
+// * kDecodePartitionTokens keys): sequences up to kDecodeLongContext keys take `span`-key blocks, longer
+// ones blocks of sequence_span(), so num_spans is the larger of the two counts they need. (A graph for
+// 4,096 keys at batch 1 launches 32 blocks a head instead of 64: at 2 blocks an SM, one wave.)
 struct DecodeSpans {
   int num_spans, span;
 };
@@ -256,21 +258,20 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int target_blocks = decode_target_blocks();
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
   const int parts_per_span = (num_splits + std::min(num_splits, wanted) - 1) / std::min(num_splits, wanted);
-  return {(num_splits + parts_per_span - 1) / parts_per_span, parts_per_span * kDecodePartitionTokens};
+  const int span = parts_per_span * kDecodePartitionTokens;
+  const int64_t longest = static_cast<int64_t>(num_splits) * kDecodePartitionTokens;
+  const auto spans_for = [](int64_t keys, int span_keys) { return static_cast<int>((keys + span_keys - 1) / span_keys); };
+  static const bool full = std::getenv("PAGODA_EXP_FULL_SPANS") != nullptr;  // EXPERIMENT
+  if (full) return {spans_for(longest, span), span};
+  const int num_spans = std::max(spans_for(std::min<int64_t>(longest, kDecodeLongContext), span),
+                                 spans_for(longest, std::max(span, kDecodeLongSpan)));
+  return {num_spans, span};
 }
 
 template <int D, int kStages>
 void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  static const bool long_span_set = [] {
-    if (const char* e = std::getenv("PAGODA_EXP_LONG_SPAN")) {
-      const int v = std::atoi(e);
-      cudaMemcpyToSymbol(g_exp_long_span, &v, sizeof(v));
-    }
-    return true;
-  }();
-  (void)long_span_set;
   constexpr size_t smem = decode_smem_bytes<D, kStages>();
   allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
   launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
