@@ -38,7 +38,6 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
-constexpr float kGreedyBelow = 1e-5f;    // SamplingParams::is_greedy
 constexpr float kTopPTolerance = 1e-6f;  // as the CPU sampler: a nucleus "reaches" top_p within this
 constexpr uint32_t kNegInfBits = 0xff80u;
 constexpr uint32_t kNegInfKey = 0x007fu;  // key of -inf: the smallest key a sanitised logit can have
@@ -260,7 +259,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint16_t* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   Best best{-__int_as_float(0x7f800000), INT_MAX};
 
-  if (!(p.temperature >= kGreedyBelow)) {
+  if (!(p.temperature >= kGreedyTemperatureBelow)) {
     for_each_quad(row, vocab, [&](int i0, const uint32_t(&b)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {

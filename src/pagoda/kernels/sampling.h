@@ -13,8 +13,10 @@
 
 namespace pagoda::kernels {
 
+constexpr float kGreedyTemperatureBelow = 1e-5f;  // SamplingParams::is_greedy
+
 struct SamplingRow {
-  float temperature = 0.0f;  // < 1e-5: greedy
+  float temperature = 0.0f;  // < kGreedyTemperatureBelow: greedy, and no other field matters
   int32_t top_k = 0;         // <= 0: off
   float top_p = 1.0f;        // >= 1: off
   float min_p = 0.0f;        // <= 0: off

@@ -429,7 +429,7 @@ void CudaOps::Impl::fill_placeholder_tokens(const ForwardBatch& host, const Forw
   for (int t = 0; t < host.num_tokens; ++t)
     PAGODA_CHECK(rows[t] < sampling.num_ids, "token {} reads sample row {} of {}", t, rows[t], sampling.num_ids);
   kernels::fill_placeholder_tokens(staged.token_ids.ptr<int32_t>(), staged.token_from_prev_sample.ptr<const int32_t>(),
-                                   static_cast<const int32_t*>(sampling.ids.data()), host.num_tokens, stream);
+                                   sampling.latest_ids(), host.num_tokens, stream);
 }
 
 Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {

@@ -13,6 +13,7 @@
 #include "pagoda/backend/cuda/device_memory.h"
 #include "pagoda/backend/cuda/step_inputs.h"
 #include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/sampling.h"
 
 namespace pagoda {
 
@@ -43,18 +44,27 @@ struct GraphTimer {
 
 // Device sampling's buffers. Sampled ids stay in `ids` (read by the next step's placeholder tokens) and
 // reach the host through two pinned slots that take turns (one waited for while the next is enqueued).
+// Two slots, used in turn. The ids are copied to the host on a stream of their own, so the next step's
+// input copy and graph do not queue behind that copy; each slot has its own device ids, so a sample
+// never overwrites ids that a copy may still be reading (a slot is reused only after it was waited for).
 struct DeviceSampling {
   struct Slot {
     cuda::PinnedBuffer host;  // [rows] SamplingRow, then [rows] int32 ids
-    cudaEvent_t done = nullptr;
-    bool outstanding = false;  // enqueued, not yet waited for
+    cuda::DeviceBuffer ids;   // [rows] int32: the tokens drawn
+    cudaEvent_t sampled = nullptr;  // on the compute stream, after the sampling kernel
+    cudaEvent_t done = nullptr;     // on copy_stream, after the ids reached `host`
+    bool outstanding = false;       // enqueued, not yet waited for
   };
   ~DeviceSampling();
 
   Slot slots[2];
   int next_slot = 0;
-  cuda::DeviceBuffer rows, ids, workspace;
-  int num_ids = 0;  // rows of the latest enqueue_sample: what `ids` holds
+  cudaStream_t copy_stream = nullptr;
+  cuda::DeviceBuffer rows, workspace;
+  std::vector<kernels::SamplingRow> uploaded;  // what `rows` holds: identical rows are not uploaded again
+  int latest = -1;   // slot of the latest enqueue_sample: its ids are the placeholders' source
+  int num_ids = 0;   // rows of the latest enqueue_sample
+  const int32_t* latest_ids() const { return static_cast<const int32_t*>(slots[latest].ids.data()); }
 };
 
 struct CudaOps::Impl {

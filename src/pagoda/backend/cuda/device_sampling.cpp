@@ -1,9 +1,11 @@
-// CudaOps' device sampling in two halves: enqueue_sample() queues the rows' upload, the sampling kernel
-// and the ids' download after the step's work, and returns; wait_sample() waits for that download. The
-// ids also stay on the device at a stable address, where the next step reads its placeholder tokens.
+// CudaOps' device sampling in two halves: enqueue_sample() queues the rows' upload (skipped when they are
+// what the device already holds), the sampling kernel after the step's work and the ids' download on a
+// copy stream, and returns; wait_sample() waits for that download. The ids also stay on the device, where
+// the next step reads its placeholder tokens.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "pagoda/backend/cuda/cuda_ops.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
@@ -12,8 +14,11 @@
 namespace pagoda {
 
 DeviceSampling::~DeviceSampling() {
-  for (Slot& s : slots)
+  for (Slot& s : slots) {
+    if (s.sampled) cudaEventDestroy(s.sampled);
     if (s.done) cudaEventDestroy(s.done);
+  }
+  if (copy_stream) cudaStreamDestroy(copy_stream);
 }
 
 PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) {
@@ -31,16 +36,18 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   const size_t rows_bytes = n * sizeof(kernels::SamplingRow);
   const size_t ids_bytes = n * sizeof(int32_t);
   const size_t workspace_bytes = kernels::sampling_workspace_bytes(n, vocab);
-  if (!slot.done) PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  if (!ds.copy_stream) PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&ds.copy_stream, cudaStreamNonBlocking));
+  if (!slot.done) {
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  }
   if (slot.host.size() < rows_bytes + ids_bytes) slot.host = cuda::PinnedBuffer(2 * (rows_bytes + ids_bytes));
-  // Buffers that grow are freed with cudaFree, which waits for the device; the old ids are carried over
-  // in stream order because the step being staged may still read them.
-  if (ds.rows.size() < rows_bytes) ds.rows = cuda::DeviceBuffer(2 * rows_bytes);
-  if (ds.ids.size() < ids_bytes) {
-    cuda::DeviceBuffer grown(std::max<size_t>(2 * ids_bytes, 256 * sizeof(int32_t)));
-    if (ds.ids.size() > 0)
-      PAGODA_CUDA_CHECK(cudaMemcpyAsync(grown.data(), ds.ids.data(), ds.ids.size(), cudaMemcpyDeviceToDevice, m.stream));
-    ds.ids = std::move(grown);
+  // Buffers that grow are freed with cudaFree, which waits for the device. This slot's ids are not the
+  // placeholders' source (the other slot's are), and its last copy was waited for.
+  if (slot.ids.size() < ids_bytes) slot.ids = cuda::DeviceBuffer(std::max<size_t>(2 * ids_bytes, 256 * sizeof(int32_t)));
+  if (ds.rows.size() < rows_bytes) {
+    ds.rows = cuda::DeviceBuffer(2 * rows_bytes);
+    ds.uploaded.clear();
   }
   if (ds.workspace.size() < workspace_bytes) ds.workspace = cuda::DeviceBuffer(2 * workspace_bytes);
 
@@ -48,16 +55,26 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   auto* host_ids = reinterpret_cast<int32_t*>(static_cast<char*>(slot.host.data()) + rows_bytes);
   for (int i = 0; i < n; ++i) {
     const DeviceSamplingRow& r = rows[i];
-    host_rows[i] = kernels::SamplingRow{r.temperature, r.top_k, r.top_p, r.min_p, r.seed, r.offset};
+    host_rows[i] = r.temperature < kernels::kGreedyTemperatureBelow
+                       ? kernels::SamplingRow{}  // greedy: nothing else matters, so steady decodes match
+                       : kernels::SamplingRow{r.temperature, r.top_k, r.top_p, r.min_p, r.seed, r.offset};
   }
   auto* dev_rows = static_cast<kernels::SamplingRow*>(ds.rows.data());
-  auto* dev_ids = static_cast<int32_t*>(ds.ids.data());
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(dev_rows, host_rows, rows_bytes, cudaMemcpyHostToDevice, m.stream));
+  auto* dev_ids = static_cast<int32_t*>(slot.ids.data());
+  const bool same_rows = ds.uploaded.size() == static_cast<size_t>(n) &&
+                         std::memcmp(ds.uploaded.data(), host_rows, rows_bytes) == 0;
+  if (!same_rows) {
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(dev_rows, host_rows, rows_bytes, cudaMemcpyHostToDevice, m.stream));
+    ds.uploaded.assign(host_rows, host_rows + n);
+  }
   kernels::sample_tokens(dev_ids, static_cast<const __nv_bfloat16*>(logits.data), dev_rows, n, vocab,
                          ds.workspace.data(), m.stream);
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_ids, dev_ids, ids_bytes, cudaMemcpyDeviceToHost, m.stream));
-  PAGODA_CUDA_CHECK(cudaEventRecord(slot.done, m.stream));
+  PAGODA_CUDA_CHECK(cudaEventRecord(slot.sampled, m.stream));
+  PAGODA_CUDA_CHECK(cudaStreamWaitEvent(ds.copy_stream, slot.sampled, 0));
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_ids, dev_ids, ids_bytes, cudaMemcpyDeviceToHost, ds.copy_stream));
+  PAGODA_CUDA_CHECK(cudaEventRecord(slot.done, ds.copy_stream));
   slot.outstanding = true;
+  ds.latest = slot_index;
   ds.num_ids = n;
   return PendingSample{slot_index, n};
 }
