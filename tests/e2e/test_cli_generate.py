@@ -1,5 +1,6 @@
 """`pagoda generate` / `tokenize` / `detokenize` on the bundled stories260K model against llama2.c's
 greedy references, the vLLM prompt-logprobs convention checked against run.c's logits, and errors."""
+import json
 import math
 import os
 import shutil
@@ -107,6 +108,24 @@ class Tokenize(unittest.TestCase):
         for r, line in zip(refs, lines):
             text = json.loads(line)["text"]
             self.assertTrue(r["output_text"].endswith(text.lstrip(" ")), r["prompt"])
+
+
+class HfCheckpoint(unittest.TestCase):
+    def test_checkpoint_rope_frequencies_reproduce_transformers_references(self):
+        # The references were made with RoPE frequencies rounded to bf16 (tests/data/README.md).
+        model = data("models", "tiny-mistral-spm-hf")
+        with open(data("refs", "hf_tiny-mistral-spm-hf.json"), encoding="utf-8") as f:
+            ref = json.load(f)
+        for gen in ref["generations"]:
+            out = run_json("generate", "-m", model, "--rope-freq-dtype", "checkpoint", "--json", "--ignore-eos",
+                           "--max-tokens", str(len(gen["greedy_ids"])),
+                           "--prompt-ids", ",".join(map(str, gen["prompt_ids"])))
+            self.assertEqual(out["output_ids"], gen["greedy_ids"], gen["prompt"])
+
+    def test_unknown_rope_frequency_dtype_is_rejected(self):
+        p = run("generate", "--rope-freq-dtype", "bf16", "--prompt", "hi", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("rope-freq-dtype", p.stderr)
 
 
 class Errors(unittest.TestCase):

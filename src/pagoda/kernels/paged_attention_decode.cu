@@ -261,8 +261,6 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int span = parts_per_span * kDecodePartitionTokens;
   const int64_t longest = static_cast<int64_t>(num_splits) * kDecodePartitionTokens;
   const auto spans_for = [](int64_t keys, int span_keys) { return static_cast<int>((keys + span_keys - 1) / span_keys); };
-  static const bool full = std::getenv("PAGODA_EXP_FULL_SPANS") != nullptr;  // EXPERIMENT
-  if (full) return {spans_for(longest, span), span};
   const int num_spans = std::max(spans_for(std::min<int64_t>(longest, kDecodeLongContext), span),
                                  spans_for(longest, std::max(span, kDecodeLongSpan)));
   return {num_spans, span};
