@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -261,9 +260,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int T, int R, int U, Epilogue E>
-void launch_with(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRopeOutput& rope,
-                 cudaStream_t stream) {
+template <int T, Epilogue E>
+void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRopeOutput& rope, cudaStream_t stream) {
+  constexpr int R = E != Epilogue::kPlain ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs in a warp
+  constexpr int U = kLoadsPerLane / R;
   const int64_t groups = (static_cast<int64_t>(n) + R - 1) / R;
   const int kv = k / kVec;
   // Split K only while the GPU is short of warps and each slice stays long. The SwiGLU form at T = 1 (two
@@ -278,20 +278,6 @@ void launch_with(bf16* out, const bf16* x, const bf16* w, int n, int k, const Qk
                                                       : "skinny_gemm_qkv_rope";
   launch_kernel(name, skinny_gemm_kernel<T, R, U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n,
                 k, splits, rope);
-}
-
-template <int T, Epilogue E>
-void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRopeOutput& rope, cudaStream_t stream) {
-  constexpr int R = E != Epilogue::kPlain ? std::max(2, rows_per_warp(T)) : rows_per_warp(T);  // pairs in a warp
-  static const int loads = [] {  // EXPERIMENT (PAGODA_EXP_LOADS): 16-byte loads in flight per lane at T = 1
-    const char* e = std::getenv("PAGODA_EXP_LOADS");
-    return e ? std::atoi(e) : kLoadsPerLane;
-  }();
-  if constexpr (T == 1) {
-    if (loads == 16) return launch_with<T, R, 16 / R, E>(out, x, w, n, k, rope, stream);
-    if (loads == 12) return launch_with<T, R, 12 / R, E>(out, x, w, n, k, rope, stream);
-  }
-  launch_with<T, R, kLoadsPerLane / R, E>(out, x, w, n, k, rope, stream);
 }
 
 }  // namespace
