@@ -101,11 +101,11 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
       tmpl = std::shared_ptr<ChatTemplate>(ChatTemplate::fallback());
     }
   }
-  return [tmpl](const nlohmann::json& messages, bool add_generation_prompt) {
+  return [tmpl](const nlohmann::ordered_json& messages, bool add_generation_prompt) {
     ChatTemplateInputs in;
     in.messages = messages;
     in.add_generation_prompt = add_generation_prompt;
-    in.extra = nlohmann::json::object();
+    in.extra = nlohmann::ordered_json::object();
     return tmpl->render(in);
   };
 #else
@@ -114,7 +114,7 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
   (void)eos_text;
   if (!o.chat_template.empty()) throw Error("--chat-template needs a build with chat-template support");
   // The same ChatML-like default ChatTemplate::fallback() documents.
-  return [](const nlohmann::json& messages, bool add_generation_prompt) {
+  return [](const nlohmann::ordered_json& messages, bool add_generation_prompt) {
     std::string out;
     for (const auto& m : messages) {
       std::string content;

@@ -132,6 +132,10 @@ json parse_json_object(const std::string& body) {
   return o;
 }
 
+nlohmann::ordered_json ordered_field(const std::string& body, const char* key) {
+  return nlohmann::ordered_json::parse(body).at(key);
+}
+
 ParsedRequest parse_completion_request(const std::string& body) {
   const json o = parse_json_object(body);
   ParsedRequest r;
@@ -187,7 +191,7 @@ ParsedRequest parse_chat_request(const std::string& body) {
     if (m.contains("content") && !(m["content"].is_string() || m["content"].is_array() || m["content"].is_null()))
       bad(field + ".content", "a string or a list of content parts");
   }
-  r.messages = messages;
+  r.messages = ordered_field(body, "messages");
   r.add_generation_prompt = boolean(o, "add_generation_prompt", true);
   if (boolean(o, "logprobs", false)) {
     const int64_t k = integer(o, "top_logprobs", 0);

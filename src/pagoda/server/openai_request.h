@@ -22,7 +22,7 @@ struct ParsedRequest {
   bool chat = false;
   std::string model;  // "" when left out
   std::vector<PromptInput> prompts;  // completions: one or more; chat: filled after the template
-  nlohmann::json messages;           // chat
+  nlohmann::ordered_json messages;   // chat, with each object's keys in the order they were sent
   bool add_generation_prompt = true;
   bool add_special_tokens = true;    // completions; chat decides from the rendered template
   SamplingParams params;
@@ -45,5 +45,7 @@ ParsedRequest parse_chat_request(const std::string& body);
 
 // Parses a body as a JSON object or throws ApiError(400).
 nlohmann::json parse_json_object(const std::string& body);
+// body[key] with objects' keys in the order they were sent (for chat templates); body is valid JSON.
+nlohmann::ordered_json ordered_field(const std::string& body, const char* key);
 
 }  // namespace pagoda::server

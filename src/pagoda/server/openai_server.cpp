@@ -136,7 +136,7 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   }
 }
 
-std::string OpenAiServer::chat_prompt(const json& messages, bool add_generation_prompt) const {
+std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
   if (!chat_) throw ApiError(400, "this model has no chat template");
   return chat_(messages, add_generation_prompt);
 }
@@ -225,7 +225,7 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
       if (!o["add_generation_prompt"].is_boolean()) throw ApiError(400, "'add_generation_prompt' must be true or false", "add_generation_prompt");
       add_generation_prompt = o["add_generation_prompt"].get<bool>();
     }
-    ids = encode_chat(chat_prompt(o["messages"], add_generation_prompt));
+    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), add_generation_prompt));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

@@ -23,7 +23,7 @@ namespace pagoda::server {
 
 // Renders chat messages into a prompt (the model's chat template); throws pagoda::InvalidRequest for
 // messages the template rejects.
-using ChatRenderer = std::function<std::string(const nlohmann::json& messages, bool add_generation_prompt)>;
+using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages, bool add_generation_prompt)>;
 
 struct OpenAiServerOptions {
   std::string served_model_name;
@@ -48,7 +48,7 @@ class OpenAiServer {
  private:
   void route(const std::shared_ptr<Exchange>& exchange);
   void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, const Tenant* tenant);
-  std::string chat_prompt(const nlohmann::json& messages, bool add_generation_prompt) const;
+  std::string chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
   void tokenize(const std::shared_ptr<Exchange>& exchange);
   void detokenize(const std::shared_ptr<Exchange>& exchange);

@@ -11,10 +11,12 @@
 
 namespace pagoda {
 
+// Ordered JSON: objects keep their keys in the order given, so `tojson` in a template writes them as
+// transformers would write the Python dicts of the same request.
 struct ChatTemplateInputs {
-  nlohmann::json messages;  // [{"role": "...", "content": "..."}, ...] (content may be a list of parts)
+  nlohmann::ordered_json messages;  // [{"role": "...", "content": "..."}, ...] (content may be a list of parts)
   bool add_generation_prompt = true;
-  nlohmann::json extra;  // other variables the template may read (e.g. "tools", "date_string")
+  nlohmann::ordered_json extra;  // other variables the template may read (e.g. "tools", "date_string")
 };
 
 class ChatTemplate {

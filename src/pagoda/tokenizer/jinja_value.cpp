@@ -27,33 +27,39 @@ void ValueDict::set(const std::string& key, Value value) {
   items.emplace_back(key, std::move(value));
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+template <typename Json>
+Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
+    case Json::value_t::null:
       return Value(nullptr);
-    case nlohmann::json::value_t::boolean:
-      return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
-      return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float:
-      return Value(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case Json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return Value(j.template get<int64_t>());
+    case Json::value_t::number_float:
+      return Value(j.template get<double>());
+    case Json::value_t::string:
+      return Value(j.template get<std::string>());
+    case Json::value_t::array: {
       ValueList list;
-      for (const auto& item : j) list.push_back(from_json(item));
+      for (const auto& item : j) list.push_back(value_from_json(item));
       return Value(std::move(list));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       ValueDict dict;
-      for (const auto& [k, v] : j.items()) dict.items.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) dict.items.emplace_back(k, value_from_json(v));
       return Value(std::move(dict));
     }
     default:
       return Value();  // discarded / binary: nothing a template can use
   }
 }
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
 
 Value Value::callable(std::string name, decltype(Callable::fn) fn) {
   return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn)}));

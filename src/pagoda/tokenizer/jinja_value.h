@@ -66,7 +66,10 @@ class Value {
   Value(std::shared_ptr<Namespace> ns) : v_(std::move(ns)) {}
   Value(std::shared_ptr<Callable> c) : v_(std::move(c)) {}
 
+  // Objects keep their keys' order: an ordered_json (a request's messages) renders as it was sent, as a
+  // Python dict would; a plain json has its keys sorted.
   static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::ordered_json& j);
   static Value callable(std::string name, decltype(Callable::fn) fn);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }

@@ -46,6 +46,17 @@ TEST(OpenAiRequest, Fields) {
   EXPECT_EQ(c.top_logprobs, 3);
 }
 
+// A chat template's tojson writes a message's keys in the order the client sent them, as transformers
+// does with the Python dicts of the same request (not sorted).
+TEST(OpenAiRequest, ChatMessagesKeepTheirKeyOrder) {
+  const auto c = parse_chat_request(
+      R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+          "function": {"name": "f", "arguments": {"zeta": 1, "alpha": 2}}}]}]})");
+  EXPECT_EQ(c.messages.dump(),
+            R"([{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f",)"
+            R"("arguments":{"zeta":1,"alpha":2}}}]}])");
+}
+
 TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
   EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");

@@ -158,6 +158,13 @@ TEST(ChatTemplateJinjaVars, StandardAndExtraVariables) {
   EXPECT_EQ(render("{{ bos_token }}{{ tools | length }}", {{"bos_token", "B"}, {"tools", {1, 2}}}), "B2");
 }
 
+TEST(ChatTemplateJinjaVars, ToJsonKeepsTheKeyOrderOfTheMessages) {
+  ChatTemplate t("{{ messages[0] | tojson }}|{% for k, v in messages[0].items() %}{{ k }},{% endfor %}", "<s>", "</s>");
+  const auto messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "x", "zeta": 1, "alpha": [2]}])");
+  EXPECT_EQ(t.render({.messages = messages}),
+            R"({"role": "user", "content": "x", "zeta": 1, "alpha": [2]}|role,content,zeta,alpha,)");
+}
+
 TEST(ChatTemplateJinjaVars, GenerationPromptFlag) {
   ChatTemplate t("{% if add_generation_prompt %}GEN{% else %}NONE{% endif %}", "", "");
   EXPECT_EQ(t.render({.messages = kMessages, .add_generation_prompt = true}), "GEN");
