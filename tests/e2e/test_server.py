@@ -332,6 +332,57 @@ class AsyncSchedulingServerTest(ServerTest):
     SERVER_ARGS = ("--async-scheduling",)
 
 
+class ChatTemplateVariablesTest(unittest.TestCase):
+    """vLLM's chat_template_kwargs reach the template, and messages keep the key order the client sent
+    (a template's tojson writes them as transformers would), through /tokenize and chat completions."""
+    TEMPLATE = ("{{ messages[0] | tojson }}|{% if enable_thinking is defined and not enable_thinking %}no_think"
+                "{% else %}think{% endif %}|")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.tmp.name, "template.jinja")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(cls.TEMPLATE)
+        cls.server = Server("-m", os.path.join(pagoda_cli.ARGS.data, "models", "tiny-llama3-hf"),
+                            "--chat-template", path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.tmp.cleanup()
+
+    def rendered(self, **body):
+        message = {"role": "user", "content": "hi", "zeta": 1, "alpha": 2}
+        status, out = self.server.post("/tokenize", {"messages": [message], **body})
+        self.assertEqual(status, 200, out)
+        status, text = self.server.post("/detokenize", {"tokens": out["tokens"]})
+        self.assertEqual(status, 200, text)
+        return text["prompt"]
+
+    def test_kwargs_and_key_order_reach_the_template(self):
+        order = '{"role": "user", "content": "hi", "zeta": 1, "alpha": 2}'
+        self.assertTrue(self.rendered().endswith(order + "|think|"), self.rendered())
+        no_think = self.rendered(chat_template_kwargs={"enable_thinking": False})
+        self.assertTrue(no_think.endswith(order + "|no_think|"), no_think)
+
+    def test_chat_completion_uses_kwargs(self):
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0}
+        status, plain = self.server.post("/v1/chat/completions", body)
+        self.assertEqual(status, 200, plain)
+        status, no_think = self.server.post("/v1/chat/completions",
+                                            {**body, "chat_template_kwargs": {"enable_thinking": False}})
+        self.assertEqual(status, 200, no_think)
+        # "no_think" is longer than "think": the prompt grows.
+        self.assertGreater(no_think["usage"]["prompt_tokens"], plain["usage"]["prompt_tokens"])
+
+    def test_bad_kwargs_are_400_naming_the_field(self):
+        for kwargs in ("x", {"messages": []}, {"add_generation_prompt": False}):
+            status, out = self.server.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": kwargs})
+            assert_error(self, status, out, 400, "chat_template_kwargs")
+
+
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_finishes_in_flight_and_exits_zero(self):
         server = Server()

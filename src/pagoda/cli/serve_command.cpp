@@ -101,12 +101,9 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
       tmpl = std::shared_ptr<ChatTemplate>(ChatTemplate::fallback());
     }
   }
-  return [tmpl](const nlohmann::ordered_json& messages, bool add_generation_prompt) {
-    ChatTemplateInputs in;
-    in.messages = messages;
-    in.add_generation_prompt = add_generation_prompt;
-    in.extra = nlohmann::ordered_json::object();
-    return tmpl->render(in);
+  return [tmpl](const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                const nlohmann::ordered_json& template_kwargs) {
+    return tmpl->render(ChatTemplateInputs{messages, add_generation_prompt, template_kwargs});
   };
 #else
   (void)model_path;
@@ -114,7 +111,7 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
   (void)eos_text;
   if (!o.chat_template.empty()) throw Error("--chat-template needs a build with chat-template support");
   // The same ChatML-like default ChatTemplate::fallback() documents.
-  return [](const nlohmann::ordered_json& messages, bool add_generation_prompt) {
+  return [](const nlohmann::ordered_json& messages, bool add_generation_prompt, const nlohmann::ordered_json&) {
     std::string out;
     for (const auto& m : messages) {
       std::string content;

@@ -136,6 +136,16 @@ nlohmann::ordered_json ordered_field(const std::string& body, const char* key) {
   return nlohmann::ordered_json::parse(body).at(key);
 }
 
+nlohmann::ordered_json chat_template_kwargs(const json& o, const std::string& body) {
+  if (!present(o, "chat_template_kwargs")) return nlohmann::ordered_json::object();
+  if (!o["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "an object of template variables");
+  for (const char* reserved : {"messages", "add_generation_prompt"})
+    if (o["chat_template_kwargs"].contains(reserved))
+      throw ApiError(400, fmt::format("'chat_template_kwargs' cannot set '{}': it is a request field", reserved),
+                     "chat_template_kwargs");
+  return ordered_field(body, "chat_template_kwargs");
+}
+
 ParsedRequest parse_completion_request(const std::string& body) {
   const json o = parse_json_object(body);
   ParsedRequest r;
@@ -193,6 +203,7 @@ ParsedRequest parse_chat_request(const std::string& body) {
   }
   r.messages = ordered_field(body, "messages");
   r.add_generation_prompt = boolean(o, "add_generation_prompt", true);
+  r.chat_template_kwargs = chat_template_kwargs(o, body);
   if (boolean(o, "logprobs", false)) {
     const int64_t k = integer(o, "top_logprobs", 0);
     if (k < 0 || k > kMaxLogprobs) bad("top_logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));

@@ -24,6 +24,7 @@ struct ParsedRequest {
   std::vector<PromptInput> prompts;  // completions: one or more; chat: filled after the template
   nlohmann::ordered_json messages;   // chat, with each object's keys in the order they were sent
   bool add_generation_prompt = true;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // extra template variables
   bool add_special_tokens = true;    // completions; chat decides from the rendered template
   SamplingParams params;
   bool max_tokens_given = false;
@@ -47,5 +48,8 @@ ParsedRequest parse_chat_request(const std::string& body);
 nlohmann::json parse_json_object(const std::string& body);
 // body[key] with objects' keys in the order they were sent (for chat templates); body is valid JSON.
 nlohmann::ordered_json ordered_field(const std::string& body, const char* key);
+// vLLM's `chat_template_kwargs`: an object of extra chat-template variables (empty when left out); 400
+// naming the field for another type or a key the renderer sets itself.
+nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& o, const std::string& body);
 
 }  // namespace pagoda::server

@@ -136,9 +136,10 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   }
 }
 
-std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
+std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                      const nlohmann::ordered_json& template_kwargs) const {
   if (!chat_) throw ApiError(400, "this model has no chat template");
-  return chat_(messages, add_generation_prompt);
+  return chat_(messages, add_generation_prompt, template_kwargs);
 }
 
 std::vector<TokenId> OpenAiServer::encode_chat(const std::string& rendered) const {
@@ -156,7 +157,7 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   check_model(parsed.model);
   if (parsed.chat) {
     if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; chat is unavailable");
-    parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.add_generation_prompt))});
+    parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.add_generation_prompt, parsed.chat_template_kwargs))});
   } else {
     for (PromptInput& p : parsed.prompts) {
       if (!p.text) continue;
@@ -225,7 +226,8 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
       if (!o["add_generation_prompt"].is_boolean()) throw ApiError(400, "'add_generation_prompt' must be true or false", "add_generation_prompt");
       add_generation_prompt = o["add_generation_prompt"].get<bool>();
     }
-    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), add_generation_prompt));
+    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), add_generation_prompt,
+                                  chat_template_kwargs(o, ex->request().body)));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

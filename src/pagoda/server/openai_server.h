@@ -23,7 +23,9 @@ namespace pagoda::server {
 
 // Renders chat messages into a prompt (the model's chat template); throws pagoda::InvalidRequest for
 // messages the template rejects.
-using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages, bool add_generation_prompt)>;
+// The chat template: messages, add_generation_prompt, and extra template variables (an object).
+using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                               const nlohmann::ordered_json& template_kwargs)>;
 
 struct OpenAiServerOptions {
   std::string served_model_name;
@@ -48,7 +50,8 @@ class OpenAiServer {
  private:
   void route(const std::shared_ptr<Exchange>& exchange);
   void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, const Tenant* tenant);
-  std::string chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
+  std::string chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                          const nlohmann::ordered_json& template_kwargs) const;
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
   void tokenize(const std::shared_ptr<Exchange>& exchange);
   void detokenize(const std::shared_ptr<Exchange>& exchange);

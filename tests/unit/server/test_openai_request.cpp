@@ -46,6 +46,17 @@ TEST(OpenAiRequest, Fields) {
   EXPECT_EQ(c.top_logprobs, 3);
 }
 
+TEST(OpenAiRequest, ChatTemplateKwargs) {
+  const auto c = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false, "b": 1, "a": 2}})");
+  EXPECT_EQ(c.chat_template_kwargs.dump(), R"({"enable_thinking":false,"b":1,"a":2})");
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})").chat_template_kwargs.empty());
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})", true),
+            "chat_template_kwargs");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})", true),
+            "chat_template_kwargs");
+}
+
 // A chat template's tojson writes a message's keys in the order the client sent them, as transformers
 // does with the Python dicts of the same request (not sorted).
 TEST(OpenAiRequest, ChatMessagesKeepTheirKeyOrder) {
