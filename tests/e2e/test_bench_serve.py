@@ -113,6 +113,7 @@ class BenchServeTest(unittest.TestCase):
         self.assertTrue(all(q["prompt_len"] == 72 for q in r["requests"]))
         cached = [q["cached_tokens"] for q in r["requests"]]
         self.assertGreaterEqual(sum(c >= 64 for c in cached), 30 - 3, cached)  # all but each group's first
+        self.assertEqual(r["total_cached_input_tokens"], sum(cached))
         self.assertGreater(self.server.metric("pagoda:prefix_cache_hits_total"), hits_before)
 
     def test_concurrency_limit_and_goodput(self):

@@ -58,6 +58,13 @@ void print_report(std::FILE* out, const ServeBenchmarkOptions& o, const GoodputS
   line(out, "Request rate configured (RPS)", std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate));
   line(out, "Benchmark duration (s)", fmt::format("{:.2f}", s.duration));
   line(out, "Total input tokens", std::to_string(s.total_input));
+  if (s.total_cached_input >= 0) {
+    // Prompts served from the prefix cache skip most of their prefill: a run that repeats an earlier
+    // run's prompts (the same --seed) measures the cache, not prefill.
+    line(out, "Prefix-cached input tokens",
+         fmt::format("{} ({:.1f}%)", s.total_cached_input,
+                     s.total_input > 0 ? 100.0 * static_cast<double>(s.total_cached_input) / static_cast<double>(s.total_input) : 0.0));
+  }
   line(out, "Total generated tokens", std::to_string(s.total_output));
   line(out, "Request throughput (req/s)", fmt::format("{:.2f}", s.request_throughput));
   if (slo.any()) line(out, "Request goodput (req/s)", fmt::format("{:.2f}", s.request_goodput));
@@ -132,6 +139,7 @@ json result_json(const ServeBenchmarkOptions& o, const GoodputSlo& slo, const st
       {"completed", s.completed},
       {"failed", s.failed},
       {"total_input_tokens", s.total_input},
+      {"total_cached_input_tokens", s.total_cached_input >= 0 ? json(s.total_cached_input) : json(nullptr)},
       {"total_output_tokens", s.total_output},
       {"request_throughput", s.request_throughput},
       {"request_goodput", slo.any() ? json(s.request_goodput) : json(nullptr)},

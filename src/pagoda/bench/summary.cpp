@@ -67,6 +67,7 @@ Summary summarize(const std::vector<RequestRecord>& records, double duration, co
     }
     ++s.completed;
     s.total_input += std::max(r.prompt_tokens, 0);
+    if (r.cached_tokens >= 0) s.total_cached_input = std::max<int64_t>(s.total_cached_input, 0) + r.cached_tokens;
     s.total_output += std::max(r.output_tokens, 0);
     ttft.push_back(r.ttft * 1e3);
     e2el.push_back(r.e2el * 1e3);

@@ -25,6 +25,9 @@ GoodputSlo parse_goodput(const std::vector<std::string>& specs);
 struct Summary {
   int completed = 0, failed = 0, good = 0;
   int64_t total_input = 0, total_output = 0;  // successful requests' usage
+  // Of total_input, the prompt tokens the server's prefix cache served (usage.prompt_tokens_details
+  // .cached_tokens); -1 when no response reported it.
+  int64_t total_cached_input = -1;
   double duration = 0;
   double request_throughput = 0, request_goodput = 0, output_throughput = 0, total_token_throughput = 0;
   double peak_output_throughput = 0;  // tok/s, the busiest one-second bin

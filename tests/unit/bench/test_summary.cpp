@@ -50,6 +50,14 @@ TEST(Summary, ThroughputLatencyAndGoodput) {
   EXPECT_EQ(s.peak_concurrency, 1);  // 0-0.11, 0.5-0.9, 1.0-1.02 never overlap
 }
 
+TEST(Summary, PrefixCachedInputTokensWhenReported) {
+  std::vector<RequestRecord> records = {ok(0, 0.01, 0.1, 100, 1, {}), ok(0, 0.01, 0.1, 50, 1, {})};
+  EXPECT_EQ(summarize(records, 1.0, {}, {50}).total_cached_input, -1);  // no response reported it
+  records[0].cached_tokens = 64;
+  records[1].cached_tokens = 0;
+  EXPECT_EQ(summarize(records, 1.0, {}, {50}).total_cached_input, 64);
+}
+
 TEST(Summary, PeakConcurrency) {
   std::vector<RequestRecord> r = {ok(0, 0, 1.0, 1, 1, {}), ok(0.5, 0, 1.0, 1, 1, {}), ok(0.7, 0, 0.1, 1, 1, {}),
                                   ok(1.5, 0, 1.0, 1, 1, {})};
