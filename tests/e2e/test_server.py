@@ -383,6 +383,49 @@ class ChatTemplateVariablesTest(unittest.TestCase):
             assert_error(self, status, out, 400, "chat_template_kwargs")
 
 
+class ContinueFinalMessageTest(unittest.TestCase):
+    """vLLM's continue_final_message with the real Llama-3 chat template: the prompt ends with the final
+    message's text, without the template's end-of-turn, and a chat completion continues it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("-m", os.path.join(pagoda_cli.ARGS.data, "models", "tiny-llama3-hf"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    MESSAGES = [{"role": "user", "content": "Tell me a story"}, {"role": "assistant", "content": "Once upon a "}]
+
+    def prompt(self, **body):
+        status, out = self.server.post("/tokenize", {"messages": self.MESSAGES, **body})
+        self.assertEqual(status, 200, out)
+        status, text = self.server.post("/detokenize", {"tokens": out["tokens"]})
+        self.assertEqual(status, 200, text)
+        return text["prompt"]
+
+    def test_prompt_stops_at_the_final_text(self):
+        # This template trims the content, closes each turn with <|eot_id|> and always opens an assistant turn.
+        closed = self.prompt(add_generation_prompt=False)
+        self.assertIn("Once upon a<|eot_id|><|start_header_id|>assistant", closed)
+        open_ended = self.prompt(continue_final_message=True)
+        self.assertEqual(open_ended, closed[: closed.rindex("Once upon a") + len("Once upon a")])
+        status, out = self.server.post("/v1/chat/completions", {
+            "messages": self.MESSAGES, "continue_final_message": True, "max_tokens": 2, "temperature": 0})
+        self.assertEqual(status, 200, out)
+        status, tok = self.server.post("/tokenize", {"messages": self.MESSAGES, "continue_final_message": True})
+        self.assertEqual(out["usage"]["prompt_tokens"], tok["count"])
+
+    def test_conflicts_and_missing_text_are_400(self):
+        status, out = self.server.post("/v1/chat/completions", {
+            "messages": self.MESSAGES, "continue_final_message": True, "add_generation_prompt": True})
+        assert_error(self, status, out, 400, "continue_final_message")
+        status, out = self.server.post("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "   "}],
+            "continue_final_message": True})
+        assert_error(self, status, out, 400, "continue_final_message")
+
+
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_finishes_in_flight_and_exits_zero(self):
         server = Server()

@@ -136,14 +136,22 @@ nlohmann::ordered_json ordered_field(const std::string& body, const char* key) {
   return nlohmann::ordered_json::parse(body).at(key);
 }
 
-nlohmann::ordered_json chat_template_kwargs(const json& o, const std::string& body) {
-  if (!present(o, "chat_template_kwargs")) return nlohmann::ordered_json::object();
-  if (!o["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "an object of template variables");
-  for (const char* reserved : {"messages", "add_generation_prompt"})
-    if (o["chat_template_kwargs"].contains(reserved))
-      throw ApiError(400, fmt::format("'chat_template_kwargs' cannot set '{}': it is a request field", reserved),
-                     "chat_template_kwargs");
-  return ordered_field(body, "chat_template_kwargs");
+ChatOptions parse_chat_options(const json& o, const std::string& body) {
+  ChatOptions c;
+  c.continue_final_message = boolean(o, "continue_final_message", false);
+  c.add_generation_prompt = boolean(o, "add_generation_prompt", !c.continue_final_message);
+  if (c.continue_final_message && c.add_generation_prompt)
+    throw ApiError(400, "'continue_final_message' and 'add_generation_prompt' cannot both be true",
+                   "continue_final_message");
+  if (present(o, "chat_template_kwargs")) {
+    if (!o["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "an object of template variables");
+    for (const char* reserved : {"messages", "add_generation_prompt"})
+      if (o["chat_template_kwargs"].contains(reserved))
+        throw ApiError(400, fmt::format("'chat_template_kwargs' cannot set '{}': it is a request field", reserved),
+                       "chat_template_kwargs");
+    c.template_kwargs = ordered_field(body, "chat_template_kwargs");
+  }
+  return c;
 }
 
 ParsedRequest parse_completion_request(const std::string& body) {
@@ -202,8 +210,7 @@ ParsedRequest parse_chat_request(const std::string& body) {
       bad(field + ".content", "a string or a list of content parts");
   }
   r.messages = ordered_field(body, "messages");
-  r.add_generation_prompt = boolean(o, "add_generation_prompt", true);
-  r.chat_template_kwargs = chat_template_kwargs(o, body);
+  r.chat_options = parse_chat_options(o, body);
   if (boolean(o, "logprobs", false)) {
     const int64_t k = integer(o, "top_logprobs", 0);
     if (k < 0 || k > kMaxLogprobs) bad("top_logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));

@@ -18,13 +18,19 @@ struct PromptInput {
   std::vector<TokenId> ids;         // given as ids (text unset), or filled by tokenizing
 };
 
+// The request fields that steer a chat template (chat completions and /tokenize with messages).
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the last message stays open: the model continues it ("prefill")
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // vLLM's chat_template_kwargs
+};
+
 struct ParsedRequest {
   bool chat = false;
   std::string model;  // "" when left out
   std::vector<PromptInput> prompts;  // completions: one or more; chat: filled after the template
   nlohmann::ordered_json messages;   // chat, with each object's keys in the order they were sent
-  bool add_generation_prompt = true;
-  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // extra template variables
+  ChatOptions chat_options;          // chat
   bool add_special_tokens = true;    // completions; chat decides from the rendered template
   SamplingParams params;
   bool max_tokens_given = false;
@@ -48,8 +54,9 @@ ParsedRequest parse_chat_request(const std::string& body);
 nlohmann::json parse_json_object(const std::string& body);
 // body[key] with objects' keys in the order they were sent (for chat templates); body is valid JSON.
 nlohmann::ordered_json ordered_field(const std::string& body, const char* key);
-// vLLM's `chat_template_kwargs`: an object of extra chat-template variables (empty when left out); 400
-// naming the field for another type or a key the renderer sets itself.
-nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& o, const std::string& body);
+// add_generation_prompt, continue_final_message (vLLM's; they cannot both be true, and the second turns
+// the first off when it is left out) and chat_template_kwargs (an object of extra template variables that
+// cannot set messages or add_generation_prompt); 400 naming the field otherwise.
+ChatOptions parse_chat_options(const nlohmann::json& o, const std::string& body);
 
 }  // namespace pagoda::server

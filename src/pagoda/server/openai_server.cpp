@@ -136,10 +136,43 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   }
 }
 
-std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                      const nlohmann::ordered_json& template_kwargs) const {
+namespace {
+
+// The text of a message to continue: its content, or the last text part of a list of parts (as
+// transformers' apply_chat_template picks it), without surrounding whitespace (templates often trim it).
+std::string final_message_text(const nlohmann::ordered_json& messages) {
+  const auto& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::ordered_json();
+  std::string text;
+  if (content.is_string()) {
+    text = content.get<std::string>();
+  } else if (content.is_array()) {
+    for (auto it = content.rbegin(); it != content.rend(); ++it) {
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) {
+        text = (*it)["text"].get<std::string>();
+        break;
+      }
+    }
+  }
+  const auto first = text.find_first_not_of(" \t\n\r\f\v");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
+}
+
+}  // namespace
+
+std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
   if (!chat_) throw ApiError(400, "this model has no chat template");
-  return chat_(messages, add_generation_prompt, template_kwargs);
+  std::string rendered = chat_(messages, options.add_generation_prompt, options.template_kwargs);
+  if (!options.continue_final_message) return rendered;
+  // As transformers does: cut the rendered chat right after the final message's text, dropping whatever
+  // the template closes it with (end-of-turn tokens), so the model continues that message.
+  const std::string text = final_message_text(messages);
+  const size_t at = text.empty() ? std::string::npos : rendered.rfind(text);
+  if (at == std::string::npos)
+    throw ApiError(400, "'continue_final_message' is set but the final message's text is not in the rendered chat",
+                   "continue_final_message");
+  rendered.resize(at + text.size());
+  return rendered;
 }
 
 std::vector<TokenId> OpenAiServer::encode_chat(const std::string& rendered) const {
@@ -157,7 +190,7 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   check_model(parsed.model);
   if (parsed.chat) {
     if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; chat is unavailable");
-    parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.add_generation_prompt, parsed.chat_template_kwargs))});
+    parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.chat_options))});
   } else {
     for (PromptInput& p : parsed.prompts) {
       if (!p.text) continue;
@@ -221,13 +254,7 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
   std::vector<TokenId> ids;
   if (o.contains("messages")) {
     if (!o["messages"].is_array()) throw ApiError(400, "'messages' must be a list of messages", "messages");
-    bool add_generation_prompt = true;
-    if (o.contains("add_generation_prompt")) {
-      if (!o["add_generation_prompt"].is_boolean()) throw ApiError(400, "'add_generation_prompt' must be true or false", "add_generation_prompt");
-      add_generation_prompt = o["add_generation_prompt"].get<bool>();
-    }
-    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), add_generation_prompt,
-                                  chat_template_kwargs(o, ex->request().body)));
+    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), parse_chat_options(o, ex->request().body)));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

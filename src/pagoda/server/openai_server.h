@@ -50,8 +50,8 @@ class OpenAiServer {
  private:
   void route(const std::shared_ptr<Exchange>& exchange);
   void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, const Tenant* tenant);
-  std::string chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                          const nlohmann::ordered_json& template_kwargs) const;
+  // The rendered chat (400 when the model has no template, or the final message to continue is not in it).
+  std::string chat_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
   void tokenize(const std::shared_ptr<Exchange>& exchange);
   void detokenize(const std::shared_ptr<Exchange>& exchange);

@@ -49,12 +49,23 @@ TEST(OpenAiRequest, Fields) {
 TEST(OpenAiRequest, ChatTemplateKwargs) {
   const auto c = parse_chat_request(
       R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false, "b": 1, "a": 2}})");
-  EXPECT_EQ(c.chat_template_kwargs.dump(), R"({"enable_thinking":false,"b":1,"a":2})");
-  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})").chat_template_kwargs.empty());
+  EXPECT_EQ(c.chat_options.template_kwargs.dump(), R"({"enable_thinking":false,"b":1,"a":2})");
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})").chat_options.template_kwargs.empty());
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})", true),
             "chat_template_kwargs");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})", true),
             "chat_template_kwargs");
+}
+
+TEST(OpenAiRequest, ContinueFinalMessage) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once"}])";
+  const auto c = parse_chat_request("{" + messages + R"(, "continue_final_message": true})");
+  EXPECT_TRUE(c.chat_options.continue_final_message);
+  EXPECT_FALSE(c.chat_options.add_generation_prompt);  // left out: off with continue_final_message
+  EXPECT_TRUE(parse_chat_request("{" + messages + "}").chat_options.add_generation_prompt);
+  EXPECT_EQ(param_of("{" + messages + R"(, "continue_final_message": true, "add_generation_prompt": true})", true),
+            "continue_final_message");
+  EXPECT_EQ(param_of("{" + messages + R"(, "continue_final_message": 1})", true), "continue_final_message");
 }
 
 // A chat template's tojson writes a message's keys in the order the client sent them, as transformers
