@@ -424,6 +424,9 @@ class ContinueFinalMessageTest(unittest.TestCase):
             "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "   "}],
             "continue_final_message": True})
         assert_error(self, status, out, 400, "continue_final_message")
+        status, out = self.server.post("/tokenize", {"messages": [], "continue_final_message": True})
+        self.assertEqual(status, 400, out)  # nothing to continue (and the server stays up)
+        self.assertEqual(self.server.request("GET", "/health")[0], 200)
 
 
 class ShutdownTest(unittest.TestCase):

@@ -141,6 +141,7 @@ namespace {
 // The text of a message to continue: its content, or the last text part of a list of parts (as
 // transformers' apply_chat_template picks it), without surrounding whitespace (templates often trim it).
 std::string final_message_text(const nlohmann::ordered_json& messages) {
+  if (!messages.is_array() || messages.empty()) return "";
   const auto& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::ordered_json();
   std::string text;
   if (content.is_string()) {
@@ -254,7 +255,8 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
   std::vector<TokenId> ids;
   if (o.contains("messages")) {
     if (!o["messages"].is_array()) throw ApiError(400, "'messages' must be a list of messages", "messages");
-    ids = encode_chat(chat_prompt(ordered_field(ex->request().body, "messages"), parse_chat_options(o, ex->request().body)));
+    const std::string& body = ex->request().body;
+    ids = encode_chat(chat_prompt(ordered_field(body, "messages"), parse_chat_options(o, body)));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

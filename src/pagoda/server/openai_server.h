@@ -21,9 +21,8 @@
 
 namespace pagoda::server {
 
-// Renders chat messages into a prompt (the model's chat template); throws pagoda::InvalidRequest for
-// messages the template rejects.
-// The chat template: messages, add_generation_prompt, and extra template variables (an object).
+// Renders chat messages into a prompt with the model's chat template (add_generation_prompt, extra template
+// variables as an object); throws pagoda::InvalidRequest for messages the template rejects.
 using ChatRenderer = std::function<std::string(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                                const nlohmann::ordered_json& template_kwargs)>;
 
