@@ -272,6 +272,20 @@ class ServerTest(unittest.TestCase):
         # The server keeps serving after every error.
         self.complete(prompt="Once upon a time", max_tokens=2)
 
+    def test_logit_bias(self):
+        # +100 on one token makes greedy decoding repeat it; the reported logprobs stay the model's own.
+        out = self.complete(prompt="Once upon a time", max_tokens=4, temperature=0, ignore_eos=True,
+                            logit_bias={"300": 100}, logprobs=1)
+        status, ref = self.server.post("/detokenize", {"tokens": [300] * 4})
+        self.assertEqual(status, 200, ref)
+        self.assertEqual(out["choices"][0]["text"].lstrip(" "), ref["prompt"])  # a leading space after "time"
+        self.assertLess(out["choices"][0]["logprobs"]["token_logprobs"][0], -1.0)  # unlikely without the bias
+        status, body = self.server.post("/v1/completions", {"prompt": "x", "logit_bias": {"99999": 1}})
+        assert_error(self, status, body, 400)
+        self.assertIn("logit_bias", body["error"]["message"])
+        status, body = self.server.post("/v1/completions", {"prompt": "x", "logit_bias": {"1": 1000}})
+        assert_error(self, status, body, 400, "logit_bias")
+
     def test_keep_alive(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
         for _ in range(3):

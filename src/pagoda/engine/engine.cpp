@@ -142,6 +142,9 @@ void Engine::admit(Pending p) {
     const int vocab = model_.config().vocab_size;
     for (TokenId t : p.request.prompt_ids)
       if (t < 0 || t >= vocab) throw InvalidRequest(fmt::format("token id {} is outside the vocabulary ({})", t, vocab));
+    for (const auto& [t, bias] : p.request.params.logit_bias)
+      if (t < 0 || t >= vocab)
+        throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
     scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
                                    .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
                                    .cache_salt = p.request.cache_salt});

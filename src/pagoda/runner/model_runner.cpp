@@ -16,9 +16,12 @@ bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0;
 }
 
-// Penalties read every earlier output token on the host, logprobs come from host logits: such requests
-// are sampled on the host and their steps are never planned ahead of the previous step's results.
-bool needs_host_sampling(const SamplingParams& p) { return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p); }
+// Penalties read every earlier output token on the host, logprobs come from host logits, and the device
+// sampler has no logit bias: such requests are sampled on the host and their steps are never planned ahead
+// of the previous step's results.
+bool needs_host_sampling(const SamplingParams& p) {
+  return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty();
+}
 
 }  // namespace
 

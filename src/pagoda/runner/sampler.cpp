@@ -203,6 +203,11 @@ void apply_penalties(std::span<float> logits, const SamplingParams& params, std:
 TokenId sample_token(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids, SamplerRng& rng) {
   PAGODA_CHECK(!logits.empty(), "sampling from an empty vocabulary");
+  for (const auto& [id, bias] : params.logit_bias) {  // before penalties, as vLLM's logits processors
+    PAGODA_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "logit_bias token {} outside a vocabulary of {}",
+                 id, logits.size());
+    logits[id] += bias;
+  }
   apply_penalties(logits, params, prompt_ids, output_ids);
   if (params.is_greedy()) return argmax(logits);
 

@@ -26,8 +26,8 @@ struct TokenLogprob {
 void apply_penalties(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids);
 
-// Picks the next token from `logits` (modified in place): penalties, then greedy argmax (lowest id wins
-// ties) or temperature -> top-k -> top-p -> min-p -> a draw from `rng`.
+// Picks the next token from `logits` (modified in place): logit bias, penalties, then greedy argmax (lowest
+// id wins ties) or temperature -> top-k -> top-p -> min-p -> a draw from `rng`.
 TokenId sample_token(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids, SamplerRng& rng);
 

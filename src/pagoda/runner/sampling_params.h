@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "pagoda/core/types.h"
@@ -21,6 +22,9 @@ struct SamplingParams {
   double frequency_penalty = 0.0;  // [-2, 2]; output tokens only
   int max_tokens = 16;
   std::vector<TokenId> stop_token_ids;
+  // OpenAI's logit_bias: added to the token's logit before penalties and sampling (not to the logprobs
+  // reported, which stay the model's, as vLLM reports them). Ids ascending, each once; bias in [-100, 100].
+  std::vector<std::pair<TokenId, float>> logit_bias;
   bool ignore_eos = false;
   int logprobs = -1;         // top-k logprobs per generated token; -1 = none
   int prompt_logprobs = -1;  // top-k logprobs per prompt token; -1 = none

@@ -337,6 +337,24 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   }
 }
 
+// ---- logit bias ----
+
+TEST(LogitBias, ShiftsTheLogitsBeforePenaltiesAndSampling) {
+  SamplerRng rng(0);
+  SamplingParams greedy = sampling(0.0);
+  greedy.logit_bias = {{0, 1.0f}, {2, -10.0f}};
+  EXPECT_EQ(sample({1.0f, 1.5f, 9.0f}, greedy, rng), 0);  // 2.0 > 1.5 > -1.0
+  // Before the repetition penalty: 3 + 1 = 4, then / 2 = 2 < 2.5 (after it would be 1.5 + 1 = 2.5: a tie).
+  greedy.logit_bias = {{0, 1.0f}};
+  greedy.repetition_penalty = 2.0;
+  const std::vector<TokenId> output = {0};
+  EXPECT_EQ(sample({3.0f, 2.5f}, greedy, rng, {}, output), 1);
+  // -100 masks a token from a random draw, in practice.
+  SamplingParams params = sampling(1.0);
+  params.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(histogram({0.0f, 0.0f}, params, 500)[1], 0);
+}
+
 // ---- penalties ----
 
 TEST(Penalties, HandComputedArithmetic) {

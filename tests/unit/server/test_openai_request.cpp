@@ -57,6 +57,15 @@ TEST(OpenAiRequest, ChatTemplateKwargs) {
             "chat_template_kwargs");
 }
 
+TEST(OpenAiRequest, LogitBias) {
+  const auto r = parse_completion_request(R"({"prompt": "x", "logit_bias": {"7": -100, "3": 2.5}})");
+  EXPECT_EQ(r.params.logit_bias, (std::vector<std::pair<TokenId, float>>{{3, 2.5f}, {7, -100.0f}}));
+  for (const char* bad : {R"({"prompt": "x", "logit_bias": [1]})", R"({"prompt": "x", "logit_bias": {"a": 1}})",
+                          R"({"prompt": "x", "logit_bias": {"-1": 1}})", R"({"prompt": "x", "logit_bias": {"1": 101}})",
+                          R"({"prompt": "x", "logit_bias": {"1": "up"}})", R"({"prompt": "x", "logit_bias": {"1": 1, "01": 2}})"})
+    EXPECT_EQ(param_of(bad), "logit_bias") << bad;
+}
+
 TEST(OpenAiRequest, ContinueFinalMessage) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once"}])";
   const auto c = parse_chat_request("{" + messages + R"(, "continue_final_message": true})");
