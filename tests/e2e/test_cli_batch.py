@@ -59,6 +59,29 @@ class PromptsFile(unittest.TestCase):
         self.assertIn("temperature", p.stderr)
 
 
+    def test_logit_bias_in_a_request_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write('{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": true, '
+                    '"logit_bias": {"300": 100}}\n')
+            f.write('{"prompt": "x", "logit_bias": {"300": 500}}\n')
+            path = f.name
+        try:
+            good = run("generate", "--prompts-file", path, "--json", check=False)
+        finally:
+            os.unlink(path)
+        self.assertEqual(good.returncode, 1)  # the second line is rejected before anything runs
+        self.assertIn(f"{path}:2", good.stderr)
+        self.assertIn("logit_bias", good.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write('{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": true, '
+                    '"logit_bias": {"300": 100}}\n')
+            path = f.name
+        try:
+            out = json.loads(run("generate", "--prompts-file", path, "--json").stdout.splitlines()[0])
+        finally:
+            os.unlink(path)
+        self.assertEqual(out["output_ids"], [300, 300, 300])
+
 class BenchThroughput(unittest.TestCase):
     def test_reports_throughput_and_prefix_hits(self):
         out = run_json("bench", "throughput", "--num-prompts", "32", "--input-len", "64", "--output-len", "16",

@@ -2,6 +2,7 @@
 #include "pagoda/cli/request_json.h"
 
 #include "pagoda/core/error.h"
+#include "pagoda/runner/logit_bias.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
 
 namespace pagoda::cli {
@@ -92,6 +93,13 @@ GenerateRequest parse_request_json(const json& o, const GenerateRequest& default
     p.ignore_eos = o["ignore_eos"].get<bool>();
   }
   if (o.contains("stop_token_ids")) p.stop_token_ids = read_ids(o["stop_token_ids"], "stop_token_ids", where);
+  if (o.contains("logit_bias")) {
+    try {
+      p.logit_bias = parse_logit_bias(o["logit_bias"]);
+    } catch (const InvalidRequest& e) {
+      throw InvalidRequest(where + ": " + e.what());
+    }
+  }
   if (o.contains("cache_salt")) {
     if (!o["cache_salt"].is_string()) bad_field(where, "cache_salt", "a string");
     r.cache_salt = o["cache_salt"].get<std::string>();

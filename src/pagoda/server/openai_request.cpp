@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <limits>
-#include <string>
 
+#include "pagoda/core/error.h"
+#include "pagoda/runner/logit_bias.h"
 #include "pagoda/server/api_error.h"
 
 namespace pagoda::server {
@@ -84,25 +84,12 @@ void parse_common(const json& o, ParsedRequest& r) {
   if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 100)) bad("repetition_penalty", "a number > 0");
   if (present(o, "seed")) p.seed = static_cast<uint64_t>(integer(o, "seed", 0));
   p.ignore_eos = boolean(o, "ignore_eos", false);
-  if (present(o, "logit_bias")) {  // {"token id": bias}, OpenAI's shape
-    const json& lb = o["logit_bias"];
-    if (!lb.is_object()) bad("logit_bias", "an object mapping token ids to biases in [-100, 100]");
-    for (const auto& [key, value] : lb.items()) {
-      size_t used = 0;
-      int64_t id = -1;
-      try {
-        id = std::stoll(key, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
-        bad("logit_bias", fmt::format("token ids as keys (got '{}')", key));
-      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
-        bad("logit_bias", "biases in [-100, 100]");
-      p.logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(value.get<double>()));
+  if (present(o, "logit_bias")) {
+    try {
+      p.logit_bias = parse_logit_bias(o["logit_bias"]);
+    } catch (const InvalidRequest& e) {
+      throw ApiError(400, e.what(), "logit_bias");
     }
-    std::sort(p.logit_bias.begin(), p.logit_bias.end());
-    for (size_t i = 1; i < p.logit_bias.size(); ++i)
-      if (p.logit_bias[i].first == p.logit_bias[i - 1].first) bad("logit_bias", "each token id once");
   }
   if (present(o, "stop_token_ids")) {
     if (!o["stop_token_ids"].is_array()) bad("stop_token_ids", "a list of token ids");
