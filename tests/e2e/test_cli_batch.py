@@ -66,12 +66,12 @@ class PromptsFile(unittest.TestCase):
             f.write('{"prompt": "x", "logit_bias": {"300": 500}}\n')
             path = f.name
         try:
-            good = run("generate", "--prompts-file", path, "--json", check=False)
+            rejected = run("generate", "--prompts-file", path, "--json", check=False)
         finally:
             os.unlink(path)
-        self.assertEqual(good.returncode, 1)  # the second line is rejected before anything runs
-        self.assertIn(f"{path}:2", good.stderr)
-        self.assertIn("logit_bias", good.stderr)
+        self.assertEqual(rejected.returncode, 1)  # the second line is rejected before anything runs
+        self.assertIn(f"{path}:2", rejected.stderr)
+        self.assertIn("logit_bias", rejected.stderr)
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
             f.write('{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": true, '
                     '"logit_bias": {"300": 100}}\n')

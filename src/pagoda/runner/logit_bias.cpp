@@ -12,7 +12,10 @@
 
 namespace pagoda {
 
-std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::json& v) {
+namespace {
+
+template <typename Json>
+std::vector<std::pair<TokenId, float>> parse(const Json& v) {
   if (!v.is_object()) throw InvalidRequest("logit_bias must be an object mapping token ids to biases in [-100, 100]");
   std::vector<std::pair<TokenId, float>> bias;
   for (const auto& [key, value] : v.items()) {
@@ -24,9 +27,9 @@ std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::json& v)
     }
     if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
       throw InvalidRequest(fmt::format("logit_bias keys must be token ids (got '{}')", key));
-    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+    if (!value.is_number() || !(value.template get<double>() >= -100 && value.template get<double>() <= 100))
       throw InvalidRequest(fmt::format("logit_bias for token {} must be a number in [-100, 100]", id));
-    bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(value.get<double>()));
+    bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(value.template get<double>()));
   }
   std::sort(bias.begin(), bias.end());
   for (size_t i = 1; i < bias.size(); ++i)
@@ -34,5 +37,10 @@ std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::json& v)
       throw InvalidRequest(fmt::format("logit_bias gives token {} twice", bias[i].first));
   return bias;
 }
+
+}  // namespace
+
+std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::json& v) { return parse(v); }
+std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::ordered_json& v) { return parse(v); }
 
 }  // namespace pagoda

@@ -14,5 +14,6 @@ namespace pagoda {
 // Token-id keys (decimal, each id once), biases in [-100, 100]; sorted by id. Throws InvalidRequest with a
 // message naming what is wrong. Ids are checked against the vocabulary later, by the engine.
 std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::json& v);
+std::vector<std::pair<TokenId, float>> parse_logit_bias(const nlohmann::ordered_json& v);  // a server request's
 
 }  // namespace pagoda

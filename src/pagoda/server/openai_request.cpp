@@ -12,7 +12,7 @@
 namespace pagoda::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // parse_json_object's
 
 constexpr int kMaxN = 128;
 constexpr int kMaxLogprobs = 20;
@@ -141,11 +141,7 @@ json parse_json_object(const std::string& body) {
   return o;
 }
 
-nlohmann::ordered_json ordered_field(const std::string& body, const char* key) {
-  return nlohmann::ordered_json::parse(body).at(key);
-}
-
-ChatOptions parse_chat_options(const json& o, const std::string& body) {
+ChatOptions parse_chat_options(const json& o) {
   ChatOptions c;
   c.continue_final_message = boolean(o, "continue_final_message", false);
   c.add_generation_prompt = boolean(o, "add_generation_prompt", !c.continue_final_message);
@@ -158,7 +154,7 @@ ChatOptions parse_chat_options(const json& o, const std::string& body) {
       if (o["chat_template_kwargs"].contains(reserved))
         throw ApiError(400, fmt::format("'chat_template_kwargs' cannot set '{}': it is a request field", reserved),
                        "chat_template_kwargs");
-    c.template_kwargs = ordered_field(body, "chat_template_kwargs");
+    c.template_kwargs = o["chat_template_kwargs"];
   }
   return c;
 }
@@ -218,8 +214,8 @@ ParsedRequest parse_chat_request(const std::string& body) {
     if (m.contains("content") && !(m["content"].is_string() || m["content"].is_array() || m["content"].is_null()))
       bad(field + ".content", "a string or a list of content parts");
   }
-  r.messages = ordered_field(body, "messages");
-  r.chat_options = parse_chat_options(o, body);
+  r.messages = messages;
+  r.chat_options = parse_chat_options(o);
   if (boolean(o, "logprobs", false)) {
     const int64_t k = integer(o, "top_logprobs", 0);
     if (k < 0 || k > kMaxLogprobs) bad("top_logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));

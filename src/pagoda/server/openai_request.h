@@ -50,13 +50,12 @@ struct ParsedRequest {
 ParsedRequest parse_completion_request(const std::string& body);
 ParsedRequest parse_chat_request(const std::string& body);
 
-// Parses a body as a JSON object or throws ApiError(400).
-nlohmann::json parse_json_object(const std::string& body);
-// body[key] with objects' keys in the order they were sent (for chat templates); body is valid JSON.
-nlohmann::ordered_json ordered_field(const std::string& body, const char* key);
+// Parses a body as a JSON object or throws ApiError(400). Objects keep their keys in the order they were
+// sent, so a chat template renders messages as transformers would render the same request.
+nlohmann::ordered_json parse_json_object(const std::string& body);
 // add_generation_prompt, continue_final_message (vLLM's; they cannot both be true, and the second turns
 // the first off when it is left out) and chat_template_kwargs (an object of extra template variables that
-// cannot set messages or add_generation_prompt); 400 naming the field otherwise.
-ChatOptions parse_chat_options(const nlohmann::json& o, const std::string& body);
+// cannot set messages or add_generation_prompt) of a parsed body; 400 naming the field otherwise.
+ChatOptions parse_chat_options(const nlohmann::ordered_json& o);
 
 }  // namespace pagoda::server

@@ -246,7 +246,7 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
 }
 
 void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
-  const json o = parse_json_object(ex->request().body);
+  const auto o = parse_json_object(ex->request().body);
   if (o.contains("model") && !o["model"].is_null()) {
     if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
     check_model(o["model"].get<std::string>());
@@ -255,8 +255,7 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
   std::vector<TokenId> ids;
   if (o.contains("messages")) {
     if (!o["messages"].is_array()) throw ApiError(400, "'messages' must be a list of messages", "messages");
-    const std::string& body = ex->request().body;
-    ids = encode_chat(chat_prompt(ordered_field(body, "messages"), parse_chat_options(o, body)));
+    ids = encode_chat(chat_prompt(o["messages"], parse_chat_options(o)));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;
@@ -297,7 +296,7 @@ void OpenAiServer::gpu_timeline(const std::shared_ptr<Exchange>& ex) {
 }
 
 void OpenAiServer::detokenize(const std::shared_ptr<Exchange>& ex) {
-  const json o = parse_json_object(ex->request().body);
+  const auto o = parse_json_object(ex->request().body);
   if (o.contains("model") && !o["model"].is_null()) {
     if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
     check_model(o["model"].get<std::string>());

@@ -42,11 +42,10 @@ struct GraphTimer {
   std::chrono::steady_clock::time_point last_begin;
 };
 
-// Device sampling's buffers. Sampled ids stay in `ids` (read by the next step's placeholder tokens) and
-// reach the host through two pinned slots that take turns (one waited for while the next is enqueued).
-// Two slots, used in turn. The ids are copied to the host on a stream of their own, so the next step's
-// input copy and graph do not queue behind that copy; each slot has its own device ids, so a sample
-// never overwrites ids that a copy may still be reading (a slot is reused only after it was waited for).
+// Device sampling's buffers, in two slots that take turns (one waited for while the next is enqueued).
+// A slot's device ids are read by the next step's placeholder tokens and copied to its pinned buffer on a
+// stream of their own, so the next step's input copy and graph do not queue behind that copy; a slot is
+// reused only after it was waited for, so a sample never overwrites ids a copy may still be reading.
 struct DeviceSampling {
   struct Slot {
     cuda::PinnedBuffer host;  // [rows] SamplingRow, then [rows] int32 ids
