@@ -40,38 +40,21 @@ inline bool pdl_enabled() {
   return enabled;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster_x blocks along x (1:
-// no clusters), with PDL where enabled, error-checked under `name`.
+// kernel<<<grid, block, smem, stream>>>(args...), with PDL where enabled, error-checked under `name`.
 template <typename... Params, typename... Args>
-void launch_kernel_in_clusters(const char* name, unsigned cluster_x, void (*kernel)(Params...), dim3 grid, dim3 block,
-                               size_t smem, cudaStream_t stream, Args... args) {
+void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attributes[2];
-  unsigned n = 0;
-  if (pdl_enabled()) {
-    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[n++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cluster_x > 1) {
-    attributes[n].id = cudaLaunchAttributeClusterDimension;
-    attributes[n].val.clusterDim.x = cluster_x;
-    attributes[n].val.clusterDim.y = 1;
-    attributes[n++].val.clusterDim.z = 1;
-  }
-  config.attrs = attributes;
-  config.numAttrs = n;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
   cuda_check(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...), name, __FILE__, __LINE__);
-}
-
-// kernel<<<grid, block, smem, stream>>>(args...), with PDL where enabled, error-checked under `name`.
-template <typename... Params, typename... Args>
-void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Args... args) {
-  launch_kernel_in_clusters(name, 1, kernel, grid, block, smem, stream, args...);
 }
 
 }  // namespace pagoda::kernels

@@ -49,12 +49,5 @@ constexpr int kDecodePartitionTokens = 64;
 int decode_num_splits(int max_seq_len);
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits);
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream);
-// On sm_90, when the split would make 8 or more spans, the spans of a (sequence, KV head) run as one
-// thread-block cluster that merges in distributed shared memory (one kernel, no workspace traffic). On by
-// default (PAGODA_NO_DECODE_CLUSTERS=1 turns it off); this switch is for tests and comparisons. Returns
-// the previous setting.
-bool paged_attention_decode_use_clusters(bool enabled);
-// The cluster size paged_attention_decode would launch with (8 or 16), or 0 for the two-kernel path.
-int paged_attention_decode_cluster_size(const PagedAttentionParams& p, int num_splits);
 
 }  // namespace pagoda::kernels

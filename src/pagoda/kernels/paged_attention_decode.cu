@@ -1,25 +1,16 @@
 // Paged attention for decode steps (one query token per sequence), head_dim 64 and 128 (others go to
-// paged_attention_generic.cu). attend_span: one block = one span of keys x one KV head x one sequence. The
-// query heads of the GQA group are the 16 rows of the MMA, so K/V are read once per group. Each 64-key
-// chunk (cp.async pipeline of 2, 3 or 6 stages) is split between the 4 warps, 16 keys each; the warps
-// merge in shared memory at the end. Two ways to combine the spans of a sequence:
-//  - decode_cluster_kernel (sm_90, small batches with long contexts): the spans of a (sequence, KV head)
-//    are the C = 8 or 16 blocks of a thread-block cluster, which merge through distributed shared memory;
-//  - decode_tc_kernel + decode_merge_kernel: a span is a whole number of kDecodePartitionTokens
-//    partitions; a block that holds all of a sequence's keys writes the output, otherwise each writes
-//    (max, sum, unnormalised acc) to the workspace and the merge kernel combines them (log-sum-exp). A span
-//    is one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many
-//    splits then does not launch thousands of blocks that find no keys.
-#include <cooperative_groups.h>
-
-#include <cstdlib>
-#include <string_view>
-
+// paged_attention_generic.cu). decode_tc_kernel<D, stages>: one block = one span of keys (a whole number
+// of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
+// the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
+// 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. A
+// block that holds all of a sequence's keys writes the output; otherwise each writes (max, sum,
+// unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is
+// one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many splits
+// then does not launch thousands of blocks that find no keys.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
 using namespace attention;
-namespace cg = cooperative_groups;
 namespace {
 
 // ---------------------------------------------------------------------------------------------------
@@ -55,53 +46,38 @@ constexpr size_t decode_smem_bytes() {
   return (static_cast<size_t>(kDecodeRows) * tile_ld<D>() + kStages * decode_stage_elems<D>()) * sizeof(bf16);
 }
 
-// Shared-memory views of a block's result after attend_span: each warp's unnormalised accumulator, its
-// weight relative to the block's running max, and the block's max (log2 units) and sum of exp2 per row.
-template <int D>
-struct SpanResult {
-  float* red_o;  // [kWarps][kDecodeRows][decode_red_ld<D>()]
-  float* red_m;  // [kWarps][kDecodeRows]
-  float* red_l;  // [kWarps][kDecodeRows]
-  float* red_w;  // [kWarps][kDecodeRows]
-  float* row_m;  // [kDecodeRows]
-  float* row_l;  // [kDecodeRows]
-};
-// The buffers alias the pipeline stages, which are free once the keys are done.
-template <int D>
-__device__ __forceinline__ SpanResult<D> span_result(unsigned char* smem_raw) {
-  float* red_o = reinterpret_cast<float*>(reinterpret_cast<bf16*>(smem_raw) + kDecodeRows * tile_ld<D>());
-  float* red_m = red_o + kWarps * kDecodeRows * decode_red_ld<D>();
-  float* red_l = red_m + kWarps * kDecodeRows;
-  float* red_w = red_l + kWarps * kDecodeRows;
-  float* row_m = red_w + kWarps * kDecodeRows;
-  return {red_o, red_m, red_l, red_w, row_m, row_m + kDecodeRows};
-}
-// The block's unnormalised accumulator of `row`, dims d and d + 1: its warps' sums, weighted.
-template <int D>
-__device__ __forceinline__ float2 span_acc(const SpanResult<D>& r, int row, int d) {
-  float2 acc = make_float2(0.0f, 0.0f);
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    const float wt = r.red_w[w * kDecodeRows + row];
-    const float2 v = *reinterpret_cast<const float2*>(r.red_o + (w * kDecodeRows + row) * decode_red_ld<D>() + d);
-    acc.x += wt * v.x;
-    acc.y += wt * v.y;
-  }
-  return acc;
-}
-
-// Attends query heads head0 .. head0 + rows - 1 of token `token` (sequence s, KV head kvh) to keys
-// [k_begin, k_end), k_begin < k_end. Each 64-key chunk is split between the 4 warps, 16 keys each; the
-// warps' results are left in shared memory (SpanResult), synchronised.
 template <int D, int kStages>
-__device__ __forceinline__ SpanResult<D> attend_span(const PagedAttentionParams& p, unsigned char* smem_raw, int s,
-                                                     int kvh, int head0, int rows, int token, int k_begin,
-                                                     int k_end) {
+__global__ void __launch_bounds__(kThreads, 2)
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
                 "merge buffers fit in the stages");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
   bf16* stages = qs + kDecodeRows * kLd;         // [kStages][K, V][kTileK][kLd]
+
+  const int split = blockIdx.x;
+  const int num_spans = gridDim.x;
+  const int s = blockIdx.z;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
+  const int kvh = blockIdx.y / row_tiles;
+  const int head0 = kvh * group + (blockIdx.y % row_tiles) * kDecodeRows;  // query head of row 0
+  const int rows = min(kDecodeRows, (kvh + 1) * group - head0);
+  const int token = p.query_start[s];
+  const int seq_len = p.seq_lens[s];
+  span = sequence_span(seq_len, span);
+  const int k_begin = split * span;
+  bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
+  if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
+    if (num_spans == 1) {
+      for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
+    }
+    return;
+  }
+  const int k_end = min(seq_len, k_begin + span);
+  const bool whole_sequence = k_begin == 0 && k_end == seq_len;  // one block holds every key: no merge
   const int n_chunks = (k_end - k_begin + kTileK - 1) / kTileK;
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
   auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
@@ -151,176 +127,63 @@ __device__ __forceinline__ SpanResult<D> attend_span(const PagedAttentionParams&
   cp_async_wait<0>();  // only empty groups can be pending; the stages are free after this barrier
   __syncthreads();
 
-  // Merge the four warps: each warp's max and sum per row, then the block's and each warp's weight.
-  const SpanResult<D> r = span_result<D>(smem_raw);
+  // Merge the four warps: red_o [warp][row][D + 4], red_m / red_l / red_w [warp][row], row_m / row_l [row].
+  constexpr int kRedLd = decode_red_ld<D>();
+  float* red_o = reinterpret_cast<float*>(stages);
+  float* red_m = red_o + kWarps * kDecodeRows * kRedLd;
+  float* red_l = red_m + kWarps * kDecodeRows;
+  float* red_w = red_l + kWarps * kDecodeRows;
+  float* row_m = red_w + kWarps * kDecodeRows;
+  float* row_l = row_m + kDecodeRows;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = g + 8 * i;
-    const float sum = quad_sum(l[i]);
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    const float sum = quad_sum(l[r]);
     if (t == 0) {
-      r.red_m[warp * kDecodeRows + row] = m[i];
-      r.red_l[warp * kDecodeRows + row] = sum;
+      red_m[warp * kDecodeRows + row] = m[r];
+      red_l[warp * kDecodeRows + row] = sum;
     }
-    float* dst = r.red_o + (warp * kDecodeRows + row) * decode_red_ld<D>();
+    float* dst = red_o + (warp * kDecodeRows + row) * kRedLd;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<float2*>(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * i], o[dt][2 * i + 1]);
+      *reinterpret_cast<float2*>(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * r], o[dt][2 * r + 1]);
     }
   }
   __syncthreads();
   if (threadIdx.x < kDecodeRows) {
     const int row = threadIdx.x;
     float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, r.red_m[w * kDecodeRows + row]);
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red_m[w * kDecodeRows + row]);
     const float m_ref = mx == -INFINITY ? 0.0f : mx;
     float sum = 0.0f;
     for (int w = 0; w < kWarps; ++w) {
-      const float wt = exp2f(r.red_m[w * kDecodeRows + row] - m_ref);
-      r.red_w[w * kDecodeRows + row] = wt;
-      sum += r.red_l[w * kDecodeRows + row] * wt;
+      const float wt = exp2f(red_m[w * kDecodeRows + row] - m_ref);
+      red_w[w * kDecodeRows + row] = wt;
+      sum += red_l[w * kDecodeRows + row] * wt;
     }
-    r.row_m[row] = mx;
-    r.row_l[row] = sum;
+    row_m[row] = mx;
+    row_l[row] = sum;
   }
   __syncthreads();
-  return r;
-}
-
-// Which query heads a decode block serves: blockIdx.y = KV head * row tiles + row tile.
-struct DecodeHeads {
-  int kvh, head0, rows;
-};
-__device__ __forceinline__ DecodeHeads decode_heads(const PagedAttentionParams& p) {
-  const int group = p.num_heads / p.num_kv_heads;
-  const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
-  const int kvh = blockIdx.y / row_tiles;
-  const int head0 = kvh * group + (blockIdx.y % row_tiles) * kDecodeRows;  // query head of row 0
-  return {kvh, head0, min(kDecodeRows, (kvh + 1) * group - head0)};
-}
-
-// Writes rows x D of bf16 zeros (a padding sequence's output).
-template <int D>
-__device__ __forceinline__ void write_zeros(bf16* out, int rows) {
-  for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
-}
-
-// The output of a block that held every key of its sequence.
-template <int D>
-__device__ __forceinline__ void write_whole_sequence(bf16* out, const SpanResult<D>& r, int rows) {
   for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) {
     const int row = i / (D / 2), d = (i % (D / 2)) * 2;
-    const float2 acc = span_acc<D>(r, row, d);
-    const float inv = r.row_l[row] > 0.0f ? 1.0f / r.row_l[row] : 0.0f;
-    reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
-  }
-}
-
-template <int D, int kStages>
-__global__ void __launch_bounds__(kThreads, 2)
-    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int split = blockIdx.x;
-  const int num_spans = gridDim.x;
-  const int s = blockIdx.z;
-  const DecodeHeads h = decode_heads(p);
-  const int token = p.query_start[s];
-  const int seq_len = p.seq_lens[s];
-  span = sequence_span(seq_len, span);
-  const int k_begin = split * span;
-  bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + h.head0) * D;  // row r at out + r * D
-  if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
-    if (num_spans == 1) write_zeros<D>(out, h.rows);
-    return;
-  }
-  const int k_end = min(seq_len, k_begin + span);
-  const SpanResult<D> r = attend_span<D, kStages>(p, smem_raw, s, h.kvh, h.head0, h.rows, token, k_begin, k_end);
-  if (k_begin == 0 && k_end == seq_len) {  // one block holds every key: no merge
-    write_whole_sequence<D>(out, r, h.rows);
-    return;
-  }
-  for (int i = threadIdx.x; i < h.rows * (D / 2); i += kThreads) {
-    const int row = i / (D / 2), d = (i % (D / 2)) * 2;
-    const int64_t part = (static_cast<int64_t>(s) * p.num_heads + h.head0 + row) * num_spans + split;
-    *reinterpret_cast<float2*>(ws_acc + part * D + d) = span_acc<D>(r, row, d);
-    if (d == 0) ws_ml[part] = make_float2(r.row_m[row], r.row_l[row]);
-  }
-}
-
-// Decode with the spans of a (sequence, KV head row tile) in one thread-block cluster of C blocks (sm_90):
-// the blocks share the sequence's keys in whole 64-key tiles and merge through distributed shared memory,
-// so there is no workspace round trip and no merge kernel. grid = (C, num_kv_heads * row_tiles, num_seqs),
-// clusters (C, 1, 1). Block `rank` writes dims [rank * D / C, (rank + 1) * D / C) of every row.
-template <int D, int C, int kStages>
-__global__ void __launch_bounds__(kThreads, 2) decode_cluster_kernel(const __grid_constant__ PagedAttentionParams p) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static_assert(D % (2 * C) == 0, "each block writes whole pairs of dims");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int s = blockIdx.z;
-  const DecodeHeads h = decode_heads(p);
-  const int token = p.query_start[s];
-  const int seq_len = p.seq_lens[s];
-  bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + h.head0) * D;
-  const int span = ((max(seq_len, 1) + C - 1) / C + kTileK - 1) / kTileK * kTileK;  // whole tiles, C blocks
-  const int active = seq_len > 0 ? (seq_len + span - 1) / span : 0;  // blocks with keys: 0 .. active - 1
-  if (active <= 1) {  // the same for every block of the cluster, so no block waits at a barrier
-    if (rank != 0) return;
-    if (active == 0) {
-      write_zeros<D>(out, h.rows);
-    } else {
-      write_whole_sequence<D>(out, attend_span<D, kStages>(p, smem_raw, s, h.kvh, h.head0, h.rows, token, 0, seq_len),
-                              h.rows);
-    }
-    return;
-  }
-  const int k_begin = rank * span;
-  SpanResult<D> r = span_result<D>(smem_raw);
-  if (rank < active) {
-    r = attend_span<D, kStages>(p, smem_raw, s, h.kvh, h.head0, h.rows, token, k_begin, min(seq_len, k_begin + span));
-    // The block's sum over its warps, in place of warp 0's accumulator (each element read and written by
-    // one thread).
-    for (int i = threadIdx.x; i < h.rows * (D / 2); i += kThreads) {
-      const int row = i / (D / 2), d = (i % (D / 2)) * 2;
-      const float2 acc = span_acc<D>(r, row, d);
-      *reinterpret_cast<float2*>(r.red_o + row * decode_red_ld<D>() + d) = acc;
-    }
-  } else if (threadIdx.x < kDecodeRows) {
-    r.row_m[threadIdx.x] = -INFINITY;
-    r.row_l[threadIdx.x] = 0.0f;
-  }
-  cluster.sync();  // every block's result is visible to the cluster
-  constexpr int kPairs = D / C / 2;  // pairs of dims this block writes per row
-  for (int i = threadIdx.x; i < h.rows * kPairs; i += kThreads) {
-    const int row = i / kPairs, d = rank * (D / C) + (i % kPairs) * 2;
-    float m[C], l[C];
-    float2 v[C];
-#pragma unroll
-    for (int c = 0; c < C; ++c) {  // all remote loads in flight before any is used
-      m[c] = cluster.map_shared_rank(r.row_m, c)[row];
-      l[c] = cluster.map_shared_rank(r.row_l, c)[row];
-      v[c] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(r.red_o, c) + row * decode_red_ld<D>() + d);
-    }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < C; ++c) mx = fmaxf(mx, m[c]);
-    float sum = 0.0f;
     float2 acc = make_float2(0.0f, 0.0f);
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
-      if (m[c] == -INFINITY) continue;  // a block without keys (its accumulator was never written)
-      const float wt = exp2f(m[c] - mx);
-      sum += l[c] * wt;
-      acc.x += wt * v[c].x;
-      acc.y += wt * v[c].y;
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = red_w[w * kDecodeRows + row];
+      const float2 v = *reinterpret_cast<const float2*>(red_o + (w * kDecodeRows + row) * kRedLd + d);
+      acc.x += wt * v.x;
+      acc.y += wt * v.y;
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
+    if (whole_sequence) {
+      const float inv = row_l[row] > 0.0f ? 1.0f / row_l[row] : 0.0f;
+      reinterpret_cast<uint32_t*>(out + row * D)[d / 2] = pack_bf16x2(acc.x * inv, acc.y * inv);
+    } else {
+      const int64_t part = (static_cast<int64_t>(s) * p.num_heads + head0 + row) * num_spans + split;
+      *reinterpret_cast<float2*>(ws_acc + part * D + d) = acc;
+      if (d == 0) ws_ml[part] = make_float2(row_m[row], row_l[row]);
+    }
   }
-  cluster.sync();  // no block leaves while another may still read its shared memory
-#endif
 }
 
 // Combines the spans of one (sequence, head). grid = (num_heads, num_seqs), D / 2 threads.
@@ -413,77 +276,11 @@ void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, fl
                 span, ws_acc, ws_ml);
 }
 
-// Clusters of C blocks for one decode launch, or 0 for the two-kernel path: on sm_90 and newer (unless
-// turned off), when the two-kernel path would split sequences into at least 8 spans, if clusters of that
-// size with this kernel's shared memory fit on the device (16 is beyond the portable limit of 8).
-std::atomic<bool> g_decode_clusters{std::getenv("PAGODA_NO_DECODE_CLUSTERS") == nullptr ||
-                                    std::string_view(std::getenv("PAGODA_NO_DECODE_CLUSTERS")) != "1"};
-constexpr int kClusterStages = kDecodeStagesWide;  // two blocks an SM, so a cluster fits in a GPC
-
-template <int D, int C>
-bool cluster_fits() {
-  static std::atomic<int> cached[64] = {};  // per device: 0 unknown, 1 fits, 2 does not
-  int device = 0;
-  PAGODA_CUDA_CHECK(cudaGetDevice(&device));
-  int state = cached[device & 63].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0;
-    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    bool fits = false;
-    constexpr size_t smem = decode_smem_bytes<D, kClusterStages>();
-    if (major >= 9 && smem <= static_cast<size_t>(device_limits().max_smem_per_block)) {
-      auto* kernel = decode_cluster_kernel<D, C, kClusterStages>;
-      PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      if (C > 8) PAGODA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(C, 1, 1);
-      config.blockDim = dim3(kThreads);
-      config.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attribute[1];
-      attribute[0].id = cudaLaunchAttributeClusterDimension;
-      attribute[0].val.clusterDim.x = C;
-      attribute[0].val.clusterDim.y = 1;
-      attribute[0].val.clusterDim.z = 1;
-      config.attrs = attribute;
-      config.numAttrs = 1;
-      int clusters = 0;
-      fits = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
-      cudaGetLastError();  // an unsupported query is an answer, not an error
-    }
-    state = fits ? 1 : 2;
-    cached[device & 63].store(state, std::memory_order_relaxed);
-  }
-  return state == 1;
-}
-
-template <int D>
-int decode_cluster_size(int num_spans) {
-  if (!g_decode_clusters.load(std::memory_order_relaxed) || num_spans < 8) return 0;
-  if (num_spans >= 16 && cluster_fits<D, 16>()) return 16;
-  return cluster_fits<D, 8>() ? 8 : 0;
-}
-
-template <int D, int C>
-void launch_decode_clusters(const PagedAttentionParams& p, dim3 grid, cudaStream_t stream) {
-  launch_kernel_in_clusters("paged_attention_decode (clusters)", C, decode_cluster_kernel<D, C, kClusterStages>,
-                            grid, kThreads, decode_smem_bytes<D, kClusterStages>(), stream, p);
-}
-
 template <int D>
 void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
   const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
   const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs);
-  const int cluster = decode_cluster_size<D>(spans.num_spans);
-  if (cluster > 0) {
-    const dim3 grid(cluster, p.num_kv_heads * row_tiles, p.num_seqs);
-    if (cluster == 16) {
-      launch_decode_clusters<D, 16>(p, grid, stream);
-    } else {
-      launch_decode_clusters<D, 8>(p, grid, stream);
-    }
-    return;
-  }
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = nullptr;
   if (spans.num_spans > 1) {
@@ -519,15 +316,6 @@ size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int h
   const int64_t target_blocks = decode_target_blocks();
   const int64_t spans = std::min<int64_t>(num_splits, std::max<int64_t>(1, (target_blocks + num_seqs - 1) / std::max(num_seqs, 1)));
   return static_cast<size_t>(num_seqs) * num_heads * spans * (head_dim + 2) * sizeof(float);
-}
-
-bool paged_attention_decode_use_clusters(bool enabled) { return g_decode_clusters.exchange(enabled); }
-
-int paged_attention_decode_cluster_size(const PagedAttentionParams& p, int num_splits) {
-  if (p.num_seqs <= 0 || (p.head_dim != 64 && p.head_dim != 128)) return 0;
-  const int row_tiles = (p.num_heads / p.num_kv_heads + kDecodeRows - 1) / kDecodeRows;
-  const int num_spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs).num_spans;
-  return p.head_dim == 128 ? decode_cluster_size<128>(num_spans) : decode_cluster_size<64>(num_spans);
 }
 
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {

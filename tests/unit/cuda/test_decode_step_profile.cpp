@@ -99,7 +99,7 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   m[4] = 0; m[5] = 0;                          // kv_page_start (set below)
   for (int i = 0; i < blocks; ++i) m[64 + i] = i;  // kv_pages
   m[8] = 0;                                    // token_seq
-  auto run_attention = [&](int ctx, bool clusters) {
+  auto run_attention = [&](int ctx) {
     m[6] = ctx;                                // seq_lens[0]
     m[5] = (ctx + bs - 1) / bs;
     PAGODA_CUDA_CHECK(cudaMemcpy(meta.p, m.data(), m.size() * 4, cudaMemcpyHostToDevice));
@@ -111,11 +111,8 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     p.max_query_len = 1; p.max_seq_len = ctx; p.scale = 0.088f;
     const int splits = k::decode_num_splits(4096);  // a graph captured for max_model_len 4096
     DeviceBytes ws(k::paged_attention_decode_workspace_bytes(1, nh, hd, splits));
-    const bool was = k::paged_attention_decode_use_clusters(clusters);
-    const char* name = clusters ? (ctx == 128 ? "attention decode ctx 128" : "attention decode ctx 2048")
-                                : (ctx == 128 ? "  two kernels: ctx 128 (+merge)" : "  two kernels: ctx 2048 (+merge)");
-    rows.push_back({name, graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, s); }), clusters ? layers : 0});
-    k::paged_attention_decode_use_clusters(was);
+    rows.push_back({ctx == 128 ? "attention decode ctx 128 (+merge)" : "attention decode ctx 2048 (+merge)",
+                    graph_us(s, [&] { k::paged_attention_decode(p, splits, ws.p, s); }), layers});
   };
   add("gemm qkv 6144x4096 + rope + kv store", layers, [&] {
     const int32_t* d = meta.as<int32_t>();
@@ -123,10 +120,8 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
     k::skinny_gemm_qkv_rope(o, x.as<bf16>(), weight(0), 1, H, s);
   });
   PAGODA_CUDA_CHECK(cudaMemcpy(meta.p, m.data(), m.size() * 4, cudaMemcpyHostToDevice));
-  run_attention(128, true);
-  run_attention(2048, true);
-  run_attention(128, false);  // for comparison only (not in the step's sum)
-  run_attention(2048, false);
+  run_attention(128);
+  run_attention(2048);
   add("gemm o 4096x4096", layers, [&] { k::skinny_gemm(y.as<bf16>(), attn.as<bf16>(), weight(qkv_w), 1, H, nh * hd, s); });
   add("gemm gate_up 28672x4096 + silu", layers, [&] { k::skinny_gemm_silu(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w), 1, I, H, s); });
   add("gemm down 4096x14336", layers, [&] { k::skinny_gemm(x.as<bf16>(), y.as<bf16>(), weight(qkv_w + o_w + gu_w), 1, H, I, s); });

@@ -2,8 +2,7 @@
 // from the same bf16-rounded inputs. Prefill over a grid of head dims x GQA shapes x block sizes (prompts,
 // chunks after a prior context, single tokens, padding), a mixed step of 171 sequences, other head dims
 // (generic kernel); decode with split-K (the needed split count and more, as a captured graph passes),
-// one split, wide batches, thread-block clusters against the two-kernel path, and a CUDA graph replayed
-// after the sequence lengths change in device memory (both paths).
+// one split, wide batches, and a CUDA graph replayed after the sequence lengths change in device memory.
 // Block tables are shuffled, and every cache slot outside a sequence holds NaN, so a read of a wrong
 // page or of a key past the end shows up as NaN. Tolerance: 2e-2 absolute + 2e-2 relative (bf16 output).
 #include <cuda_runtime.h>
@@ -383,92 +382,45 @@ TEST(PagedAttentionDecode, WideBatchOfLongContexts) {
   }
 }
 
-// Small batches with long contexts (the split makes 8 or more spans) run as thread-block clusters on
-// sm_90 that merge in distributed shared memory; the same batches through the two-kernel path (clusters
-// off) must match the reference too. Cluster sizes 16 (batch 1-2 of a graph for 4,096 keys) and 8; GQA
-// groups of 4, 1 and 18 (two row tiles); contexts that leave some blocks of a cluster without keys, one
-// tile, one key and padding.
-TEST(PagedAttentionDecode, ClustersAndTwoKernelPathMatchTheReference) {
-  PAGODA_SKIP_WITHOUT_GPU();
-  int device = 0, major = 0;
-  PAGODA_CUDA_CHECK(cudaGetDevice(&device));
-  PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const std::vector<std::vector<Seq>> batches = {
-      {{4096, 1}}, {{2048, 1}}, {{1100, 1}, {0, 1}}, {{65, 1}}, {{1, 1}}, {{3000, 1}, {130, 1}}, {{700, 1}},
-      {{2000, 1}, {1, 1}, {0, 1}, {900, 1}, {513, 1}, {64, 1}, {3500, 1}, {17, 1}, {4096, 1}}};
-  const Shape shapes[] = {{32, 8, 128, 16}, {8, 8, 64, 32}, {36, 2, 128, 8}};
-  uint32_t seed = 600;
-  const int splits = kernels::decode_num_splits(4096);  // a graph captured for 4,096 keys
-  std::vector<int> sizes_seen;
-  for (const Shape& shape : shapes) {
-    for (const std::vector<Seq>& seqs : batches) {
-      const Batch b = make_batch(shape, seqs, seed++);
-      const std::vector<double> ref = reference(b);
-      DeviceArena arena;
-      const PagedAttentionParams p = upload_batch(arena, b);
-      const int cluster = kernels::paged_attention_decode_cluster_size(p, splits);
-      sizes_seen.push_back(cluster);
-      const std::string what = "decode, " + std::to_string(b.num_seqs) + " seqs, first " +
-                               std::to_string(b.seq_lens[0]) + " keys, " + describe(shape);
-      expect_matches(b, run_decode(b, splits), ref, what + ", clusters of " + std::to_string(cluster));
-      const bool was = kernels::paged_attention_decode_use_clusters(false);
-      EXPECT_EQ(kernels::paged_attention_decode_cluster_size(p, splits), 0);
-      expect_matches(b, run_decode(b, splits), ref, what + ", two kernels");
-      kernels::paged_attention_decode_use_clusters(was);
-    }
-  }
-  if (major >= 9) {  // the cluster path did run, at both sizes
-    EXPECT_NE(std::find(sizes_seen.begin(), sizes_seen.end(), 16), sizes_seen.end());
-    EXPECT_NE(std::find(sizes_seen.begin(), sizes_seen.end(), 8), sizes_seen.end());
-  } else {
-    EXPECT_EQ(std::count(sizes_seen.begin(), sizes_seen.end(), 0), static_cast<long>(sizes_seen.size()));
-  }
-}
-
 // The decode launch is captured once with the largest split count, then replayed after the sequence
 // lengths and queries change in device memory (same pointers, new contents).
 TEST(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const bool clusters : {true, false}) {
-    const bool was = kernels::paged_attention_decode_use_clusters(clusters);
-    for (const Shape& shape : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 32}}) {
-      // Blocks allocated for the longest contexts; the replays use shorter or equal lengths.
-      Batch b = make_batch(shape, {{2048, 1}, {300, 1}, {600, 1}, {1500, 1}, {2048, 1}}, 500);
-      const int splits = kernels::decode_num_splits(2048);
-      DeviceArena arena;
-      PagedAttentionParams p = upload_batch(arena, b);
-      void* ws = arena.alloc(
-          kernels::paged_attention_decode_workspace_bytes(b.num_seqs, shape.num_heads, shape.head_dim, splits));
-      cudaStream_t stream = nullptr;
-      PAGODA_CUDA_CHECK(cudaStreamCreate(&stream));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      kernels::paged_attention_decode(p, splits, ws, stream);
-      PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      PAGODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const Shape& shape : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 32}}) {
+    // Blocks allocated for the longest contexts; the replays use shorter or equal lengths.
+    Batch b = make_batch(shape, {{2048, 1}, {300, 1}, {600, 1}, {1500, 1}, {2048, 1}}, 500);
+    const int splits = kernels::decode_num_splits(2048);
+    DeviceArena arena;
+    PagedAttentionParams p = upload_batch(arena, b);
+    void* ws = arena.alloc(
+        kernels::paged_attention_decode_workspace_bytes(b.num_seqs, shape.num_heads, shape.head_dim, splits));
+    cudaStream_t stream = nullptr;
+    PAGODA_CUDA_CHECK(cudaStreamCreate(&stream));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    kernels::paged_attention_decode(p, splits, ws, stream);
+    PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    PAGODA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
-      const std::vector<std::vector<int32_t>> lens = {{700, 0, 33, 1500, 2048}, {2048, 300, 1, 512, 513}};
-      std::mt19937 rng(501);
-      std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
-      for (size_t round = 0; round < lens.size(); ++round) {
-        b.seq_lens = lens[round];
-        for (auto& x : b.q) x = f32_to_bf16(uni(rng));
-        PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), b.seq_lens.data(),
-                                     b.seq_lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-        PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<__nv_bfloat16*>(p.q), b.q.data(), b.q.size() * sizeof(uint16_t),
-                                     cudaMemcpyHostToDevice));
-        PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-        expect_matches(b, download_out(p, b), reference(b),
-                       "graph replay " + std::to_string(round) + (clusters ? ", clusters on, " : ", clusters off, ") +
-                           describe(shape));
-      }
-      PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
-      PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+    const std::vector<std::vector<int32_t>> lens = {{700, 0, 33, 1500, 2048}, {2048, 300, 1, 512, 513}};
+    std::mt19937 rng(501);
+    std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+    for (size_t round = 0; round < lens.size(); ++round) {
+      b.seq_lens = lens[round];
+      for (auto& x : b.q) x = f32_to_bf16(uni(rng));
+      PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), b.seq_lens.data(),
+                                   b.seq_lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<__nv_bfloat16*>(p.q), b.q.data(), b.q.size() * sizeof(uint16_t),
+                                   cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      expect_matches(b, download_out(p, b), reference(b),
+                     "graph replay " + std::to_string(round) + ", " + describe(shape));
     }
-    kernels::paged_attention_decode_use_clusters(was);
+    PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
+    PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
   }
 }
 
