@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [sweep] [serve]   (default: tests parity bench)
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [sweep] [profile] [serve]   (default: tests parity bench)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
 # 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256;
 # serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
 # request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
-# decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call).
+# decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
+# batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS.
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -102,6 +103,18 @@ PY
         done
       done
       note "sweep: sweep_*.json"
+      ;;
+    profile)  # DecodeStepProfile (kernels alone, batch 1) under each environment in PROFILE_ENVS ("A=1;B=2")
+      IFS=';' read -ra envs <<<"${PROFILE_ENVS:-}"
+      [ ${#envs[@]} -eq 0 ] && envs=("")
+      i=0
+      for e in "${envs[@]}"; do
+        i=$((i + 1))
+        env $e PAGODA_PROFILE=1 timeout 120 device_bundle/bin/test_cuda --gtest_filter='DecodeStepProfile.*' \
+          >"$OUT/profile_$i.log" 2>&1
+        echo "[${e:-as is}]"; grep -E "^\[ profile \]" "$OUT/profile_$i.log" | grep -vE "kernel \(batch"
+      done
+      note "profile: profile_*.log"
       ;;
     serve)
       mkdir -p "$OUT/serve"
