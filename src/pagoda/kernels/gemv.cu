@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -271,12 +270,8 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRope
   // Split K only while the GPU is short of warps and each slice stays long. The SwiGLU form at T = 1 (two
   // rows a warp where the plain kernel has one) starts at two slices: measured on the H200, a Llama-3-8B
   // step took 4.205 ms instead of 4.251; the same for the QKV + RoPE form was slower (4.287).
-  static const int64_t target_warps = [] {  // EXPERIMENT
-    const char* e = std::getenv("PAGODA_EXP_TARGET_WARPS");
-    return e ? std::atoll(e) : kTargetWarps;
-  }();
   int splits = E == Epilogue::kSilu && T == 1 ? 2 : 1;
-  while (splits < kWarps && groups * splits < target_warps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
+  while (splits < kWarps && groups * splits < kTargetWarps && kv / (2 * splits) >= kMinVecsPerLane * 32) splits *= 2;
   const int64_t groups_per_block = kWarps / splits;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
   constexpr const char* name = E == Epilogue::kPlain  ? "skinny_gemm"

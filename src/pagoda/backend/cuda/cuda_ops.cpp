@@ -451,8 +451,7 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   const int size = graph_size_for(n);
   const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
   if (moved) m.drop_graphs();
-  static const bool skip_fill = std::getenv("PAGODA_EXP_SKIP_FILL") != nullptr;  // EXPERIMENT
-  if (!skip_fill || m.graphs.find(size) == m.graphs.end()) m.fill_placeholder_tokens(host, batch);
+  m.fill_placeholder_tokens(host, batch);  // outside the graph, which reads the staged token ids
   auto it = m.graphs.find(size);
   if (it == m.graphs.end() && !m.uncapturable.contains(size)) {
     try {

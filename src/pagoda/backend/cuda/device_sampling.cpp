@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "pagoda/backend/cuda/cuda_ops.h"
@@ -68,9 +67,6 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(dev_rows, host_rows, rows_bytes, cudaMemcpyHostToDevice, m.stream));
     ds.uploaded.assign(host_rows, host_rows + n);
   }
-  static const bool skip_sample = std::getenv("PAGODA_EXP_SKIP_SAMPLE") != nullptr;  // EXPERIMENT
-  static int sampled_count = 0;
-  if (!skip_sample || ++sampled_count < 16)
   kernels::sample_tokens(dev_ids, static_cast<const __nv_bfloat16*>(logits.data), dev_rows, n, vocab,
                          ds.workspace.data(), m.stream);
   PAGODA_CUDA_CHECK(cudaEventRecord(slot.sampled, m.stream));

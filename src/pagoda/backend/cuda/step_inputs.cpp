@@ -2,7 +2,6 @@
 #include "pagoda/backend/cuda/step_inputs.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "pagoda/kernels/cuda_check.h"
@@ -85,9 +84,6 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cuda
     pstart[n + i + 1] = pstart[n];
   }
   const size_t used = offsets[kPages] * sizeof(int32_t) + static_cast<size_t>(pages) * sizeof(int32_t);
-  static const bool skip_copy = std::getenv("PAGODA_EXP_SKIP_COPY") != nullptr;  // EXPERIMENT
-  static int copies = 0;
-  if (!skip_copy || !host.decode_only || ++copies < 16)
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(d, h, used, cudaMemcpyHostToDevice, stream));
   PAGODA_CUDA_CHECK(cudaEventRecord(staging.copied, stream));
 
