@@ -16,8 +16,7 @@ struct ForwardBatch {
   Tensor kv_page_start;  // [num_seqs + 1] I32: offsets into kv_pages
   Tensor kv_pages;       // [total_pages] I32: block ids, in order, for every sequence
   Tensor slot_mapping;   // [num_tokens] I32: cache slot (block * block_size + offset) for each new K/V
-  Tensor logits_rows;    // [num_sampled] I32: token rows whose logits are needed, in increasing order
-  bool logits_rows_are_tokens = false;  // logits_rows[i] == i for every token (e.g. a decode step)
+  Tensor logits_rows;    // [num_sampled] I32: token rows whose logits are needed
   // [num_tokens] I32. k >= 0: token i is row k of the previous step's sampled tokens, not known on the
   // host when this step was launched (async scheduling); the backend reads it there instead of
   // token_ids[i] (which holds 0). -1: token_ids[i] holds it.

@@ -5,7 +5,6 @@
 #include "pagoda/model/llama_model.h"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "pagoda/model/rope.h"
 
@@ -87,17 +86,12 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
     ops.linear(proj, gate, w.w_down);
   }
 
-  // The rows whose logits are wanted; in a decode step that is every token, so no gather.
   const int64_t R = batch.logits_rows.dim(0);
-  Tensor last = residual, last_proj = proj;
-  static const bool keep_gathers = std::getenv("PAGODA_EXP_KEEP_GATHERS") != nullptr;  // EXPERIMENT
-  if (!batch.logits_rows_are_tokens || keep_gathers) {
-    last = ops.alloc(act, {R, H});
-    last_proj = ops.alloc(act, {R, H});
-    ops.gather_rows(last, residual, batch.logits_rows);
-    ops.gather_rows(last_proj, proj, batch.logits_rows);
-  }
+  Tensor last = ops.alloc(act, {R, H});
+  Tensor last_proj = ops.alloc(act, {R, H});
   Tensor final_normed = ops.alloc(act, {R, H});
+  ops.gather_rows(last, residual, batch.logits_rows);
+  ops.gather_rows(last_proj, proj, batch.logits_rows);
   ops.add_rms_norm(last, last_proj, final_normed, weights_.final_norm, eps);
   Tensor logits = ops.alloc(act, {R, config_.vocab_size});
   ops.linear(logits, final_normed, weights_.lm_head);

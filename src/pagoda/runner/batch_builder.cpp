@@ -64,8 +64,6 @@ const ForwardBatch& BatchBuilder::build(std::span<const SequenceChunk> chunks, i
   batch_.kv_pages = i32_view(pages_);
   batch_.slot_mapping = i32_view(slots_);
   batch_.logits_rows = i32_view(logits_rows_);
-  // Rows go in token order, each token at most once: as many rows as tokens means every token.
-  batch_.logits_rows_are_tokens = logits_rows_.size() == token_ids_.size();
   batch_.token_from_prev_sample = i32_view(from_prev_sample_);
   batch_.num_tokens_from_prev_sample = num_from_prev_sample;
   batch_.num_seqs = static_cast<int>(chunks.size());

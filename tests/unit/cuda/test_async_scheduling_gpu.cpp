@@ -1,5 +1,4 @@
-// Async scheduling on the GPU: placeholder tokens filled on the device from the previous step's samples
-// (also by the step-input copy),
+// Async scheduling on the GPU: placeholder tokens filled on the device from the previous step's samples,
 // and engine outputs equal to synchronous scheduling. The GPU's numerics depend on the batch shape, so
 // the engine comparisons use request sets whose steps have the same composition in both modes (every
 // request admitted at once, no preemption; stops only for requests running alone). SKIPPED without a GPU.
@@ -8,10 +7,8 @@
 #include <random>
 
 #include "cuda_test_util.h"
-#include "pagoda/core/error.h"
 #include "pagoda/engine/llm.h"
 #include "pagoda/kernels/placeholder_tokens.h"
-#include "pagoda/kernels/step_inputs_copy.h"
 
 namespace pagoda {
 namespace {
@@ -33,32 +30,6 @@ TEST(PlaceholderTokens, ReadTheMarkedRowsOfThePreviousSamples) {
   kernels::fill_placeholder_tokens(d_many.get(), d_rows.get(), d_sampled.get(), n, nullptr);
   const std::vector<int32_t> got = d_many.download();
   for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 100 + i % 3) << "token " << i;
-}
-
-// The step-input copy reads a pinned host buffer in a kernel: every word arrives, and the placeholder
-// token ids come from the previous samples (on the device) instead; without samples it is a plain copy.
-// 5,000 tokens span several blocks.
-TEST(StepInputsCopy, CopiesThePinnedBufferAndFillsPlaceholders) {
-  PAGODA_SKIP_WITHOUT_GPU();
-  const int tokens = 5000, from_prev = 5004, words = 2 * from_prev + 8;
-  int32_t* host = nullptr;
-  PAGODA_CUDA_CHECK(cudaMallocHost(&host, words * sizeof(int32_t)));
-  std::mt19937 rng(3);
-  for (int i = 0; i < words; ++i) host[i] = static_cast<int32_t>(rng() % 100000);
-  for (int t = 0; t < tokens; ++t) host[from_prev + t] = t % 5 == 0 ? -1 : t % 3;  // rows 0..2, or known
-  const std::vector<int32_t> sampled = {100, 101, 102};
-  test::DeviceArray<int32_t> d_sampled(sampled), dst(std::vector<int32_t>(words, -7));
-  kernels::copy_step_inputs(dst.get(), host, words, tokens, from_prev, d_sampled.get(), nullptr);
-  std::vector<int32_t> got = dst.download();
-  for (int i = 0; i < words; ++i) {
-    const bool placeholder = i < tokens && host[from_prev + i] >= 0;
-    ASSERT_EQ(got[i], placeholder ? 100 + host[from_prev + i] : host[i]) << "word " << i;
-  }
-  kernels::copy_step_inputs(dst.get(), host, words, tokens, from_prev, nullptr, nullptr);
-  got = dst.download();
-  for (int i = 0; i < words; ++i) ASSERT_EQ(got[i], host[i]) << "word " << i;
-  EXPECT_THROW(kernels::copy_step_inputs(dst.get(), host, words - 1, tokens, from_prev, nullptr, nullptr), Error);
-  PAGODA_CUDA_CHECK(cudaFreeHost(host));
 }
 
 std::string stories_path() { return test::test_data_dir() + "/../../models/stories260K.gguf"; }

@@ -53,29 +53,5 @@ TEST(BatchBuilder, NoPlaceholdersMeansNothingToResolve) {
   EXPECT_EQ(values(batch.token_from_prev_sample), (std::vector<int32_t>{-1, -1}));
 }
 
-// logits_rows_are_tokens (the model then skips gathering rows) holds exactly when every token's logits
-// are wanted: decode steps, prompts that want all logits; not a prompt that wants its last.
-TEST(BatchBuilder, LogitsRowsAreTokensOnlyWhenEveryTokenIsARow) {
-  const std::vector<TokenId> prompt = {10, 11, 12}, one = {7};
-  const std::vector<int32_t> blocks = {0, 1};
-  BatchBuilder builder;
-  const std::vector<SequenceChunk> decodes = {{one, 4, blocks, LogitsWanted::kLast},
-                                              {std::span<const TokenId>(), 9, blocks, LogitsWanted::kLast, 0}};
-  const ForwardBatch& d = builder.build(decodes, 16);
-  EXPECT_TRUE(d.logits_rows_are_tokens);
-  EXPECT_EQ(values(d.logits_rows), (std::vector<int32_t>{0, 1}));
-
-  const std::vector<SequenceChunk> mixed = {{one, 4, blocks, LogitsWanted::kLast}, {prompt, 0, blocks, LogitsWanted::kLast}};
-  const ForwardBatch& m = builder.build(mixed, 16);
-  EXPECT_FALSE(m.logits_rows_are_tokens);
-  EXPECT_EQ(values(m.logits_rows), (std::vector<int32_t>{0, 3}));
-
-  const std::vector<SequenceChunk> all = {{prompt, 0, blocks, LogitsWanted::kAll}, {one, 4, blocks, LogitsWanted::kLast}};
-  EXPECT_TRUE(builder.build(all, 16).logits_rows_are_tokens);
-
-  const std::vector<SequenceChunk> none = {{prompt, 0, blocks, LogitsWanted::kNone}, {one, 4, blocks, LogitsWanted::kLast}};
-  EXPECT_FALSE(builder.build(none, 16).logits_rows_are_tokens);
-}
-
 }  // namespace
 }  // namespace pagoda

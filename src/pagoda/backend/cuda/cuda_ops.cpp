@@ -18,6 +18,7 @@
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/paged_attention.h"
+#include "pagoda/kernels/placeholder_tokens.h"
 
 namespace pagoda {
 
@@ -422,12 +423,13 @@ Tensor CudaOps::Impl::capture(int size, const ForwardFn& forward, const ForwardB
   return logits;
 }
 
-const int32_t* CudaOps::Impl::placeholder_source(const ForwardBatch& host) const {
-  if (host.num_tokens_from_prev_sample == 0) return nullptr;
+void CudaOps::Impl::fill_placeholder_tokens(const ForwardBatch& host, const ForwardBatch& staged) {
+  if (host.num_tokens_from_prev_sample == 0) return;
   const int32_t* rows = host.token_from_prev_sample.ptr<const int32_t>();
   for (int t = 0; t < host.num_tokens; ++t)
     PAGODA_CHECK(rows[t] < sampling.num_ids, "token {} reads sample row {} of {}", t, rows[t], sampling.num_ids);
-  return sampling.latest_ids();
+  kernels::fill_placeholder_tokens(staged.token_ids.ptr<int32_t>(), staged.token_from_prev_sample.ptr<const int32_t>(),
+                                   sampling.latest_ids(), host.num_tokens, stream);
 }
 
 Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
@@ -441,14 +443,15 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
                      rows_are_seqs && !m.inv_freq.empty();
   bool moved = false;
   if (!graph) {
-    const ForwardBatch& batch = m.inputs.stage(host, n, m.placeholder_source(host), m.stream, &moved);
+    const ForwardBatch& batch = m.inputs.stage(host, n, m.stream, &moved);
     if (moved) m.drop_graphs();
+    m.fill_placeholder_tokens(host, batch);
     return forward(batch);
   }
   const int size = graph_size_for(n);
-  // The copy (and the placeholders' fill) runs before the graph, which reads the staged arrays.
-  const ForwardBatch& batch = m.inputs.stage(host, size, m.placeholder_source(host), m.stream, &moved);
+  const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
   if (moved) m.drop_graphs();
+  m.fill_placeholder_tokens(host, batch);  // outside the graph, which reads the staged token ids
   auto it = m.graphs.find(size);
   if (it == m.graphs.end() && !m.uncapturable.contains(size)) {
     try {

@@ -76,9 +76,8 @@ struct CudaOps::Impl {
   void drop_graphs();
   // Captures forward(batch) as the graph for `size` sequences; returns the logits it will write.
   Tensor capture(int size, const ForwardFn& forward, const ForwardBatch& batch);
-  // The previous step's sampled ids on the device, which host's placeholder tokens read (checked against
-  // how many there are); nullptr when host has none.
-  const int32_t* placeholder_source(const ForwardBatch& host) const;
+  // Writes the staged batch's placeholder tokens from the latest device samples (async scheduling).
+  void fill_placeholder_tokens(const ForwardBatch& host, const ForwardBatch& staged);
 
   CudaOpsOptions options;
   cudaStream_t stream = nullptr;

@@ -1,13 +1,10 @@
-// Layout, padding and the one copy per step (a kernel that reads the pinned buffer and fills placeholders).
+// Layout, padding and the one copy per step.
 #include "pagoda/backend/cuda/step_inputs.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "pagoda/core/check.h"
 #include "pagoda/kernels/cuda_check.h"
-#include "pagoda/kernels/placeholder_tokens.h"
-#include "pagoda/kernels/step_inputs_copy.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -33,21 +30,17 @@ void StepInputs::reserve(int tokens, int seqs, int pages, cudaStream_t stream, b
   cap_tokens_ = std::max({tokens, 2 * cap_tokens_, 256});
   cap_seqs_ = std::max({seqs, 2 * cap_seqs_, 256});
   cap_pages_ = std::max({pages, 2 * cap_pages_, 4096});
-  const size_t bytes = (offset_of_pages() + static_cast<size_t>(cap_pages_) * sizeof(int32_t) + 15) / 16 * 16;
+  const size_t bytes = offset_of_pages() + static_cast<size_t>(cap_pages_) * sizeof(int32_t);
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));  // copies out of the old buffers are done
   for (Staging& s : staging_) {
     s.host = PinnedBuffer(bytes);
-    void* mapped = nullptr;
-    PAGODA_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, s.host.data(), 0));
-    s.mapped = static_cast<const int32_t*>(mapped);
     if (!s.copied) PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
   }
   device_ = DeviceBuffer(bytes);
   *moved = true;
 }
 
-const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, const int32_t* prev_sampled,
-                                      cudaStream_t stream, bool* moved) {
+const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cudaStream_t stream, bool* moved) {
   const int n = host.num_seqs, seqs = std::max(pad_to, n);
   const int pad = seqs - n;
   const int tokens = host.num_tokens + pad;
@@ -103,7 +96,6 @@ const ForwardBatch& StepInputs::stage(const ForwardBatch& host, int pad_to, cons
   batch_.token_from_prev_sample = view(kFromPrevSample, tokens);
   batch_.num_tokens_from_prev_sample = host.num_tokens_from_prev_sample;
   batch_.logits_rows = view(kLogitsRows, rows);
-  batch_.logits_rows_are_tokens = rows == tokens && (host.logits_rows_are_tokens || host.num_tokens == 0);  // padding rows are their tokens
   batch_.query_start = view(kQueryStart, seqs + 1);
   batch_.seq_lens = view(kSeqLens, seqs);
   batch_.kv_page_start = view(kPageStart, seqs + 1);
@@ -124,7 +116,7 @@ const ForwardBatch& StepInputs::stage_padding(int num_seqs, cudaStream_t stream,
       empty.kv_pages = empty.token_from_prev_sample = Tensor(const_cast<int32_t*>(&zero), DType::kI32, {0});
   empty.query_start = empty.kv_page_start = Tensor(const_cast<int32_t*>(&zero), DType::kI32, {1});
   empty.decode_only = true;
-  return stage(empty, num_seqs, nullptr, stream, moved);
+  return stage(empty, num_seqs, stream, moved);
 }
 
 }  // namespace pagoda::cuda

@@ -1,8 +1,8 @@
 // StepInputs: a step's ForwardBatch arrays on the device. Every array sits at a fixed offset (its
-// capacity) inside a pinned host buffer and one device buffer, so a step costs a single copy, done by one
-// kernel that reads the pinned buffer over the bus (kernels/step_inputs_copy.h), and the device addresses
-// stay the same from step to step (captured CUDA graphs read them). Two pinned buffers take turns: under
-// async scheduling step N+1 is staged while step N's copy may still wait in the stream behind step N-1.
+// capacity) inside a pinned host buffer and one device buffer, so a step costs a single host-to-device
+// copy and the device addresses stay the same from step to step (captured CUDA graphs read them). Two
+// pinned buffers take turns: under async scheduling step N+1 is staged while step N's copy may still wait
+// in the stream behind step N-1.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,21 +21,18 @@ class StepInputs {
 
   // Copies `host` to the device on `stream`, padded to `pad_to` sequences (>= host.num_seqs) with empty
   // one-token sequences (seq_len 0, slot -1: kernels write zeros and store nothing), and returns the
-  // device batch. Placeholder tokens (host.token_from_prev_sample) are read from `prev_sampled`, the
-  // previous step's sampled ids on the device (needed only when the host batch has such tokens); the
-  // device batch keeps their count. Capacity grows when needed; that moves the arrays, and `*moved` is
-  // set so that the caller can drop graphs that captured the old addresses.
-  const ForwardBatch& stage(const ForwardBatch& host, int pad_to, const int32_t* prev_sampled, cudaStream_t stream,
-                            bool* moved);
+  // device batch. token_from_prev_sample is copied only when the host batch has such tokens (the device
+  // batch keeps their count). Capacity grows when needed; that moves the arrays, and `*moved` is set so
+  // that the caller can drop graphs that captured the old addresses.
+  const ForwardBatch& stage(const ForwardBatch& host, int pad_to, cudaStream_t stream, bool* moved);
 
   // The device batch a padding-only decode step of `num_seqs` sequences would use (for graph capture).
   const ForwardBatch& stage_padding(int num_seqs, cudaStream_t stream, bool* moved);
 
  private:
-  // A pinned buffer, its address for kernels, and the event recorded after the last copy out of it.
+  // A pinned buffer and the event recorded after the last copy out of it.
   struct Staging {
     PinnedBuffer host;
-    const int32_t* mapped = nullptr;
     cudaEvent_t copied = nullptr;
   };
 
