@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -277,6 +279,21 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRope
   constexpr const char* name = E == Epilogue::kPlain  ? "skinny_gemm"
                                : E == Epilogue::kSilu ? "skinny_gemm_silu"
                                                       : "skinny_gemm_qkv_rope";
+  static const char* deep = std::getenv("PAGODA_EXP_DEEP_PRELOAD");  // EXPERIMENT: "o", "qkv", "o,qkv"
+  if constexpr (T == 1 && (E == Epilogue::kPlain || E == Epilogue::kRope)) {
+    const bool want = deep != nullptr && std::string_view(deep).find(E == Epilogue::kPlain ? "o" : "qkv") !=
+                                             std::string_view::npos;
+    if (want && kv == 2 * U * 32 && splits == 1 && n <= 8192) {  // two chunks a warp (o_proj, not lm_head): both before the wait
+      launch_kernel(name, skinny_gemm_kernel<T, R, 2 * U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out,
+                    x, w, n, k, splits, rope);
+      return;
+    }
+    if (want && E == Epilogue::kRope && kv == 4 * U * 32 && splits == 1) {  // four chunks: half before the wait
+      launch_kernel(name, skinny_gemm_kernel<T, R, 2 * U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out,
+                    x, w, n, k, splits, rope);
+      return;
+    }
+  }
   launch_kernel(name, skinny_gemm_kernel<T, R, U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n,
                 k, splits, rope);
 }
