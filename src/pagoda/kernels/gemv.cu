@@ -14,12 +14,12 @@
 // Epilogues (Epilogue): plain bf16 outputs; SwiGLU of row pairs (gate_j, up_j), so the gate-up GEMM writes
 // the activation; RoPE of Q/K row pairs with the KV-cache store, so the QKV GEMM writes q and the cache.
 // The pair forms keep both rows of a pair in one warp (R >= 2).
-// For T <= 2 the first chunk's weight loads are issued before the PDL wait, overlapping the kernel before.
+// For T <= 2 the first chunk's weight loads are issued before the PDL wait, overlapping the kernel before;
+// a plain GEMM at T = 1 with two chunks a warp (K = 4096) issues both there.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
@@ -278,13 +278,14 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRope
   constexpr const char* name = E == Epilogue::kPlain  ? "skinny_gemm"
                                : E == Epilogue::kSilu ? "skinny_gemm_silu"
                                                       : "skinny_gemm_qkv_rope";
-  // A plain GEMM at one token whose warps hold exactly two chunks of a row (K = 4096, e.g. o_proj) loads
-  // both before the PDL wait, so all its weights are in flight while the kernel before it (attention)
-  // leaves HBM idle. Measured on the H200 (Llama-3-8B, batch 1): o_proj alone 245.8 -> 247.0 tok/s at 128
-  // context, 239.0 -> 241.4 at 2,048 (the QKV GEMM loading half its row that way lost: 237.3).
+  // A plain GEMM at one token whose warps hold exactly two chunks of a row (K = 4096: o_proj and lm_head of
+  // Llama-3-8B) loads both before the PDL wait, so all of a resident warp's weights are in flight while the
+  // kernel before it (attention, for o_proj) leaves HBM idle. Measured on the H200 (Llama-3-8B, batch 1, one
+  // call): 245.8 -> 247.0 tok/s at 128 context, 239.0 -> 241.4 at 2,048; lm_head with or without it: the
+  // same. The QKV + RoPE GEMM loading half its row that way lost (237.3), and so did every GEMM keeping
+  // 16 loads in flight throughout (bench/results/2026-11-29-h200-decode-experiments.json, runs 17, 23, 24).
   if constexpr (T == 1 && E == Epilogue::kPlain) {
-    static const bool not_lm_head = std::getenv("PAGODA_EXP_TWO_CHUNKS_NOT_LM_HEAD") != nullptr;  // EXPERIMENT
-    if (kv == 2 * U * 32 && splits == 1 && !(not_lm_head && n > 8192)) {
+    if (kv == 2 * U * 32 && splits == 1) {
       launch_kernel(name, skinny_gemm_kernel<T, R, 2 * U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out,
                     x, w, n, k, splits, rope);
       return;
