@@ -163,9 +163,8 @@ TEST(SkinnyGemm, QkvRopeEpilogueEqualsGemmThenRopeStore) {
 }
 
 // Every T on shapes reaching each path: (96, 64) a partial chunk only; (4096, 4096) whole chunks (at T = 1
-// both of a warp loaded before the PDL wait), K split
-// for the larger T; (1000, 14336) K split four ways with a partial chunk per slice; (2500, 2056) a one-vector
-// tail and N not a multiple of the rows per block.
+// both of a warp's loaded before the PDL wait), K split for the larger T; (1000, 14336) K split four ways
+// with a partial chunk per slice; (2500, 2056) a one-vector tail and N not a multiple of the rows per block.
 TEST(SkinnyGemm, MatchesFloat64ReferenceForEveryTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
   struct Shape { int n, k; };
