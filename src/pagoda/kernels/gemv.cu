@@ -284,15 +284,11 @@ void launch(bf16* out, const bf16* x, const bf16* w, int n, int k, const QkvRope
   // call): 245.8 -> 247.0 tok/s at 128 context, 239.0 -> 241.4 at 2,048; lm_head with or without it: the
   // same. The QKV + RoPE GEMM loading half its row that way lost (237.3), and so did every GEMM keeping
   // 16 loads in flight throughout (bench/results/2026-11-29-h200-decode-experiments.json, runs 17, 23, 24).
+  auto* kernel = skinny_gemm_kernel<T, R, U, E>;
   if constexpr (T == 1 && E == Epilogue::kPlain) {
-    if (kv == 2 * U * 32 && splits == 1) {
-      launch_kernel(name, skinny_gemm_kernel<T, R, 2 * U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out,
-                    x, w, n, k, splits, rope);
-      return;
-    }
+    if (kv == 2 * U * 32 && splits == 1) kernel = skinny_gemm_kernel<T, R, 2 * U, E>;  // both chunks as one
   }
-  launch_kernel(name, skinny_gemm_kernel<T, R, U, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n,
-                k, splits, rope);
+  launch_kernel(name, kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w, n, k, splits, rope);
 }
 
 }  // namespace

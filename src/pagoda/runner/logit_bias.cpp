@@ -27,9 +27,10 @@ std::vector<std::pair<TokenId, float>> parse(const Json& v) {
     }
     if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
       throw InvalidRequest(fmt::format("logit_bias keys must be token ids (got '{}')", key));
-    if (!value.is_number() || !(value.template get<double>() >= -100 && value.template get<double>() <= 100))
+    const double b = value.is_number() ? value.template get<double>() : std::numeric_limits<double>::quiet_NaN();
+    if (!(b >= -100 && b <= 100))
       throw InvalidRequest(fmt::format("logit_bias for token {} must be a number in [-100, 100]", id));
-    bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(value.template get<double>()));
+    bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(b));
   }
   std::sort(bias.begin(), bias.end());
   for (size_t i = 1; i < bias.size(); ++i)

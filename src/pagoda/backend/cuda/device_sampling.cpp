@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "pagoda/backend/cuda/cuda_ops.h"
@@ -61,6 +62,8 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   }
   auto* dev_rows = static_cast<kernels::SamplingRow*>(ds.rows.data());
   auto* dev_ids = static_cast<int32_t*>(slot.ids.data());
+  static_assert(sizeof(kernels::SamplingRow) == 4 * sizeof(float) + 2 * sizeof(uint64_t),
+                "no padding: rows are compared byte for byte");
   const bool same_rows = ds.uploaded.size() == static_cast<size_t>(n) &&
                          std::memcmp(ds.uploaded.data(), host_rows, rows_bytes) == 0;
   if (!same_rows) {
