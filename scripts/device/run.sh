@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [sweep] [profile] [serve]   (default: tests parity bench)
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve]   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
 # 1,024-token prompt's time to first token, and offline throughput 128/128 and 1000/1000 at max-num-seqs 256;
+# long: 4k and 8k prompts (batch 1 and 64, and offline 4096/128) with the default token budget;
 # serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
 # request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
 # decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
@@ -16,7 +17,7 @@ OUT=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$OUT"
 [ -d device_bundle ] || tar -xJf device_bundle.tar.xz
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(tests parity bench)
+[ ${#stages[@]} -eq 0 ] && stages=(tests parity bench long)
 
 cublas_dirs=$(python3 - <<'PY' 2>/dev/null
 import glob, os
@@ -87,6 +88,20 @@ for n in ("throughput_128", "throughput_1000"):
 for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
+      ;;
+    long)  # long prompts with the default --max-num-batched-tokens (2,048): chunked prefill, then decode
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 8192"
+      run_long() {  # name, then the pagoda arguments
+        local name=$1; shift
+        PAGODA_CUDA_STEP_TIMING=1 timeout 300 "$PAGODA" --log-level info "$@" --json >"$OUT/long_$name.json" 2>"$OUT/long_$name.log"
+        echo "$name rc=$? $(python3 -c "import json; d=json.load(open('$OUT/long_$name.json')); print({k: round(d[k], 2) for k in d if 'per_second' in k or k == 'elapsed_time'}, 'ttft_median_ms', round(1e3 * d['ttft_seconds']['median'], 1) if 'ttft_seconds' in d else '-')" 2>&1 | tail -1)"
+      }
+      run_long b1_ctx4096 bench latency $M --batch-size 1 --input-len 4096 --output-len 128 --num-iters 2
+      run_long b1_ctx8000 bench latency $M --batch-size 1 --input-len 8000 --output-len 128 --num-iters 2
+      run_long b64_ctx4096 bench latency $M --batch-size 64 --input-len 4096 --output-len 128 --num-iters 1
+      run_long b64_ctx8000 bench latency $M --batch-size 64 --input-len 8000 --output-len 128 --num-iters 1
+      run_long throughput_4096 bench throughput $M --num-prompts 256 --input-len 4096 --output-len 128 --max-num-seqs 256
+      note "long: long_*.json"
       ;;
     sweep)  # batch-1 decode at 128 and 2,048 context for each environment in SWEEP_ENVS ("A=1 B=2;C=3;...")
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"

@@ -86,7 +86,10 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
     ops.linear(proj, gate, w.w_down);
   }
 
+  // A step whose chunks all end before their prompt does (chunked prefill) samples nothing: no final
+  // norm, no lm_head.
   const int64_t R = batch.logits_rows.dim(0);
+  if (R == 0) return ops.alloc(act, {0, config_.vocab_size});
   Tensor last = ops.alloc(act, {R, H});
   Tensor last_proj = ops.alloc(act, {R, H});
   Tensor final_normed = ops.alloc(act, {R, H});

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,7 +15,12 @@
 
 namespace pagoda::testing {
 
-inline std::string data_path(const std::string& relative) { return std::string(PAGODA_TEST_DATA_DIR) + "/" + relative; }
+// PAGODA_TEST_DATA_DIR from the environment (the GPU tests run from a bundle on another machine), else
+// the source tree's tests/data.
+inline std::string data_path(const std::string& relative) {
+  const char* env = std::getenv("PAGODA_TEST_DATA_DIR");
+  return std::string(env && *env ? env : PAGODA_TEST_DATA_DIR) + "/" + relative;
+}
 inline std::string bundled_model_path() { return data_path("../../models/stories260K.gguf"); }
 
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {

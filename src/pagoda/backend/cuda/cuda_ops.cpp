@@ -45,7 +45,12 @@ const int32_t* i32(const Tensor& t) {
   return t.ptr<const int32_t>();
 }
 int rows_of(const Tensor& t) { return static_cast<int>(t.dim(0)); }
-int row_elems(const Tensor& t) { return static_cast<int>(t.numel() / std::max<int64_t>(t.dim(0), 1)); }
+// Elements of one row: the product of every dim but the first (also for a tensor of zero rows).
+int row_elems(const Tensor& t) {
+  int64_t n = 1;
+  for (int i = 1; i < t.ndim; ++i) n *= t.shape[i];
+  return static_cast<int>(n);
+}
 
 // Decode graphs exist for these padded batch sizes: 1, 2, 4, 8, then steps of 8.
 int graph_size_for(int num_seqs) {
