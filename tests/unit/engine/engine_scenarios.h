@@ -3,11 +3,11 @@
 // steps of decodes and prompt chunks, prefix-cache hits that end mid-prompt, preemption and resumption on
 // a small KV pool, many sequences of mixed lengths, and a cancellation mid-prompt.
 //
-// Every request is greedy, and its tokens are compared with the CPU backend's for that request alone,
-// its whole prompt in one step. On the CPU they must be equal. On CUDA (bf16, whose rounding depends on
-// the batch's shape) they must be equal up to the first position where the CPU's own top two logits are
-// within kCudaNearTie of its logit range; after such a position the two histories differ and no more of
-// that request is compared, and at least half of all tokens must be compared for the run to count.
+// Every request is greedy. Each token it produced is checked against the CPU backend's logits for the
+// same history (the prompt and the request's own earlier tokens, computed in one pass): on the CPU it must
+// be the CPU's greedy choice; on CUDA (bf16, whose rounding depends on the batch's shape) it may also be
+// a token within kCudaNearTie of the logit range below that choice, and at most a tenth of all tokens (plus two)
+// may be such near-ties.
 // Included by tests/unit/engine/test_engine_scenarios.cpp (CPU) and tests/unit/cuda/
 // test_engine_scenarios_gpu.cpp (CUDA), one instantiation each.
 #pragma once
@@ -18,7 +18,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <random>
 #include <tuple>
@@ -65,45 +64,28 @@ inline std::vector<TokenId> scenario_prompt(int n, int vocab, uint64_t seed) {
   return ids;
 }
 
-// The CPU's logits at the last position of `ids`, the whole sequence in one step.
-inline std::vector<float> cpu_last_logits(const LoadedModel& m, const std::vector<TokenId>& ids) {
+// The CPU's logits [n, vocab] along `tokens`: row i predicts tokens[first + i], from everything before it.
+// Two steps: tokens [0, first - 1) sample nothing, then [first - 1, first - 1 + n) give every row.
+inline std::vector<float> cpu_logits_along(const LoadedModel& m, const std::vector<TokenId>& tokens, size_t first,
+                                           size_t n) {
   CpuOps ops;
   LlamaModel model(m.config, m.weights);
   const int block_size = 16;
-  const int num_blocks = static_cast<int>(ids.size()) / block_size + 1;
+  const int num_blocks = static_cast<int>(tokens.size()) / block_size + 1;
   KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(num_blocks, block_size, DType::kF32));
   std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
   for (int i = 0; i < num_blocks; ++i) blocks[i] = i;
   BatchBuilder builder;
-  const SequenceChunk chunk{ids, 0, blocks, LogitsWanted::kLast};
-  const Tensor logits = model.forward(ops, builder.build(std::span(&chunk, 1), block_size), cache);
-  std::vector<float> row(static_cast<size_t>(m.config.vocab_size));
-  ops.download_f32(Tensor(row.data(), DType::kF32, {1, m.config.vocab_size}), logits);
-  return row;
-}
-
-// The CPU's greedy tokens for one request alone (cached: several scenarios share requests).
-inline const std::vector<TokenId>& cpu_reference(const std::string& model, const GenerateRequest& r) {
-  static std::map<std::string, std::unique_ptr<LLM>> engines;
-  static std::map<std::tuple<std::string, std::vector<TokenId>, int>, std::vector<TokenId>> cache;
-  const auto key = std::make_tuple(model, r.prompt_ids, r.params.max_tokens);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    std::unique_ptr<LLM>& alone = engines[model];
-    if (!alone) {
-      LlmOptions o;
-      o.load = {.model_path = scenario_model_path(model), .show_progress = false};
-      o.max_num_seqs = 1;
-      o.max_num_batched_tokens = kScenarioMaxModelLen;
-      o.max_model_len = kScenarioMaxModelLen;
-      o.enable_prefix_caching = false;
-      alone = std::make_unique<LLM>(o);
-    }
-    const CompletionOutput out = alone->generate({r})[0];
-    EXPECT_EQ(out.finish_reason, "length") << out.error;
-    it = cache.emplace(key, out.output_ids).first;
+  const std::span<const TokenId> all(tokens);
+  if (first > 1) {
+    const SequenceChunk prefix{all.subspan(0, first - 1), 0, blocks, LogitsWanted::kNone};
+    model.forward(ops, builder.build(std::span(&prefix, 1), block_size), cache);
   }
-  return it->second;
+  const SequenceChunk rest{all.subspan(first - 1, n), static_cast<int>(first - 1), blocks, LogitsWanted::kAll};
+  const Tensor logits = model.forward(ops, builder.build(std::span(&rest, 1), block_size), cache);
+  std::vector<float> rows(n * static_cast<size_t>(m.config.vocab_size));
+  ops.download_f32(Tensor(rows.data(), DType::kF32, {static_cast<int64_t>(n), m.config.vocab_size}), logits);
+  return rows;
 }
 
 class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
@@ -141,35 +123,33 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
     return o;
   }
 
-  // Each output against the CPU's greedy tokens for its request alone (see the file comment).
+  // Each output token against the CPU's logits given the same history (see the file comment).
   void expect_cpu_tokens(const std::vector<GenerateRequest>& requests, const std::vector<CompletionOutput>& outs) {
     ASSERT_EQ(outs.size(), requests.size());
     const double near_tie = device() == "cuda" ? kCudaNearTie : 0.0;
-    int compared = 0, total = 0;
+    const int64_t V = vocab();
+    int total = 0, near_ties = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
-      const std::vector<TokenId>& ref = cpu_reference(model_name(), requests[i]);
       const std::vector<TokenId>& got = outs[i].output_ids;
       EXPECT_EQ(outs[i].finish_reason, "length") << "request " << i << ": " << outs[i].error;
-      EXPECT_EQ(got.size(), ref.size()) << "request " << i;
-      total += static_cast<int>(ref.size());
-      for (size_t p = 0; p < std::min(got.size(), ref.size()); ++p) {
-        if (got[p] == ref[p]) {
-          ++compared;
-          continue;
-        }
-        std::vector<TokenId> context = requests[i].prompt_ids;
-        context.insert(context.end(), ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(p));
-        const std::vector<float> row = cpu_last_logits(model(), context);
-        const auto [lo, hi] = std::minmax_element(row.begin(), row.end());
-        EXPECT_LE(row[ref[p]] - row[got[p]], near_tie * (*hi - *lo))
-            << "request " << i << " (prompt of " << requests[i].prompt_ids.size() << ") parts from the CPU at output "
-            << p << ": " << got[p] << " instead of " << ref[p] << ", not a near-tie";
-        break;
+      ASSERT_EQ(static_cast<int>(got.size()), requests[i].params.max_tokens) << "request " << i;
+      std::vector<TokenId> sequence = requests[i].prompt_ids;
+      sequence.insert(sequence.end(), got.begin(), got.end());
+      const std::vector<float> rows = cpu_logits_along(model(), sequence, requests[i].prompt_ids.size(), got.size());
+      for (size_t p = 0; p < got.size(); ++p) {
+        const float* row = rows.data() + p * V;
+        const auto [lo, hi] = std::minmax_element(row, row + V);
+        ++total;
+        if (row[got[p]] == *hi) continue;  // the CPU's greedy choice
+        ++near_ties;
+        EXPECT_LE(*hi - row[got[p]], near_tie * (*hi - *lo))
+            << "request " << i << " (prompt of " << requests[i].prompt_ids.size() << ") output " << p << ": token "
+            << got[p] << " is " << *hi - row[got[p]] << " below the CPU's best (logit range " << *hi - *lo << ")";
       }
     }
-    std::printf("[ %s %s ] %d of %d tokens compared with the CPU's\n", device().c_str(), model_name().c_str(),
-                compared, total);
-    EXPECT_GE(compared * 2, total) << "too few tokens compared for the run to say anything";
+    std::printf("[ %s %s ] %d tokens: %d the CPU's greedy choice, %d within a near-tie of it\n", device().c_str(),
+                model_name().c_str(), total, total - near_ties, near_ties);
+    EXPECT_LE(near_ties, 2 + total / 10) << "more than a tenth of the tokens were not the CPU's greedy choice";
   }
 };
 
