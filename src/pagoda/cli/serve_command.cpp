@@ -30,6 +30,8 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_keys_file;
   int max_waiting_requests = 0;
+  server::RequestLimits limits;
+  int request_threads = 2;
   std::string chat_template;
   std::string trace_file;
   int gpu_sample_interval_ms = 50;
@@ -138,6 +140,8 @@ void run_serve(ServeOptions& o) {
   if (so.served_model_name.empty()) so.served_model_name = fs::path(model_path).parent_path().filename().string();
   so.model_path = model_path;
   so.max_waiting_requests = o.max_waiting_requests;
+  so.limits = o.limits;
+  so.num_workers = o.request_threads;
   for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
   if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
   std::unique_ptr<server::TraceWriter> trace;
@@ -191,12 +195,27 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chat-template", opts->chat_template, "a Jinja chat template file (default: the model's)");
   cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--request-threads", opts->request_threads,
+                  "threads that parse, template and tokenize large request bodies off the I/O threads (default 2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout-keep-alive", h.idle_timeout_s, "seconds an idle connection stays open (default 60)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-timeout", h.shutdown_deadline_s,
                   "seconds in-flight requests get to finish after SIGINT/SIGTERM (default 10)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-request-body", h.body_limit, "largest request body in bytes (default 16 MiB)")
+      ->check(CLI::PositiveNumber);
+  server::RequestLimits& l = opts->limits;
+  cmd->add_option("--max-json-depth", l.max_json_depth,
+                  fmt::format("deepest nesting of arrays and objects in a request body (default {})", l.max_json_depth))
+      ->check(CLI::Range(2, 10000));
+  cmd->add_option("--max-request-sequences", l.max_sequences,
+                  fmt::format("most prompts x n in one request (default {})", l.max_sequences))
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-n", l.max_n, fmt::format("largest n (default {})", l.max_n))->check(CLI::PositiveNumber);
+  cmd->add_option("--max-request-tokens", l.max_tokens,
+                  fmt::format("most tokens one request may ask for: (prompt + max_tokens) x n over its prompts "
+                              "(default {})", l.max_tokens))
       ->check(CLI::PositiveNumber);
   cmd->add_option("--trace-file", opts->trace_file,
                   "append one JSON line per finished request: engine times (queued, scheduled, prefill done, each "

@@ -12,6 +12,8 @@
 namespace pagoda::server {
 namespace {
 
+constexpr int kMaxHeatmapBins = 2000;  // the default is 200
+
 using metrics::HeatmapPanel;
 using metrics::HeatmapRow;
 using metrics::TimeBins;
@@ -113,7 +115,9 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
   }
   const double span = std::max(now - start, 1e-3);
   if (bin_seconds == 0) bin_seconds = std::max(0.01, span / 200);
-  if (span / bin_seconds > 100000) throw std::invalid_argument("more than 100000 bins: use wider bins or a shorter window");
+  // The SVG grows with the bins (about 1.6 kB each): a bound keeps one request from building a huge image.
+  if (span / bin_seconds > kMaxHeatmapBins)
+    throw std::invalid_argument(fmt::format("more than {} bins: use wider bins or a shorter window", kMaxHeatmapBins));
   TimeBins bins{start, bin_seconds, std::max(1, static_cast<int>(std::ceil(span / bin_seconds)))};
   const int n = bins.count;
   const auto zeros = [n] { return std::vector<double>(static_cast<size_t>(n), 0.0); };

@@ -157,6 +157,15 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
   }
 }
 
+// A keep-alive connection waiting for its next request: the first to close when file descriptors run
+// out. Touched on its connection's strand only, except for the registry list (under idle_mutex).
+struct IdleConnection {
+  beast::tcp_stream* stream;
+  Strand strand;
+  bool waiting = true;  // false once the read finished: the stream may be gone
+  bool listed = true;   // in HttpServer::Impl::idle (under idle_mutex)
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -169,8 +178,12 @@ struct HttpServer::Impl {
   std::mutex active_mutex;
   std::list<std::weak_ptr<ExchangeImpl>> active;
   std::atomic<int> num_active{0};
+  std::mutex idle_mutex;
+  std::list<std::shared_ptr<IdleConnection>> idle;  // oldest first
 
   asio::awaitable<void> accept_loop();
+  // Closes up to `count` of the longest-idle keep-alive connections (each on its own strand).
+  void shed_idle_connections(size_t count);
   asio::awaitable<void> session(beast::tcp_stream stream, Strand strand);
   asio::awaitable<bool> deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex, bool keep_alive);
   asio::awaitable<void> drain();
@@ -244,16 +257,46 @@ asio::awaitable<void> HttpServer::Impl::drain() {
   ioc.stop();
 }
 
+void HttpServer::Impl::shed_idle_connections(size_t count) {
+  std::lock_guard lock(idle_mutex);
+  for (; count > 0 && !idle.empty(); --count) {
+    std::shared_ptr<IdleConnection> c = std::move(idle.front());
+    idle.pop_front();
+    c->listed = false;
+    asio::post(c->strand, [c] {
+      if (!c->waiting) return;
+      boost::system::error_code ec;
+      c->stream->socket().close(ec);  // its read ends with an error and the session returns
+    });
+  }
+}
+
 asio::awaitable<void> HttpServer::Impl::accept_loop() {
+  // Out of file descriptors (EMFILE, ENFILE), accepting again at once fails again at once: close idle
+  // keep-alive connections, wait (10 ms, doubling to 1 s), and say so once per episode, not per retry.
+  const auto kFirstBackoff = std::chrono::milliseconds(10);
+  auto backoff = kFirstBackoff;
+  int failures = 0;
+  asio::steady_timer timer(ioc);
   while (acceptor.is_open()) {
     auto strand = asio::make_strand(ioc);
     tcp::socket socket(strand);
     auto [ec] = co_await acceptor.async_accept(socket, asio::as_tuple(asio::use_awaitable));
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) break;
-      spdlog::warn("accept: {}", ec.message());
+      const bool out_of_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+      if (failures++ == 0)
+        spdlog::warn("accept: {}{}; retrying with back-off", ec.message(),
+                     out_of_fds ? " (out of file descriptors): closing idle keep-alive connections" : "");
+      if (out_of_fds) shed_idle_connections(16);
+      timer.expires_after(backoff);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));
       continue;
     }
+    if (failures > 0) spdlog::info("accepting connections again after {} failed attempts", failures);
+    failures = 0;
+    backoff = kFirstBackoff;
     socket.set_option(tcp::no_delay(true), ec);
     asio::co_spawn(strand, session(beast::tcp_stream(std::move(socket)), strand), asio::detached);
   }
@@ -261,13 +304,25 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
 
 asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand strand) {
   beast::flat_buffer buffer;
-  for (;;) {
+  for (int served = 0;; ++served) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options.body_limit);
     parser.header_limit(64 * 1024);
     stream.expires_after(std::chrono::seconds(options.idle_timeout_s));
+    std::shared_ptr<IdleConnection> idle_entry;
+    std::list<std::shared_ptr<IdleConnection>>::iterator idle_at;
+    if (served > 0) {  // kept alive after a request: may be shed when descriptors run out
+      idle_entry = std::make_shared<IdleConnection>(IdleConnection{&stream, strand});
+      std::lock_guard lock(idle_mutex);
+      idle_at = idle.insert(idle.end(), idle_entry);
+    }
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     (void)n;
+    if (idle_entry) {
+      idle_entry->waiting = false;
+      std::lock_guard lock(idle_mutex);
+      if (idle_entry->listed) idle.erase(idle_at);  // unless shed_idle_connections took it out
+    }
     if (ec) {
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
         const bool body = ec == http::error::body_limit;

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "pagoda/core/error.h"
@@ -14,7 +16,6 @@ namespace {
 
 using json = nlohmann::ordered_json;  // parse_json_object's
 
-constexpr int kMaxN = 128;
 constexpr int kMaxLogprobs = 20;
 
 [[noreturn]] void bad(const std::string& field, const std::string& expected) {
@@ -29,13 +30,32 @@ double number(const json& o, const char* field, double fallback) {
   return o[field].get<double>();
 }
 
-int64_t integer(const json& o, const char* field, int64_t fallback) {
+// An integer field within [lo, hi] (an integral number written as a float, such as 4.0, counts), checked
+// before any narrowing: 2^32 + 1 is out of range, not 1. Anything else is a 400 naming the field.
+int64_t integer(const json& o, const char* field, int64_t fallback, int64_t lo = std::numeric_limits<int64_t>::min(),
+                int64_t hi = std::numeric_limits<int64_t>::max()) {
   if (!present(o, field)) return fallback;
   const json& v = o[field];
-  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-    return static_cast<int64_t>(v.get<double>());
-  if (!v.is_number_integer()) bad(field, "an integer");
-  return v.get<int64_t>();
+  const std::string expected = lo == std::numeric_limits<int64_t>::min() && hi == std::numeric_limits<int64_t>::max()
+                                   ? "an integer"
+                                   : fmt::format("an integer in [{}, {}]", lo, hi);
+  if (v.is_number_unsigned()) {  // nlohmann stores every non-negative integer literal as unsigned
+    const uint64_t u = v.get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) bad(field, expected);
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) bad(field, expected);
+    return i;
+  }
+  if (!v.is_number_float()) bad(field, expected);
+  const double d = v.get<double>();
+  // [-2^63, 2^63) is what int64_t holds; the bounds are compared as doubles only inside it.
+  if (!(d >= -0x1p63 && d < 0x1p63) || d != std::floor(d)) bad(field, expected);
+  const auto i = static_cast<int64_t>(d);
+  if (i < lo || i > hi) bad(field, expected);
+  return i;
 }
 
 bool boolean(const json& o, const char* field, bool fallback) {
@@ -65,15 +85,14 @@ std::vector<TokenId> token_ids(const json& v, const std::string& field) {
 }
 
 // Fields shared by both endpoints.
-void parse_common(const json& o, ParsedRequest& r) {
+void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) {
   r.model = string(o, "model");
   SamplingParams& p = r.params;
   p.temperature = number(o, "temperature", 1.0);
   range("temperature", p.temperature, 0, 100, "a number >= 0");
   p.top_p = number(o, "top_p", 1.0);
   if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p", "in (0, 1]");
-  p.top_k = static_cast<int>(integer(o, "top_k", 0));
-  if (p.top_k < -1) bad("top_k", "-1 or 0 (off) or a positive integer");
+  p.top_k = static_cast<int>(integer(o, "top_k", 0, -1, std::numeric_limits<int32_t>::max()));
   p.min_p = number(o, "min_p", 0.0);
   range("min_p", p.min_p, 0, 1, "in [0, 1]");
   p.presence_penalty = number(o, "presence_penalty", 0.0);
@@ -95,8 +114,7 @@ void parse_common(const json& o, ParsedRequest& r) {
     if (!o["stop_token_ids"].is_array()) bad("stop_token_ids", "a list of token ids");
     p.stop_token_ids = token_ids(o["stop_token_ids"], "stop_token_ids");
   }
-  r.n = static_cast<int>(integer(o, "n", 1));
-  if (r.n < 1 || r.n > kMaxN) bad("n", fmt::format("an integer in [1, {}]", kMaxN));
+  r.n = static_cast<int>(integer(o, "n", 1, 1, limits.max_n));
   r.stream = boolean(o, "stream", false);
   if (present(o, "stream_options")) {
     const json& so = o["stream_options"];
@@ -119,22 +137,42 @@ void parse_common(const json& o, ParsedRequest& r) {
       bad("stop", "a string or a list of strings");
     }
   }
-  r.priority = static_cast<int>(integer(o, "priority", 0));
+  r.priority = static_cast<int>(
+      integer(o, "priority", 0, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
   r.cache_salt = string(o, "cache_salt");
   r.user = string(o, "user");
   r.skip_special_tokens = boolean(o, "skip_special_tokens", true);
   const char* max_field = r.chat && present(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (present(o, max_field)) {
-    const int64_t m = integer(o, max_field, 0);
-    if (m < 1 || m > std::numeric_limits<int32_t>::max()) bad(max_field, "a positive integer");
-    p.max_tokens = static_cast<int>(m);
+    p.max_tokens = static_cast<int>(integer(o, max_field, 0, 1, std::numeric_limits<int32_t>::max()));
     r.max_tokens_given = true;
   }
 }
 
 }  // namespace
 
-json parse_json_object(const std::string& body) {
+int json_nesting_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+json parse_json_object(const std::string& body, int max_depth) {
+  if (json_nesting_depth(body, max_depth) > max_depth)
+    throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", max_depth));
   json o = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (o.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
   if (!o.is_object()) throw ApiError(400, "the request body must be a JSON object");
@@ -159,13 +197,18 @@ ChatOptions parse_chat_options(const json& o) {
   return c;
 }
 
-ParsedRequest parse_completion_request(const std::string& body) {
-  const json o = parse_json_object(body);
+ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits) {
+  const json o = parse_json_object(body, limits.max_json_depth);
   ParsedRequest r;
-  parse_common(o, r);
+  parse_common(o, limits, r);
   if (!present(o, "prompt")) throw ApiError(400, "'prompt' is required", "prompt");
   const json& prompt = o["prompt"];
   const char* shape = "a string, a list of strings, a list of token ids or a list of token-id lists";
+  const bool batch = prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
+  const int64_t num_sequences = static_cast<int64_t>(batch ? prompt.size() : 1) * r.n;
+  if (num_sequences > limits.max_sequences)
+    throw ApiError(400, fmt::format("{} prompts x n = {} sequences: a request may ask for at most {}",
+                                    batch ? prompt.size() : 1, num_sequences, limits.max_sequences), "prompt");
   if (prompt.is_string()) {
     r.prompts.push_back(PromptInput{prompt.get<std::string>(), {}});
   } else if (prompt.is_array()) {
@@ -191,18 +234,16 @@ ParsedRequest parse_completion_request(const std::string& body) {
   r.echo = boolean(o, "echo", false);
   r.add_special_tokens = boolean(o, "add_special_tokens", true);
   if (present(o, "logprobs")) {
-    const int64_t k = integer(o, "logprobs", 0);
-    if (k < 0 || k > kMaxLogprobs) bad("logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));
-    r.top_logprobs = static_cast<int>(k);
+    r.top_logprobs = static_cast<int>(integer(o, "logprobs", 0, 0, kMaxLogprobs));
   }
   return r;
 }
 
-ParsedRequest parse_chat_request(const std::string& body) {
-  const json o = parse_json_object(body);
+ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
+  const json o = parse_json_object(body, limits.max_json_depth);
   ParsedRequest r;
   r.chat = true;
-  parse_common(o, r);
+  parse_common(o, limits, r);
   if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
   const json& messages = o["messages"];
   if (!messages.is_array() || messages.empty()) bad("messages", "a non-empty list of messages");
@@ -217,9 +258,7 @@ ParsedRequest parse_chat_request(const std::string& body) {
   r.messages = messages;
   r.chat_options = parse_chat_options(o);
   if (boolean(o, "logprobs", false)) {
-    const int64_t k = integer(o, "top_logprobs", 0);
-    if (k < 0 || k > kMaxLogprobs) bad("top_logprobs", fmt::format("an integer in [0, {}]", kMaxLogprobs));
-    r.top_logprobs = static_cast<int>(k);
+    r.top_logprobs = static_cast<int>(integer(o, "top_logprobs", 0, 0, kMaxLogprobs));
   } else if (present(o, "top_logprobs") && integer(o, "top_logprobs", 0) > 0) {
     throw ApiError(400, "'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   }

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pagoda/core/types.h"
@@ -46,13 +47,26 @@ struct ParsedRequest {
   bool skip_special_tokens = true;
 };
 
-// Throws ApiError(400) for malformed input. `body` is the raw request body.
-ParsedRequest parse_completion_request(const std::string& body);
-ParsedRequest parse_chat_request(const std::string& body);
+// What one request may ask for (`pagoda serve` flags; docs/API.md). Parsing checks the first three; the
+// server checks the token total once the prompts are tokenized.
+struct RequestLimits {
+  int max_json_depth = 128;          // nested arrays and objects in a body
+  int max_sequences = 1024;          // prompts x n
+  int max_n = 128;                   // n
+  int64_t max_tokens = int64_t{1} << 22;  // (prompt + max_tokens) x n, summed over the prompts
+};
 
-// Parses a body as a JSON object or throws ApiError(400). Objects keep their keys in the order they were
-// sent, so a chat template renders messages as transformers would render the same request.
-nlohmann::ordered_json parse_json_object(const std::string& body);
+// Throws ApiError(400) for malformed input. `body` is the raw request body.
+ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits = {});
+ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits = {});
+
+// Parses a body as a JSON object or throws ApiError(400), also when it nests arrays and objects deeper
+// than `max_depth` (checked before parsing, so that nothing later recurses without a bound). Objects keep
+// their keys in the order they were sent, so a chat template renders messages as transformers would.
+nlohmann::ordered_json parse_json_object(const std::string& body, int max_depth = RequestLimits{}.max_json_depth);
+// The deepest nesting of arrays and objects in `text` (brackets inside strings do not count), scanning
+// only until it exceeds `limit`: linear, and no recursion.
+int json_nesting_depth(std::string_view text, int limit);
 // add_generation_prompt, continue_final_message (vLLM's; they cannot both be true, and the second turns
 // the first off when it is left out) and chat_template_kwargs (an object of extra template variables that
 // cannot set messages or add_generation_prompt) of a parsed body; 400 naming the field otherwise.

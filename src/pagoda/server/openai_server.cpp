@@ -63,11 +63,16 @@ OpenAiServer::OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRende
       chat_(std::move(chat)),
       options_(std::move(options)),
       metrics_(options_.served_model_name),
-      created_(static_cast<int64_t>(std::time(nullptr))) {}
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      workers_(options_.num_workers) {}
 
 void OpenAiServer::handle(const std::shared_ptr<Exchange>& exchange) {
+  guarded(exchange, [&] { route(exchange); });
+}
+
+void OpenAiServer::guarded(const std::shared_ptr<Exchange>& exchange, const std::function<void()>& fn) {
   try {
-    route(exchange);
+    fn();
   } catch (const ApiError& e) {
     exchange->respond(error_response(e));
   } catch (const InvalidRequest& e) {
@@ -76,6 +81,37 @@ void OpenAiServer::handle(const std::shared_ptr<Exchange>& exchange) {
     spdlog::error("{} {}: {}", exchange->request().method, exchange->request().target, e.what());
     exchange->respond(error_response(ApiError(500, std::string("internal error: ") + e.what())));
   }
+}
+
+void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, std::function<std::function<void()>()> work) {
+  // Small bodies take microseconds: a hop to the pool and back would only add latency.
+  if (ex->request().body.size() < kInlineBodyBytes) {
+    work()();
+    return;
+  }
+  workers_.submit([this, ex, work = std::move(work)] {
+    std::function<void()> then;
+    std::exception_ptr error;
+    try {
+      then = work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    ex->post([this, ex, then = std::move(then), error] {
+      guarded(ex, [&] {
+        if (error) std::rethrow_exception(error);
+        if (ex->cancelled()) {  // the client left while its request was being prepared
+          ex->respond(error_response(ApiError(400, "the request was cancelled")));
+          return;
+        }
+        then();
+      });
+    });
+  });
+}
+
+std::function<void()> OpenAiServer::respond_with(const std::shared_ptr<Exchange>& ex, HttpResponse response) {
+  return [ex, response = std::move(response)]() mutable { ex->respond(std::move(response)); };
 }
 
 void OpenAiServer::check_model(const std::string& model) const {
@@ -103,15 +139,16 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
     ex->respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(engine_.stats()), {}});
     return;
   }
-  if (path == "/debug/gpu_timeline") {
-    if (!get) throw ApiError(405, "use GET");
-    gpu_timeline(ex);
-    return;
-  }
+  // Everything below needs a key when keys are configured, the debug endpoints included.
   const Tenant* tenant = nullptr;
   if (options_.api_keys.enabled()) {
     tenant = options_.api_keys.authenticate(req.header("authorization"));
     if (tenant == nullptr) throw ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)");
+  }
+  if (path == "/debug/gpu_timeline") {
+    if (!get) throw ApiError(405, "use GET");
+    gpu_timeline(ex);
+    return;
   }
   if (path == "/v1/models") {
     if (!get) throw ApiError(405, "use GET");
@@ -119,18 +156,21 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
                   {"owned_by", "pagoda"}, {"root", options_.model_path}, {"parent", nullptr},
                   {"max_model_len", options_.max_model_len}};
     ex->respond(json_response({{"object", "list"}, {"data", json::array({model})}}));
-  } else if (path == "/v1/completions") {
+  } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) throw ApiError(405, "use POST");
-    generate(ex, parse_completion_request(req.body), tenant);
-  } else if (path == "/v1/chat/completions") {
-    if (!post) throw ApiError(405, "use POST");
-    generate(ex, parse_chat_request(req.body), tenant);
+    const bool chat = path == "/v1/chat/completions";
+    off_io_threads(ex, [this, ex, tenant, chat]() -> std::function<void()> {
+      auto parsed = std::make_shared<ParsedRequest>(chat ? parse_chat_request(ex->request().body, options_.limits)
+                                                         : parse_completion_request(ex->request().body, options_.limits));
+      auto requests = std::make_shared<std::vector<GenerateRequest>>(engine_requests(*parsed, tenant));
+      return [this, ex, tenant, parsed, requests] { generate(ex, std::move(*parsed), std::move(*requests), tenant); };
+    });
   } else if (path == "/tokenize") {
     if (!post) throw ApiError(405, "use POST");
-    tokenize(ex);
+    off_io_threads(ex, [this, ex] { return respond_with(ex, tokenize(ex->request().body)); });
   } else if (path == "/detokenize") {
     if (!post) throw ApiError(405, "use POST");
-    detokenize(ex);
+    off_io_threads(ex, [this, ex] { return respond_with(ex, detokenize(ex->request().body)); });
   } else {
     throw ApiError(404, fmt::format("no route for {} {}", req.method, path), "", "NotFoundError");
   }
@@ -187,7 +227,7 @@ std::vector<TokenId> OpenAiServer::encode_chat(const std::string& rendered) cons
   return tokenizer_->encode(rendered, EncodeOptions{.add_special_tokens = !has_bos});
 }
 
-void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest parsed, const Tenant* tenant) {
+std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed, const Tenant* tenant) const {
   check_model(parsed.model);
   if (parsed.chat) {
     if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; chat is unavailable");
@@ -208,11 +248,12 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
     r.prompt_ids = p.ids;
     r.params = parsed.params;
     if (!parsed.max_tokens_given && parsed.chat) r.params.max_tokens = std::max(1, context - num_prompt);
-    if (num_prompt + r.params.max_tokens > context) {
+    const int64_t requested = int64_t{num_prompt} + r.params.max_tokens;  // max_tokens may be near INT32_MAX
+    if (requested > context) {
       throw ApiError(400,
                      fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
                                  "({} in the {}, {} in the completion). Please reduce the length of the {} or completion.",
-                                 context, num_prompt + r.params.max_tokens, num_prompt,
+                                 context, requested, num_prompt,
                                  parsed.chat ? "messages" : "prompt", r.params.max_tokens,
                                  parsed.chat ? "messages" : "prompt"),
                      parsed.chat ? "messages" : "max_tokens");
@@ -222,6 +263,17 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
     r.cache_salt = tenant ? tenant->name + '\x1f' + parsed.cache_salt : parsed.cache_salt;
     requests.push_back(std::move(r));
   }
+  int64_t total_tokens = 0;  // what the request may make the engine hold: prompts and completions, n times
+  for (const GenerateRequest& r : requests) total_tokens += (int64_t{r.params.max_tokens} + std::ssize(r.prompt_ids)) * parsed.n;
+  if (total_tokens > options_.limits.max_tokens)
+    throw ApiError(400, fmt::format("the request asks for {} tokens ((prompt + max_tokens) x n over its prompts); "
+                                    "the limit is {}", total_tokens, options_.limits.max_tokens),
+                   parsed.chat ? "max_tokens" : "prompt");
+  return requests;
+}
+
+void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest parsed,
+                            std::vector<GenerateRequest> requests, const Tenant* tenant) {
   const int num_engine_requests = static_cast<int>(requests.size()) * parsed.n;
   if (options_.max_waiting_requests > 0 && num_pending_.load() + num_engine_requests > options_.max_waiting_requests)
     throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", num_pending_.load()));
@@ -245,8 +297,8 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   job->start();
 }
 
-void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
-  const auto o = parse_json_object(ex->request().body);
+HttpResponse OpenAiServer::tokenize(const std::string& request_body) const {
+  const auto o = parse_json_object(request_body, options_.limits.max_json_depth);
   if (o.contains("model") && !o["model"].is_null()) {
     if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
     check_model(o["model"].get<std::string>());
@@ -266,12 +318,18 @@ void OpenAiServer::tokenize(const std::shared_ptr<Exchange>& ex) {
     ids = tokenizer_->encode(o["prompt"].get<std::string>(), EncodeOptions{.add_special_tokens = add_special});
   }
   json body = {{"count", ids.size()}, {"max_model_len", options_.max_model_len}, {"tokens", ids}};
-  if (o.value("return_token_strs", false)) {
+  bool return_token_strs = false;
+  if (o.contains("return_token_strs") && !o["return_token_strs"].is_null()) {
+    if (!o["return_token_strs"].is_boolean())
+      throw ApiError(400, "'return_token_strs' must be true or false", "return_token_strs");
+    return_token_strs = o["return_token_strs"].get<bool>();
+  }
+  if (return_token_strs) {
     json strs = json::array();
     for (TokenId id : ids) strs.push_back(std::string(tokenizer_->token_string(id)));
     body["token_strs"] = std::move(strs);
   }
-  ex->respond(json_response(body));
+  return json_response(body);
 }
 
 void OpenAiServer::gpu_timeline(const std::shared_ptr<Exchange>& ex) {
@@ -295,8 +353,8 @@ void OpenAiServer::gpu_timeline(const std::shared_ptr<Exchange>& ex) {
   }
 }
 
-void OpenAiServer::detokenize(const std::shared_ptr<Exchange>& ex) {
-  const auto o = parse_json_object(ex->request().body);
+HttpResponse OpenAiServer::detokenize(const std::string& request_body) const {
+  const auto o = parse_json_object(request_body, options_.limits.max_json_depth);
   if (o.contains("model") && !o["model"].is_null()) {
     if (!o["model"].is_string()) throw ApiError(400, "'model' must be a string", "model");
     check_model(o["model"].get<std::string>());
@@ -304,12 +362,12 @@ void OpenAiServer::detokenize(const std::shared_ptr<Exchange>& ex) {
   if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer");
   if (!o.contains("tokens") || !o["tokens"].is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens");
   std::vector<TokenId> ids;
-  for (const json& t : o["tokens"]) {
+  for (const auto& t : o["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer_->vocab_size())
       throw ApiError(400, "'tokens' must be a list of token ids within the vocabulary", "tokens");
     ids.push_back(t.get<TokenId>());
   }
-  ex->respond(json_response({{"prompt", tokenizer_->decode(ids, false)}}));
+  return json_response({{"prompt", tokenizer_->decode(ids, false)}});
 }
 
 }  // namespace pagoda::server

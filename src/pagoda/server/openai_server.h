@@ -17,6 +17,7 @@
 #include "pagoda/server/openai_request.h"
 #include "pagoda/server/server_metrics.h"
 #include "pagoda/server/trace_writer.h"
+#include "pagoda/server/worker_pool.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda::server {
@@ -31,6 +32,8 @@ struct OpenAiServerOptions {
   std::string model_path;  // shown as "root" in /v1/models
   int max_model_len = 0;
   int max_waiting_requests = 0;  // engine requests not yet started; 0: unlimited
+  RequestLimits limits;          // what one request may ask for
+  int num_workers = 2;           // threads that parse, render and tokenize bodies off the I/O threads
   ApiKeys api_keys;              // empty: no authentication
   TraceWriter* trace = nullptr;  // --trace-file: a JSON line per finished engine request; null: none
 };
@@ -47,13 +50,27 @@ class OpenAiServer {
   void set_gpu_timeline(GpuTimeline* timeline) { timeline_ = timeline; }
 
  private:
+  // Bodies from this size up are parsed and tokenized on the worker pool.
+  static constexpr size_t kInlineBodyBytes = 4096;
+
   void route(const std::shared_ptr<Exchange>& exchange);
-  void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, const Tenant* tenant);
+  // Runs fn; an exception becomes the exchange's error response (an OpenAI error object).
+  void guarded(const std::shared_ptr<Exchange>& exchange, const std::function<void()>& fn);
+  // Runs `work` (a request's CPU work: parsing, chat template, tokenizing) on the worker pool when the body
+  // is large, else here; then what it returns on the exchange's strand. Errors become the response.
+  void off_io_threads(const std::shared_ptr<Exchange>& exchange, std::function<std::function<void()>()> work);
+  static std::function<void()> respond_with(const std::shared_ptr<Exchange>& exchange, HttpResponse response);
+  // The engine requests for a parsed request: prompts tokenized (chat template first), checked against
+  // the context and the request's token limit. Thread-safe.
+  std::vector<GenerateRequest> engine_requests(ParsedRequest& parsed, const Tenant* tenant) const;
+  // On the strand: queue and tenant limits, then a GenerationJob.
+  void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, std::vector<GenerateRequest> requests,
+                const Tenant* tenant);
   // The rendered chat (400 when the model has no template, or the final message to continue is not in it).
   std::string chat_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
-  void tokenize(const std::shared_ptr<Exchange>& exchange);
-  void detokenize(const std::shared_ptr<Exchange>& exchange);
+  HttpResponse tokenize(const std::string& body) const;    // thread-safe
+  HttpResponse detokenize(const std::string& body) const;  // thread-safe
   void gpu_timeline(const std::shared_ptr<Exchange>& exchange);
   void check_model(const std::string& model) const;
 
@@ -67,6 +84,7 @@ class OpenAiServer {
   std::mutex tenants_mutex_;
   std::unordered_map<std::string, int> tenant_active_;  // HTTP requests in flight per tenant
   int64_t created_ = 0;
+  WorkerPool workers_;  // last: joined before the members its tasks use are destroyed
 };
 
 }  // namespace pagoda::server

@@ -6,18 +6,12 @@
 #include <deque>
 
 #include "pagoda/tokenizer/byte_level.h"
+#include "pagoda/tokenizer/replace_all.h"
 #include "pagoda/tokenizer/utf8.h"
 
 namespace pagoda {
 
 namespace {
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  if (from.empty()) return;
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
-    s.replace(pos, from.size(), to);
-  }
-}
-
 // HF Metaspace pre-tokenizer: spaces become the replacement character, which is also prepended (always,
 // or only to the start of the input); with `split`, every replacement character starts a new piece.
 void metaspace(const PreTokenizerStep& step, bool at_start, std::deque<std::string>& owned,

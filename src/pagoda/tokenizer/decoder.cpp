@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "pagoda/tokenizer/byte_level.h"
+#include "pagoda/tokenizer/replace_all.h"
 #include "pagoda/tokenizer/utf8.h"
 
 namespace pagoda {
@@ -23,13 +24,6 @@ std::optional<uint8_t> parse_byte_token(const std::string& t) {  // "<0xAB>"
   int hi = hex(t[3]), lo = hex(t[4]);
   if (hi < 0 || lo < 0) return std::nullopt;
   return static_cast<uint8_t>(hi * 16 + lo);
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
-    s.replace(pos, from.size(), to);
-  }
 }
 
 std::vector<std::string> byte_level_step(std::vector<std::string> tokens) {

@@ -1,4 +1,5 @@
 // Request parsing: shapes of `prompt`, defaults, and 400s that name the field.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pagoda/server/api_error.h"
@@ -101,6 +102,53 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(param_of(R"({"messages": [{"content": "hi"}]})", true), "messages[0].role");
   EXPECT_THROW(parse_completion_request("{not json"), ApiError);
   EXPECT_THROW(parse_completion_request("[1]"), ApiError);
+}
+
+// Integers are range-checked before they are narrowed: 2^32 + 1 must not become 1 (n, top_k, priority),
+// and neither 2^64 - 1 nor 1e300 may wrap or overflow.
+TEST(OpenAiRequest, IntegersOutOfRangeAreRejectedBeforeNarrowing) {
+  for (const char* field : {"n", "top_k", "priority", "max_tokens", "logprobs"}) {
+    SCOPED_TRACE(field);
+    for (const char* value : {"4294967297", "18446744073709551615", "1e300", "-9223372036854775808", "2.5", "\"3\""})
+      EXPECT_EQ(param_of(fmt::format(R"({{"prompt": "x", "{}": {}}})", field, value)), field) << value;
+  }
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "n": 4.0, "top_k": -1, "priority": -2147483648})").n, 4);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "max_tokens": 2147483647})").params.max_tokens, 2147483647);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 2147483648})"), "max_tokens");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "priority": 2147483648})"), "priority");
+}
+
+// Deep nesting is refused before parsing (it used to overflow the stack in a recursive copy), wherever it
+// sits, and brackets inside strings do not count.
+TEST(OpenAiRequest, NestingDeeperThanTheLimitIs400) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    parse_completion_request(R"({"prompt": "x", "unknown": )" + deep + "}");
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("deeper than 128"), std::string::npos) << e.what();
+  }
+  const std::string chat_deep = R"({"messages": [{"role": "user", "content": "hi", "x": )" + std::string(30000, '[') +
+                                std::string(30000, ']') + "}]}";
+  EXPECT_THROW(parse_chat_request(chat_deep), ApiError);
+  EXPECT_THROW(parse_json_object(R"({"a": [[[[1]]]]})", 4), ApiError);
+  EXPECT_NO_THROW(parse_json_object(R"({"a": [[[1]]]})", 4));
+  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[{{{{\"[[[["})", 100), 1);
+  EXPECT_NO_THROW(parse_completion_request(R"({"prompt": ")" + std::string(1000, '[') + R"("})"));
+}
+
+// prompts x n is bounded, so one body cannot fan out into millions of sequences.
+TEST(OpenAiRequest, TooManySequencesIs400) {
+  RequestLimits limits;
+  limits.max_sequences = 6;
+  EXPECT_NO_THROW(parse_completion_request(R"({"prompt": ["a", "b", "c"], "n": 2})", limits));
+  EXPECT_THROW(parse_completion_request(R"({"prompt": ["a", "b", "c"], "n": 3})", limits), ApiError);
+  EXPECT_THROW(parse_completion_request(R"({"prompt": [[1], [2], [3], [4], [5], [6], [7]]})", limits), ApiError);
+  EXPECT_NO_THROW(parse_completion_request(R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8]})", limits));  // one prompt
+  limits.max_n = 2;
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 3})"), "<no error>");
+  EXPECT_THROW(parse_completion_request(R"({"prompt": "x", "n": 3})", limits), ApiError);
 }
 
 TEST(ApiKeys, BearerLookup) {

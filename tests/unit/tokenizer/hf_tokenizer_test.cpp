@@ -166,6 +166,21 @@ TEST(HfTokenizer, MetaspacePreTokenizerMatchesNormalizerSpelling) {
   EXPECT_EQ(tok->token_string(space[0]), "\u2581");
 }
 
+// Replacing spaces with "▁" is one linear pass: a prompt of 1.5 MB of spaces (or of words) used to take
+// seconds of quadratic in-place replacement on the server's I/O thread.
+TEST(HfTokenizer, SentencePieceSpacesAreReplacedInLinearTime) {
+  const Tokenizer& spm = mistral_tokenizer();
+  std::string words;
+  while (words.size() < 1'500'000) words += "a b ";
+  for (const std::string& text : {std::string(1'500'000, ' '), words}) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<TokenId> ids = spm.encode(text, kNoSpecial);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 3.0) << "1.5 MB took " << seconds << " s";  // linear: well under a second
+    EXPECT_EQ(spm.decode(ids, false), text);
+  }
+}
+
 class MalformedTokenizerJson : public ::testing::Test {
  protected:
   void SetUp() override {
