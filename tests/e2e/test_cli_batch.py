@@ -27,7 +27,7 @@ class PromptsFile(unittest.TestCase):
             f.write("\n".join(json.dumps(l) for l in lines) + "\n")
             path = f.name
         try:
-            p = run("generate", "--prompts-file", path, "--kv-cache-memory", "600KiB", "--max-num-seqs", "16",
+            p = run("generate", "--prompts-file", path, "--kv-cache-memory", "600KiB", "--max-model-len", "480", "--max-num-seqs", "16",
                     "--max-num-batched-tokens", "64")
         finally:
             os.unlink(path)

@@ -63,6 +63,13 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
     throw Error(fmt::format("the KV cache holds no block ({} per block of {} tokens): give it more memory "
                             "(--kv-cache-memory, --gpu-memory-utilization) or lower --max-num-batched-tokens",
                             format_memory_size(block_bytes), o.block_size));
+  // As vLLM: a pool that cannot hold one sequence of max_model_len would fail such a request only once it
+  // came; refuse to start instead.
+  const int64_t kv_tokens = static_cast<int64_t>(num_kv_blocks_) * o.block_size;
+  if (kv_tokens < max_model_len_)
+    throw Error(fmt::format("max_model_len ({}) is larger than the {} tokens the KV cache can hold ({}): give the "
+                            "cache more memory (--kv-cache-memory, --gpu-memory-utilization) or lower --max-model-len",
+                            max_model_len_, kv_tokens, format_memory_size(num_kv_blocks_ * block_bytes)));
   spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({}), {:.1f} full-length sequences", num_kv_blocks_,
                o.block_size, static_cast<int64_t>(num_kv_blocks_) * o.block_size,
                format_memory_size(num_kv_blocks_ * block_bytes),

@@ -19,9 +19,10 @@ namespace {
 struct Model {
   std::string path;
   std::string kv_cache_memory;  // small: forces preemption with 16 running sequences
+  int max_model_len = 512;      // at most what the pool holds (the engine refuses a pool smaller than one sequence)
 };
 
-Model stories() { return {testing::bundled_model_path(), "400KiB"}; }
+Model stories() { return {testing::bundled_model_path(), "400KiB", 320}; }
 Model tiny_llama3() { return {testing::data_path("models/tiny-llama3-hf"), "320KiB"}; }
 
 LlmOptions options(const Model& m, bool async_scheduling) {
@@ -29,7 +30,7 @@ LlmOptions options(const Model& m, bool async_scheduling) {
                     .async_scheduling = async_scheduling,
                     .max_num_seqs = 16,
                     .max_num_batched_tokens = 48,
-                    .max_model_len = 512,
+                    .max_model_len = m.max_model_len,
                     .kv_cache_memory = parse_memory_size(m.kv_cache_memory),
                     .seed = 7};
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../model/golden_helpers.h"
+#include "pagoda/core/error.h"
 #include "pagoda/engine/llm.h"
 
 namespace pagoda {
@@ -141,6 +142,28 @@ TEST(EngineEvents, QueueTimeIsReportedOnceInTheFirstEvent) {
   EXPECT_GE(queue_seconds[0], 0.0);
   EXPECT_LT(queue_seconds[0], 30.0);
   for (size_t i = 1; i < queue_seconds.size(); ++i) EXPECT_EQ(queue_seconds[i], -1.0);
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// A KV pool that cannot hold one sequence of max_model_len is refused at start-up, as vLLM does (it used
+// to start with "0.1 full-length sequences" and fail long requests only when they came).
+TEST(EngineStartup, KvPoolSmallerThanOneSequenceIsRefused) {
+  LlmOptions o = stories_options();
+  o.kv_cache_memory = 64 * 1024;  // 51 tokens of stories260K's 1,280 bytes each; its context is 512
+  try {
+    LLM llm(o);
+    FAIL() << "started with a pool smaller than one sequence";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_model_len (512) is larger than the 48 tokens"), std::string::npos)
+        << e.what();
+  }
+  o.max_model_len = 48;  // what that pool holds: accepted
+  EXPECT_NO_THROW(LLM{o});
 }
 
 }  // namespace
