@@ -21,14 +21,14 @@ from pagoda_cli import run_json
 class Server:
     """One `pagoda serve` process on a free loopback port; stop() ends it with SIGTERM."""
 
-    def __init__(self, *extra, max_open_files=None):
+    def __init__(self, *extra, max_open_files=None, env=None):
         def limit_files():  # in the child: RLIMIT_NOFILE, to run the server out of file descriptors
             resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
 
         self.proc = subprocess.Popen(
             [pagoda_cli.ARGS.pagoda, "serve", "--host", "127.0.0.1", "--port", "0", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            preexec_fn=limit_files if max_open_files else None)
+            preexec_fn=limit_files if max_open_files else None, env={**os.environ, **(env or {})})
         self.log = []
         self.port = None
         ready = threading.Event()

@@ -216,6 +216,8 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     if (it != active_.end()) ++it->second.times.num_preemptions;
   }
   try {
+    if (options_.fail_every_nth_step > 0 && ++num_launched_ % options_.fail_every_nth_step == 0)
+      throw Error(fmt::format("injected failure of step {} (PAGODA_INJECT_STEP_FAILURE)", num_launched_));
     step.run = runner_.launch(step.plan);
     step.launch_returned_at = Clock::now();
   } catch (const std::exception& e) {

@@ -37,6 +37,9 @@ struct EngineOptions {
   // Plan and launch each step before collecting the previous one's tokens (outputs are the same; see
   // docs/ARCHITECTURE.md). Steps of requests with penalties or logprobs run one at a time regardless.
   bool async_scheduling = true;
+  // Fault injection for the reliability tests: every Nth step fails as if its forward had thrown (0: off;
+  // LLM sets it from the environment variable PAGODA_INJECT_STEP_FAILURE).
+  int fail_every_nth_step = 0;
 };
 
 // One engine step, as the engine thread saw it: its batch composition and where its time went. Under
@@ -150,6 +153,7 @@ class Engine {
   bool stopping_ = false;
   EngineStats stats_;  // published copy, under mutex_
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, num_steps_ = 0;
+  uint64_t num_launched_ = 0;  // steps launched (fail_every_nth_step counts them)
   double execute_seconds_ = 0;
   StepRecord last_step_;
   StepObserver step_observer_;  // under mutex_

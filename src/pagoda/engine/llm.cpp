@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 
 #include "pagoda/core/error.h"
@@ -86,6 +87,10 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
   eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");
+  if (const char* fail = std::getenv("PAGODA_INJECT_STEP_FAILURE")) {
+    eo.fail_every_nth_step = std::atoi(fail);
+    spdlog::warn("fault injection: every {}th engine step fails (PAGODA_INJECT_STEP_FAILURE)", eo.fail_every_nth_step);
+  }
   engine_ = std::make_unique<Engine>(*model_, *ops_, eo);
 }
 
