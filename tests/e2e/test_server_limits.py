@@ -1,5 +1,6 @@
 """`pagoda serve` limits: API keys and tenants (401, per-tenant concurrency, prefix-cache isolation),
 the waiting-queue limit (429 + Retry-After) and the request body limit (413)."""
+import http.client
 import json
 import os
 import socket
@@ -102,6 +103,52 @@ class QueueAndBodyLimits(unittest.TestCase):
                                               body={"prompt": "x" * 10000, "max_tokens": 2})
         assert_error(self, status, json.loads(text), 413)
         self.assertEqual(self.server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2})[0], 200)
+
+
+class RateAndConnectionLimits(unittest.TestCase):
+    def test_tenant_requests_per_second(self):
+        with tempfile.TemporaryDirectory() as d:
+            keys = os.path.join(d, "keys.txt")
+            with open(keys, "w") as f:
+                f.write("key-slow slow 0 2\nkey-free free\n")  # 2 requests a second (a burst of 2)
+            server = Server("--api-keys-file", keys)
+            try:
+                slow = {"Authorization": "Bearer key-slow"}
+                body = {"prompt": "Hi", "max_tokens": 1}
+                statuses = [server.request("POST", "/v1/completions", body, headers=slow) for _ in range(4)]
+                self.assertEqual([s[0] for s in statuses[:2]], [200, 200])
+                self.assertIn(429, [s[0] for s in statuses[2:]])
+                refused = next(s for s in statuses if s[0] == 429)
+                self.assertEqual(refused[1].get("Retry-After"), "1")
+                self.assertIn("2 requests per second", json.loads(refused[2])["error"]["message"])
+                # Other tenants are not affected, and the slow one is served again after a second.
+                self.assertEqual(server.post("/v1/completions", body, headers={"Authorization": "Bearer key-free"})[0], 200)
+                time.sleep(1.1)
+                self.assertEqual(server.request("POST", "/v1/completions", body, headers=slow)[0], 200)
+            finally:
+                server.stop()
+
+    def test_connections_per_client_address(self):
+        server = Server("--max-connections-per-client", "4")
+        try:
+            held = []
+            for _ in range(4):
+                c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+                c.request("GET", "/health")
+                self.assertEqual(c.getresponse().status, 200)
+                held.append(c)  # kept alive: still counted
+            status, headers, text = server.request("GET", "/health")
+            self.assertEqual(status, 429, text)
+            self.assertEqual(headers.get("Retry-After"), "1")
+            held.pop().close()
+            deadline = time.monotonic() + 5
+            while server.request("GET", "/health")[0] != 200:  # the server sees the close shortly
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            for c in held:
+                c.close()
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

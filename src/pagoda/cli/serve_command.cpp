@@ -188,8 +188,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", opts->served_model_name, "model id in the API (default: the model path's basename)");
   cmd->add_option("--api-key", opts->api_keys, "require this bearer key (repeatable; tenant \"default\")");
   cmd->add_option("--api-keys-file", opts->api_keys_file,
-                  "keys and tenants: JSON {\"KEY\": \"tenant\" | {\"tenant\", \"max_concurrent_requests\"}} or lines "
-                  "\"KEY TENANT [MAX_CONCURRENT]\"");
+                  "keys and tenants: JSON {\"KEY\": \"tenant\" | {\"tenant\", \"max_concurrent_requests\", "
+                  "\"max_requests_per_second\"}} or lines \"KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]\"");
   cmd->add_option("--max-waiting-requests", opts->max_waiting_requests,
                   "answer 429 when this many requests wait to start (default 0: unlimited)")
       ->check(CLI::NonNegativeNumber);
@@ -202,6 +202,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-timeout", h.shutdown_deadline_s,
                   "seconds in-flight requests get to finish after SIGINT/SIGTERM (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-connections-per-client", h.max_connections_per_client,
+                  "open connections one client address may hold; more get 429 (default 2048; 0: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-request-body", h.body_limit, "largest request body in bytes (default 16 MiB)")
       ->check(CLI::PositiveNumber);

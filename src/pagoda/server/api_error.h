@@ -14,6 +14,12 @@ class ApiError : public std::runtime_error {
       : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)) {}
   int status() const { return status_; }
   const std::string& param() const { return param_; }
+  // 429 and 503: the Retry-After header, in whole seconds.
+  int retry_after_seconds() const { return retry_after_s_; }
+  ApiError& retry_after(int seconds) {
+    retry_after_s_ = seconds;
+    return *this;
+  }
   // OpenAI's error types: invalid_request_error (400, 404, 413), authentication_error (401),
   // rate_limit_error (429), server_error (5xx).
   std::string type() const {
@@ -32,6 +38,7 @@ class ApiError : public std::runtime_error {
  private:
   int status_;
   std::string param_, type_;
+  int retry_after_s_ = 1;
 };
 
 // JSON text for responses: never throws on invalid UTF-8 (bytes are replaced with U+FFFD).

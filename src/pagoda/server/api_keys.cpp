@@ -23,6 +23,11 @@ Tenant tenant_from_json(const nlohmann::json& v, const std::string& where) {
         throw Error(where + ": max_concurrent_requests must be a non-negative integer");
       t.max_concurrent_requests = v["max_concurrent_requests"].get<int>();
     }
+    if (v.contains("max_requests_per_second")) {
+      if (!v["max_requests_per_second"].is_number() || !(v["max_requests_per_second"].get<double>() >= 0))
+        throw Error(where + ": max_requests_per_second must be a non-negative number");
+      t.max_requests_per_second = v["max_requests_per_second"].get<double>();
+    }
   } else {
     throw Error(where + ": a key maps to a tenant name or {\"tenant\", \"max_concurrent_requests\"}");
   }
@@ -62,9 +67,10 @@ void ApiKeys::load_file(const std::string& path) {
   for (int n = 1; std::getline(lines, line); ++n) {
     if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     std::istringstream fields(line);
-    std::string key, tenant, limit;
+    std::string key, tenant, limit, rate;
     if (!(fields >> key)) continue;
-    if (!(fields >> tenant)) throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT]", path, n));
+    if (!(fields >> tenant))
+      throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
     Tenant t{tenant, 0};
     if (fields >> limit) {
       try {
@@ -72,6 +78,15 @@ void ApiKeys::load_file(const std::string& path) {
       } catch (const std::exception&) {
         throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be an integer", path, n));
       }
+      if (t.max_concurrent_requests < 0) throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be >= 0", path, n));
+    }
+    if (fields >> rate) {
+      try {
+        t.max_requests_per_second = std::stod(rate);
+      } catch (const std::exception&) {
+        throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be a number", path, n));
+      }
+      if (!(t.max_requests_per_second >= 0)) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
     }
     add(key, t);
   }

@@ -9,15 +9,17 @@ namespace pagoda::server {
 
 struct Tenant {
   std::string name;
-  int max_concurrent_requests = 0;  // 0: unlimited
+  int max_concurrent_requests = 0;     // 0: unlimited
+  double max_requests_per_second = 0;  // API requests a second, as a token bucket with that burst; 0: unlimited
 };
 
 class ApiKeys {
  public:
   void add(const std::string& key, Tenant tenant);
-  // JSON: {"KEY": "tenant"} or {"KEY": {"tenant": "...", "max_concurrent_requests": N}} or
-  // {"keys": [{"key": "...", "tenant": "...", "max_concurrent_requests": N}]}.
-  // Simple: one "KEY TENANT [MAX_CONCURRENT]" per line, '#' comments. Throws pagoda::Error naming the file.
+  // JSON: {"KEY": "tenant"} or {"KEY": {"tenant": "...", "max_concurrent_requests": N,
+  // "max_requests_per_second": R}} or {"keys": [{"key": "...", "tenant": "...", ...}]}.
+  // Simple: one "KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]" per line, '#' comments. Throws pagoda::Error
+  // naming the file.
   void load_file(const std::string& path);
 
   bool enabled() const { return !keys_.empty(); }

@@ -18,6 +18,7 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
@@ -157,6 +158,21 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
   }
 }
 
+// A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
+asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
+  http::response<http::string_body> res{http::status::too_many_requests, 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::retry_after, "1");
+  res.body() = fmt::format(
+      R"json({{"error":{{"message":"too many connections from this address (the limit is {})","type":"rate_limit_error","param":null,"code":429}}}})json",
+      limit);
+  res.keep_alive(false);
+  res.prepare_payload();
+  stream.expires_after(std::chrono::seconds(5));
+  co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+  co_await linger(stream);
+}
+
 // A keep-alive connection waiting for its next request: the first to close when file descriptors run
 // out. Touched on its connection's strand only, except for the registry list (under idle_mutex).
 struct IdleConnection {
@@ -180,11 +196,16 @@ struct HttpServer::Impl {
   std::atomic<int> num_active{0};
   std::mutex idle_mutex;
   std::list<std::shared_ptr<IdleConnection>> idle;  // oldest first
+  std::mutex clients_mutex;
+  std::unordered_map<std::string, int> connections_per_client;  // by remote address
 
   asio::awaitable<void> accept_loop();
   // Closes up to `count` of the longest-idle keep-alive connections (each on its own strand).
   void shed_idle_connections(size_t count);
-  asio::awaitable<void> session(beast::tcp_stream stream, Strand strand);
+  asio::awaitable<void> session(beast::tcp_stream stream, Strand strand, std::string client);
+  // Counts a new connection from `client`; false (and nothing counted) when it already has the maximum.
+  bool admit_client(const std::string& client);
+  void release_client(const std::string& client);
   asio::awaitable<bool> deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex, bool keep_alive);
   asio::awaitable<void> drain();
   void begin_shutdown();
@@ -298,11 +319,41 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
     failures = 0;
     backoff = kFirstBackoff;
     socket.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(strand, session(beast::tcp_stream(std::move(socket)), strand), asio::detached);
+    std::string client = socket.remote_endpoint(ec).address().to_string();
+    if (!admit_client(client)) {
+      asio::co_spawn(strand, refuse(beast::tcp_stream(std::move(socket)), options.max_connections_per_client),
+                     asio::detached);
+      continue;
+    }
+    asio::co_spawn(strand, session(beast::tcp_stream(std::move(socket)), strand, std::move(client)), asio::detached);
   }
 }
 
-asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand strand) {
+bool HttpServer::Impl::admit_client(const std::string& client) {
+  if (options.max_connections_per_client <= 0) return true;
+  std::lock_guard lock(clients_mutex);
+  int& n = connections_per_client[client];
+  if (n >= options.max_connections_per_client) {
+    if (n == 0) connections_per_client.erase(client);
+    return false;
+  }
+  ++n;
+  return true;
+}
+
+void HttpServer::Impl::release_client(const std::string& client) {
+  if (options.max_connections_per_client <= 0) return;
+  std::lock_guard lock(clients_mutex);
+  auto it = connections_per_client.find(client);
+  if (it != connections_per_client.end() && --it->second <= 0) connections_per_client.erase(it);
+}
+
+asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand strand, std::string client) {
+  struct Release {  // the count is given back however the session ends
+    Impl* impl;
+    const std::string& client;
+    ~Release() { impl->release_client(client); }
+  } release{this, client};
   beast::flat_buffer buffer;
   for (int served = 0;; ++served) {
     http::request_parser<http::string_body> parser;

@@ -21,6 +21,7 @@ struct HttpServerOptions {
   int idle_timeout_s = 60;      // keep-alive connections with no request; also a request's read time
   int write_timeout_s = 60;     // a client that stops reading
   double shutdown_deadline_s = 10;  // time in-flight requests get to finish after a signal
+  int max_connections_per_client = 2048;  // open connections from one address; more get 429 and are closed (0: no limit)
   // Called (on an I/O thread) with the seconds from a streamed write's produced_at to its bytes being
   // written to the socket: the server's own overhead per token. Unset: not measured.
   std::function<void(double)> on_stream_delivery;

@@ -50,7 +50,7 @@ double query_number(const std::string& target, const std::string& name, double f
 
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r = json_response(e.to_json(), e.status());
-  if (e.status() == 429 || e.status() == 503) r.headers.emplace_back("Retry-After", "1");
+  if (e.status() == 429 || e.status() == 503) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_seconds()));
   if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
@@ -114,6 +114,24 @@ std::function<void()> OpenAiServer::respond_with(const std::shared_ptr<Exchange>
   return [ex, response = std::move(response)]() mutable { ex->respond(std::move(response)); };
 }
 
+void OpenAiServer::admit_at_tenant_rate(const Tenant& tenant) {
+  // A token bucket per tenant: max_requests_per_second tokens a second, as many in a burst.
+  const double rate = tenant.max_requests_per_second;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(tenants_mutex_);
+  auto [it, fresh] = tenant_buckets_.try_emplace(tenant.name, TokenBucket{rate, now});
+  TokenBucket& b = it->second;
+  b.tokens = std::min(rate, b.tokens + rate * std::chrono::duration<double>(now - b.refilled).count());
+  b.refilled = now;
+  if (b.tokens >= 1) {
+    b.tokens -= 1;
+    return;
+  }
+  const int wait_s = static_cast<int>(std::ceil((1 - b.tokens) / rate));
+  throw ApiError(429, fmt::format("tenant '{}' is over its {} requests per second", tenant.name, rate))
+      .retry_after(std::max(1, wait_s));
+}
+
 void OpenAiServer::check_model(const std::string& model) const {
   if (!model.empty() && model != options_.served_model_name)
     throw ApiError(404, fmt::format("The model `{}` does not exist.", model), "model", "NotFoundError");
@@ -144,6 +162,7 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   if (options_.api_keys.enabled()) {
     tenant = options_.api_keys.authenticate(req.header("authorization"));
     if (tenant == nullptr) throw ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)");
+    if (tenant->max_requests_per_second > 0) admit_at_tenant_rate(*tenant);
   }
   if (path == "/debug/gpu_timeline") {
     if (!get) throw ApiError(405, "use GET");

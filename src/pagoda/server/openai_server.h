@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,8 @@ class OpenAiServer {
   HttpResponse detokenize(const std::string& body) const;  // thread-safe
   void gpu_timeline(const std::shared_ptr<Exchange>& exchange);
   void check_model(const std::string& model) const;
+  // 429 (with Retry-After) when the tenant is over its max_requests_per_second.
+  void admit_at_tenant_rate(const Tenant& tenant);
 
   Engine& engine_;
   const Tokenizer* tokenizer_;
@@ -83,6 +86,11 @@ class OpenAiServer {
   std::atomic<int> num_pending_{0};
   std::mutex tenants_mutex_;
   std::unordered_map<std::string, int> tenant_active_;  // HTTP requests in flight per tenant
+  struct TokenBucket {
+    double tokens;
+    std::chrono::steady_clock::time_point refilled;
+  };
+  std::unordered_map<std::string, TokenBucket> tenant_buckets_;  // tenants with max_requests_per_second
   int64_t created_ = 0;
   WorkerPool workers_;  // last: joined before the members its tasks use are destroyed
 };
