@@ -4,7 +4,10 @@ BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 ARGS ?=
 
-.PHONY: deps configure build test test-cuda serve asan clean
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request
+
+.PHONY: deps configure build test test-cuda serve asan fuzz clean
 
 deps:
 	./scripts/setup-deps.sh
@@ -31,6 +34,12 @@ serve: build
 
 asan:
 	$(MAKE) test PRESET=asan
+
+# libFuzzer targets (clang, ASan + UBSan), FUZZ_SECONDS each; findings land in build/fuzz/artifacts/.
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build build/fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf build

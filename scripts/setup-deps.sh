@@ -10,6 +10,7 @@ packages=(
   python3
   python3-matplotlib  # bench/plot_serve.py (plots of pagoda bench serve results) and its test
   prometheus  # promtool, for the /metrics check of the server tests
+  clang libclang-rt-14-dev libomp-dev  # the fuzz preset: libFuzzer with ASan + UBSan (make fuzz)
 )
 # The server tests run the official `openai` npm client under node; a node from elsewhere (e.g. NodeSource)
 # is fine, so Debian's packages are only added when node or npm is missing.

@@ -158,6 +158,27 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
   }
 }
 
+constexpr size_t kHeaderLimit = 64 * 1024;
+
+void configure(http::request_parser<http::string_body>& parser, size_t body_limit) {
+  parser.body_limit(body_limit);
+  parser.header_limit(kHeaderLimit);
+}
+
+// The handler's view of a parsed request: header names lower-cased, the body moved out.
+HttpRequest to_http_request(http::request<http::string_body>& msg) {
+  HttpRequest request;
+  request.method = std::string(msg.method_string());
+  request.target = std::string(msg.target());
+  for (const auto& field : msg) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    request.headers[name] = std::string(field.value());
+  }
+  request.body = std::move(msg.body());
+  return request;
+}
+
 // A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
 asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
   http::response<http::string_body> res{http::status::too_many_requests, 11};
@@ -357,8 +378,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
   beast::flat_buffer buffer;
   for (int served = 0;; ++served) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(options.body_limit);
-    parser.header_limit(64 * 1024);
+    configure(parser, options.body_limit);
     stream.expires_after(std::chrono::seconds(options.idle_timeout_s));
     std::shared_ptr<IdleConnection> idle_entry;
     std::list<std::shared_ptr<IdleConnection>>::iterator idle_at;
@@ -403,16 +423,8 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       break;
     }
     auto& msg = parser.get();
-    HttpRequest request;
-    request.method = std::string(msg.method_string());
-    request.target = std::string(msg.target());
-    for (const auto& field : msg) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request.headers[name] = std::string(field.value());
-    }
-    request.body = std::move(msg.body());
     const bool keep_alive = msg.keep_alive() && !draining.load();
+    HttpRequest request = to_http_request(msg);
 
     auto ex = std::make_shared<ExchangeImpl>(strand, std::move(request));
     std::list<std::weak_ptr<ExchangeImpl>>::iterator registered;
@@ -535,6 +547,25 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
   stream.socket().cancel(ignored);  // the watcher
   stream.expires_never();
   co_return ok && !ex->gone_;
+}
+
+std::optional<HttpRequest> parse_http_request(std::string_view bytes, size_t body_limit) {
+  http::request_parser<http::string_body> parser;
+  configure(parser, body_limit);
+  parser.eager(true);
+  beast::error_code ec;
+  while (!parser.is_done() && !bytes.empty()) {
+    const size_t used = parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
+    if (ec == http::error::need_more) break;
+    if (ec) return std::nullopt;
+    if (used == 0) break;
+    bytes.remove_prefix(used);
+  }
+  if (!parser.is_done()) {
+    parser.put_eof(ec);
+    if (ec || !parser.is_done()) return std::nullopt;
+  }
+  return to_http_request(parser.get());
 }
 
 }  // namespace pagoda::server
