@@ -7,7 +7,7 @@ ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request
 
-.PHONY: deps configure build test test-cuda serve asan fuzz clean
+.PHONY: deps configure build test test-cuda serve asan tsan fuzz clean
 
 deps:
 	./scripts/setup-deps.sh
@@ -34,6 +34,15 @@ serve: build
 
 asan:
 	$(MAKE) test PRESET=asan
+
+# The engine and server tests, and the server e2e tests, under ThreadSanitizer (one OpenMP thread: libgomp
+# is not instrumented, and its barriers would be reported).
+tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build build/tsan -j $(JOBS) --target test_engine test_server pagoda
+	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --test-dir build/tsan -j $(JOBS) --output-on-failure -L unit
+	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build/tsan --output-on-failure -R "e2e.test_server"
 
 # libFuzzer targets (clang, ASan + UBSan), FUZZ_SECONDS each; findings land in build/fuzz/artifacts/.
 fuzz: deps
