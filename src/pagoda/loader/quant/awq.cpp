@@ -21,6 +21,7 @@ Weight convert_awq_linear(const QuantLinearSource& src, const QuantConfig& confi
   using namespace quant;
   const int64_t n = src.n, k = src.k;
   if (n % 8 != 0) fail(src, "qweight", fmt::format("cannot pack out_features {} (not a multiple of 8)", n));
+  if (k % 2 != 0) fail(src, "qweight", fmt::format("in_features {} is odd: int4 rows hold pairs of codes", k));
   const int64_t groups = num_groups(src, config.group_size, "quantization_config.group_size");
   const SafetensorsTensor& qweight = require(src, "qweight", {DType::kI32}, {k, n / 8});
   const SafetensorsTensor& qzeros = require(src, "qzeros", {DType::kI32}, {groups, n / 8});
