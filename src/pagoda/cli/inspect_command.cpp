@@ -9,10 +9,13 @@
 namespace pagoda::cli {
 namespace {
 
+// Weights are grouped by dtype, quantized linears by scheme and group size ("int4-group g128").
 void add_weight(std::map<std::string, std::pair<int64_t, int64_t>>& by_dtype, const Weight& w) {
-  auto& [count, bytes] = by_dtype[std::string(dtype_name(w.data.dtype))];
-  count += w.data.numel();
-  bytes += w.data.nbytes();
+  const std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
+                                         : std::string(dtype_name(w.data.dtype));
+  auto& [count, bytes] = by_dtype[kind];
+  count += w.num_rows() * w.cols();
+  bytes += w.nbytes();  // codes, scales, zeros and g_idx
 }
 
 void run_inspect(const ModelOptions& o) {
@@ -30,7 +33,7 @@ void run_inspect(const ModelOptions& o) {
   fmt::print("parameters:    {} ({:.2f} M){}\n", c.num_parameters(), c.num_parameters() / 1e6,
              c.tie_word_embeddings ? ", tied embeddings" : "");
   for (const auto& [name, v] : by_dtype)
-    fmt::print("  {:<6} {:>14} params {:>10.2f} MiB\n", name, v.first, v.second / 1048576.0);
+    fmt::print("  {:<18} {:>14} params {:>10.2f} MiB\n", name, v.first, v.second / 1048576.0);
   fmt::print("weights:       {:.2f} MiB\n", total_bytes / 1048576.0);
   fmt::print("context:       {} tokens; rope theta {}{}\n", c.max_position_embeddings, c.rope.theta,
              c.rope.type == RopeType::kLlama3 ? fmt::format(", llama3 scaling x{}", c.rope.factor) : "");

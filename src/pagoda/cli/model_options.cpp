@@ -20,6 +20,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "float32 (as transformers' from_pretrained, vLLM, llama.cpp) | checkpoint (rounded to the "
                  "checkpoint dtype, as a transformers model after .to(bfloat16))")
       ->check(CLI::IsMember({"float32", "checkpoint"}));
+  cmd.add_option("--quantization", quantization,
+                 "awq | gptq | compressed-tensors | fp8 | none: the quantized format the checkpoint must have "
+                 "(default: detected from config.json's quantization_config)")
+      ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "fp8", "none"}));
 }
 
 LoadOptions ModelOptions::load_options() const {
@@ -27,6 +31,7 @@ LoadOptions ModelOptions::load_options() const {
   opts.model_path = model.empty() ? default_model_path() : model;
   opts.format = load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
   opts.rope_freq_dtype = rope_freq_dtype == "checkpoint" ? RopeFreqDtype::kCheckpoint : RopeFreqDtype::kFloat32;
+  opts.quantization = quantization;
   return opts;
 }
 

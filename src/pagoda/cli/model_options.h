@@ -1,4 +1,4 @@
-// Options every model-using subcommand shares (--model, --load-format, --threads), and where the
+// Options every model-using subcommand shares (--model, --load-format, --threads, --quantization), and where the
 // bundled default model is found.
 #pragma once
 
@@ -15,6 +15,7 @@ struct ModelOptions {
   std::string load_format = "auto";
   int threads = 0;
   std::string rope_freq_dtype = "float32";
+  std::string quantization;  // empty: detected from config.json
 
   void add_to(CLI::App& cmd);
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing

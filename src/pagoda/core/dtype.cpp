@@ -1,6 +1,9 @@
 // Element type metadata and IEEE half conversions (used where F16C is not assumed).
 #include "pagoda/core/dtype.h"
 
+#include <cmath>
+#include <limits>
+
 #include "pagoda/core/check.h"
 
 namespace pagoda {
@@ -13,6 +16,8 @@ std::string_view dtype_name(DType dtype) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kI8: return "I8";
+    case DType::kF8E4M3: return "F8_E4M3";
     case DType::kQ8_0: return "Q8_0";
     case DType::kQ4_0: return "Q4_0";
   }
@@ -28,7 +33,7 @@ int64_t dtype_block_bytes(DType dtype) {
     case DType::kF32: case DType::kI32: return 4;
     case DType::kF16: case DType::kBF16: return 2;
     case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kU8: case DType::kI8: case DType::kF8E4M3: return 1;
     case DType::kQ8_0: return 34;
     case DType::kQ4_0: return 18;
   }
@@ -62,6 +67,15 @@ float f16_to_f32(uint16_t h) {
     bits = sign | (exp + 127 - 15) << 23 | mant << 13;
   }
   return std::bit_cast<float>(bits);
+}
+
+float f8e4m3_to_f32(uint8_t v) {
+  const float sign = (v & 0x80u) ? -1.0f : 1.0f;
+  const int exp = (v >> 3) & 0xf;
+  const int mant = v & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 * 2^-6
+  return sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);      // (1 + mant/8) * 2^(exp-7)
 }
 
 uint16_t f32_to_f16(float f) {

@@ -1,4 +1,5 @@
-// Element types of tensors and weights, their sizes, and scalar conversions between fp32, fp16 and bf16.
+// Element types of tensors and weights, their sizes, and scalar conversions between fp32, fp16, bf16 and
+// fp8 (e4m3).
 #pragma once
 
 #include <bit>
@@ -16,6 +17,8 @@ enum class DType : uint8_t {
   kI32,
   kI64,
   kU8,
+  kI8,
+  kF8E4M3,  // float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111 is NaN
   kQ8_0,  // GGML block format: 32 values = f16 scale + 32 x int8 (34 bytes)
   kQ4_0,  // GGML block format: 32 values = f16 scale + 16 bytes of 4-bit values (18 bytes)
 };
@@ -40,6 +43,8 @@ inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
 }
 
 float f16_to_f32(uint16_t h);
+// float8_e4m3fn (OCP FP8, as torch.float8_e4m3fn) to fp32: exact (every e4m3 value is an fp32 value).
+float f8e4m3_to_f32(uint8_t v);
 uint16_t f32_to_f16(float f);
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
 // HF directory -> LoadedModel: weights are zero-copy views into the mmap'd safetensors, in their stored
-// dtype, each checked by name and shape against config.json.
+// dtype, each checked by name and shape against config.json. Quantized linears (quantization_config) are
+// converted once into their internal form (loader/quant/), owned by the LoadedModel.
 #include "pagoda/loader/hf_loader.h"
 
 #include <fmt/format.h>
@@ -11,6 +12,8 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/loader/hf_config.h"
 #include "pagoda/loader/progress_bar.h"
+#include "pagoda/loader/quant/quant_config.h"
+#include "pagoda/loader/quant/quant_linear.h"
 #include "pagoda/loader/safetensors.h"
 #include "pagoda/loader/weight_mapping.h"
 #include "pagoda/loader/weight_transforms.h"
@@ -26,6 +29,23 @@ std::string checkpoint_name(const fs::path& dir) {
   const fs::path index = dir / "model.safetensors.index.json";
   return (fs::exists(index, ec) ? index : dir / "model.safetensors").string();
 }
+
+bool is_linear(WeightRole role) {
+  return role != WeightRole::kEmbedTokens && role != WeightRole::kLmHead && !is_norm(role);
+}
+
+// The stored tensor of `name`. Tied embeddings are often stored once, as lm_head.weight, with torch's
+// alias in __metadata__ ("model.embed_tokens.weight": "lm_head.weight"); embed_tokens then reads that.
+const SafetensorsTensor* find_weight(const SafetensorsCheckpoint& ckpt, const std::string& name, WeightRole role,
+                                     const ModelConfig& config) {
+  if (const SafetensorsTensor* t = ckpt.find(name)) return t;
+  if (role != WeightRole::kEmbedTokens) return nullptr;
+  const std::string* alias = ckpt.metadata(name);
+  if (alias != nullptr) return ckpt.find(*alias);
+  return config.tie_word_embeddings ? ckpt.find("lm_head.weight") : nullptr;
+}
+
+bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
 }  // namespace
 
@@ -48,6 +68,7 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
   model.format = "safetensors";
   model.config = parse_hf_config((root / "config.json").string());
   model.generation = parse_generation_config((root / "generation_config.json").string());
+  const QuantConfig quant = parse_quant_config((root / "config.json").string(), options.quantization);
 
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
   const std::string ckpt_name = checkpoint_name(root);
@@ -55,9 +76,20 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
   int64_t total_bytes = 0;
   for (const WeightSlot& slot : slots) {
     const std::string name = hf_weight_name(slot);
-    const SafetensorsTensor* t = ckpt.find(name);
+    const std::string module = name.substr(0, name.size() - std::string_view(".weight").size());
+    if (is_linear(slot.role) && quant.quantizes(module)) {
+      const QuantLinearSource src{ckpt, ckpt_name, module, slot.shape[0], slot.shape[1]};
+      *slot.target = convert_quantized_linear(src, quant, model.owned);
+      total_bytes += slot.target->nbytes();
+      continue;
+    }
+    const SafetensorsTensor* t = find_weight(ckpt, name, slot.role, model.config);
     if (t == nullptr) throw LoadError(ckpt_name, fmt::format("missing tensor {}", name));
     check_weight_shape(t->file, name, t->shape, slot);
+    if (!is_float_dtype(t->dtype))
+      throw LoadError(t->file, fmt::format("tensor {} has dtype {}, expected F32, F16 or BF16{}", name,
+                                           dtype_name(t->dtype), quant.method == QuantMethod::kNone
+                                               ? " (config.json has no quantization_config)" : ""));
     total_bytes += static_cast<int64_t>(t->nbytes);
     if (reinterpret_cast<uintptr_t>(t->data) % static_cast<uintptr_t>(dtype_block_bytes(t->dtype)) != 0) {
       // Safetensors does not promise aligned tensors; kernels assume them, so a misaligned one is copied.

@@ -71,6 +71,9 @@ LoadedModel load_model(const LoadOptions& options) {
   } else if (classify(options.model_path) == Source::kHfDirectory) {
     model = load_hf_model(options.model_path, options);
   } else {
+    if (!options.quantization.empty() && options.quantization != "none")
+      throw LoadError(options.model_path, fmt::format("--quantization {} applies to HF checkpoints; a GGUF file's "
+                                                      "tensor types say how it is quantized", options.quantization));
     model = load_gguf_model(options.model_path, options);
   }
   if (options.rope_freq_dtype == RopeFreqDtype::kCheckpoint) model.config.rope.inv_freq_dtype = model.config.dtype;

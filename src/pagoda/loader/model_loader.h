@@ -33,6 +33,9 @@ struct LoadOptions {
   uint64_t dummy_seed = 0;
   bool show_progress = true;  // progress bar on stderr for large checkpoints
   RopeFreqDtype rope_freq_dtype = RopeFreqDtype::kFloat32;
+  // Quantized HF checkpoints: "" detects the format from config.json's quantization_config; "awq", "gptq",
+  // "compressed-tensors", "fp8" or "none" must match it (a mismatch is a LoadError).
+  std::string quantization;
 };
 
 struct LoadedModel {

@@ -1,18 +1,48 @@
 // ModelWeights: the tensors of a Llama-family model under canonical names, as views into storage owned
 // by LoadedModel (mmap'd checkpoint or converted host copies). Linear weights are [out_features,
 // in_features] row-major (PyTorch convention); Q and K rows use HF's rotate-half RoPE layout (GGUF
-// files are un-permuted at load).
+// files are un-permuted at load). Quantized linears (core/quant_scheme.h) keep the same rows, packed along
+// in_features, with their scales and zero points beside them.
 #pragma once
 
 #include <vector>
 
+#include "pagoda/core/quant_scheme.h"
 #include "pagoda/core/tensor.h"
 
 namespace pagoda {
 
-// A weight tensor. dtype is F32, F16, BF16, Q8_0 or Q4_0 (quantized blocks run along in_features).
+// A weight tensor. With QuantScheme::kNone, data's dtype is F32, F16, BF16, Q8_0 or Q4_0 (quantized blocks
+// run along in_features); otherwise data holds the codes and scales / zeros / g_idx the rest, in the
+// layouts core/quant_scheme.h gives.
 struct Weight {
-  Tensor data;
+  Tensor data;               // [N, K] (kInt4Group: [N, K/2]); norms [N]
+  QuantScheme scheme = QuantScheme::kNone;
+  Tensor scales;             // F32 [N, groups]
+  Tensor zeros;              // [N, groups], or empty when symmetric (kInt8Channel)
+  Tensor g_idx;              // I32 [K], or empty when the group of k is k / group_size
+  int64_t group_size = 0;    // along K (K itself for one group per row)
+  int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
+
+  bool quantized() const { return scheme != QuantScheme::kNone; }
+  // K: the columns of the unpacked [N, K] matrix.
+  int64_t cols() const { return quantized() ? in_features : data.dim(data.ndim - 1); }
+  int64_t num_rows() const { return data.ndim == 1 ? 1 : data.dim(0); }
+  // Rows [begin, begin + count) of every per-row tensor, as a view (g_idx is per K, so shared).
+  Weight rows(int64_t begin, int64_t count) const {
+    Weight w = *this;
+    w.data = data.rows(begin, count);
+    if (!scales.empty()) w.scales = scales.rows(begin, count);
+    if (!zeros.empty()) w.zeros = zeros.rows(begin, count);
+    return w;
+  }
+  // Bytes of data, scales, zeros and g_idx.
+  int64_t nbytes() const {
+    int64_t n = 0;
+    for (const Tensor* t : {&data, &scales, &zeros, &g_idx})
+      if (!t->empty()) n += t->nbytes();
+    return n;
+  }
 };
 
 struct LayerWeights {

@@ -28,11 +28,18 @@ std::optional<DType> dtype_from_string(const std::string& s) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
+  // Quantized checkpoints: packed codes (I32, U8, I8), shapes (I64), FP8 weights.
+  if (s == "I32") return DType::kI32;
+  if (s == "I64") return DType::kI64;
+  if (s == "U8") return DType::kU8;
+  if (s == "I8") return DType::kI8;
+  if (s == "F8_E4M3") return DType::kF8E4M3;
   return std::nullopt;
 }
 
 // Parses one file's header and adds its tensors to `out`.
-void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<std::string, SafetensorsTensor>& out) {
+void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<std::string, SafetensorsTensor>& out,
+                       std::map<std::string, std::string>& metadata) {
   const std::string& path = file->path();
   const uint64_t size = file->size();
   if (size < 8) throw LoadError(path, fmt::format("truncated safetensors file ({} bytes, no header length)", size));
@@ -56,7 +63,12 @@ void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<s
   const std::byte* data_base = file->data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (entry.is_object())
+        for (const auto& [key, value] : entry.items())
+          if (value.is_string()) metadata[key] = value.get<std::string>();
+      continue;
+    }
     auto bad = [&](const std::string& problem) { return LoadError(path, fmt::format("tensor {}: {}", name, problem)); };
     if (!entry.is_object()) throw bad("header entry is not an object");
     const auto dtype_it = entry.find("dtype");
@@ -72,7 +84,7 @@ void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<s
     t.file = path;
     const std::string dtype_str = dtype_it->get<std::string>();
     const auto dtype = dtype_from_string(dtype_str);
-    if (!dtype) throw bad(fmt::format("unsupported dtype {} (supported: F32, F16, BF16)", dtype_str));
+    if (!dtype) throw bad(fmt::format("unsupported dtype {} (supported: F32, F16, BF16, I32, I64, U8, I8, F8_E4M3)", dtype_str));
     t.dtype = *dtype;
 
     uint64_t numel = 1;
@@ -122,7 +134,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     auto file = std::make_shared<const MappedFile>(path);
-    read_file_tensors(file, ckpt.tensors_);
+    read_file_tensors(file, ckpt.tensors_, ckpt.metadata_);
     ckpt.mappings_.push_back(std::move(file));
     return ckpt;
   }
@@ -155,7 +167,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     if (!fs::exists(shard_path, ec))
       throw LoadError(shard_path.string(), fmt::format("missing shard listed in {}", index_str));
     auto file = std::make_shared<const MappedFile>(shard_path.string());
-    read_file_tensors(file, ckpt.tensors_);
+    read_file_tensors(file, ckpt.tensors_, ckpt.metadata_);
     ckpt.mappings_.push_back(std::move(file));
   }
   for (const auto& [name, shard] : wm->items()) {
@@ -173,6 +185,11 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
 const SafetensorsTensor* SafetensorsCheckpoint::find(const std::string& name) const {
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const std::string* SafetensorsCheckpoint::metadata(const std::string& key) const {
+  const auto it = metadata_.find(key);
+  return it == metadata_.end() ? nullptr : &it->second;
 }
 
 }  // namespace pagoda

@@ -14,7 +14,8 @@ namespace pagoda {
 
 struct SafetensorsTensor {
   std::string name;
-  DType dtype;                 // F32, F16 or BF16 (others are rejected with a LoadError)
+  DType dtype;                 // F32, F16, BF16, or I32/I64/U8/I8/F8_E4M3 (quantized checkpoints); others are
+                               // rejected with a LoadError
   std::vector<int64_t> shape;  // row-major
   const std::byte* data;
   size_t nbytes;
@@ -31,9 +32,13 @@ class SafetensorsCheckpoint {
   const SafetensorsTensor* find(const std::string& name) const;
   const std::map<std::string, SafetensorsTensor>& tensors() const { return tensors_; }
   const std::vector<std::shared_ptr<const MappedFile>>& mappings() const { return mappings_; }
+  // The string entries of every file's __metadata__ (e.g. torch's tied-weight aliases,
+  // "model.embed_tokens.weight" -> "lm_head.weight"); null when absent.
+  const std::string* metadata(const std::string& key) const;
 
  private:
   std::map<std::string, SafetensorsTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
   std::vector<std::shared_ptr<const MappedFile>> mappings_;
 };
 

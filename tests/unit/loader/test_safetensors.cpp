@@ -148,9 +148,9 @@ TEST(SafetensorsErrors, OffsetsOutsideFile) {
 
 TEST(SafetensorsErrors, UnsupportedDtype) {
   TempDir dir;
-  for (const std::string dtype : {"I8", "F64"}) {
+  for (const std::string dtype : {"BOOL", "F64"}) {
     SafetensorsWriter w;
-    w.tensor("model.layers.0.mlp.up_proj.weight", dtype, {1}, std::vector<uint8_t>(dtype == "I8" ? 1 : 8, 0));
+    w.tensor("model.layers.0.mlp.up_proj.weight", dtype, {1}, std::vector<uint8_t>(dtype == "BOOL" ? 1 : 8, 0));
     w.write(dir.file("d.safetensors"));
     test::expect_load_error([&] { SafetensorsCheckpoint::open(dir.file("d.safetensors")); },
                             {"d.safetensors", "model.layers.0.mlp.up_proj.weight", "unsupported dtype " + dtype});

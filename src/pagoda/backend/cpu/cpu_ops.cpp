@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_quant.h"
 
 namespace pagoda {
 
@@ -73,8 +74,10 @@ void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
   const int64_t num_tokens = x.dim(0);
   const int64_t k = x.dim(1);
   const int64_t n = w.data.dim(0);
-  PAGODA_CHECK(w.data.dim(1) == k, "linear: x {} vs w {}", x.shape_string(), w.data.shape_string());
+  PAGODA_CHECK(w.cols() == k, "linear: x {} vs w {} ({} in_features)", x.shape_string(), w.data.shape_string(),
+               w.cols());
   PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == n);
+  if (w.quantized()) return cpu::linear_quant_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w);
   cpu::linear_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w.data.data, w.data.dtype, n, k);
 }
 

@@ -3,13 +3,16 @@
 // so that a layer runs two GEMMs fewer. The row orders let one GEMM warp hold both halves of what the
 // epilogue combines: Q, K and V are stacked, with the rows of each Q and K head in RoPE pairs (element i,
 // element i + head_dim / 2, ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j,
-// gate_j+1, ...: kernels::skinny_gemm_silu).
+// gate_j+1, ...: kernels::skinny_gemm_silu). Quantized weights (QuantScheme) are dequantized to bf16 on the
+// host first (cpu::dequantize_rows): the GPU has no kernels for those schemes yet.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_quant.h"
+#include "pagoda/core/buffer.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/loader/progress_bar.h"
@@ -55,13 +58,37 @@ void upload_bf16(uint16_t* dst, const Tensor& src, int64_t row_stride, cuda::Pin
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// `host` with every quantized weight replaced by its bf16 dequantization [N, K], held in `storage`.
+ModelWeights dequantize_to_bf16(const ModelWeights& host, std::vector<HostTensor>& storage) {
+  ModelWeights plain = host;
+  for (Weight* w : plain.all()) {
+    if (!w->quantized()) continue;
+    const int64_t n = w->num_rows(), k = w->cols();
+    HostTensor& bf16 = storage.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k});
+#pragma omp parallel
+    {
+      std::vector<float> row(static_cast<size_t>(k));
+#pragma omp for
+      for (int64_t r = 0; r < n; ++r) {
+        cpu::dequantize_rows(*w, r, 1, row.data());
+        for (int64_t c = 0; c < k; ++c) bf16.ptr<uint16_t>()[r * k + c] = f32_to_bf16(row[c]);
+      }
+    }
+    *w = Weight{bf16.view()};
+  }
+  return plain;
+}
+
 int64_t rows_of(const Weight& w) { return w.data.ndim == 1 ? 1 : w.data.dim(0); }
 int64_t elems_of(const Weight& w) { return w.data.numel(); }
 
 }  // namespace
 
-ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
+ModelWeights CudaOps::prepare_weights(const ModelWeights& quantized_host, const ModelConfig& config,
+                                      bool show_progress) {
   Impl& m = *impl_;
+  std::vector<HostTensor> dequantized;  // freed once uploaded
+  const ModelWeights host = dequantize_to_bf16(quantized_host, dequantized);
   int64_t total = 0;
   for (const Weight* w : host.all())
     if (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data) total += 2 * elems_of(*w);

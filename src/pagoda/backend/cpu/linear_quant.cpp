@@ -1,0 +1,102 @@
+// Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s, or
+// fp8(q) * s, in fp32 exactly as the formats define it), then the shared dot_block micro-kernel multiplies it
+// with the activations. Readable first: the GPU gets kernels of its own.
+#include "pagoda/backend/cpu/linear_quant.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "pagoda/backend/cpu/simd.h"
+#include "pagoda/core/check.h"
+
+namespace pagoda::cpu {
+namespace {
+
+constexpr int64_t kRowsPerChunk = 16;
+
+// The group of column k: g_idx[k] for act-order GPTQ, else k / group_size.
+inline int64_t group_of(const Weight& w, int64_t k) {
+  return w.g_idx.empty() ? k / w.group_size : w.g_idx.ptr<const int32_t>()[k];
+}
+
+// data U8 [N, K/2] (k even in the low nibble), scales F32 [N, groups], zeros U8 [N, groups].
+void dequantize_int4_rows(const Weight& w, int64_t row, int64_t count, float* out) {
+  const int64_t k = w.in_features, groups = w.scales.dim(1);
+  for (int64_t r = row; r < row + count; ++r, out += k) {
+    const uint8_t* codes = w.data.ptr<const uint8_t>() + r * (k / 2);
+    const float* s = w.scales.ptr<const float>() + r * groups;
+    const uint8_t* z = w.zeros.ptr<const uint8_t>() + r * groups;
+    for (int64_t c = 0; c < k; ++c) {
+      const int32_t q = (codes[c / 2] >> (4 * (c % 2))) & 0xf;
+      const int64_t g = group_of(w, c);
+      out[c] = static_cast<float>(q - z[g]) * s[g];
+    }
+  }
+}
+
+// data I8 [N, K], scales F32 [N, groups], zeros I32 [N, groups] or empty (symmetric).
+void dequantize_int8_rows(const Weight& w, int64_t row, int64_t count, float* out) {
+  const int64_t k = w.in_features, groups = w.scales.dim(1);
+  for (int64_t r = row; r < row + count; ++r, out += k) {
+    const int8_t* codes = w.data.ptr<const int8_t>() + r * k;
+    const float* s = w.scales.ptr<const float>() + r * groups;
+    const int32_t* z = w.zeros.empty() ? nullptr : w.zeros.ptr<const int32_t>() + r * groups;
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t g = group_of(w, c);
+      out[c] = static_cast<float>(static_cast<int32_t>(codes[c]) - (z ? z[g] : 0)) * s[g];
+    }
+  }
+}
+
+// data F8_E4M3 [N, K], scales F32 [N, 1].
+void dequantize_fp8_rows(const Weight& w, int64_t row, int64_t count, float* out) {
+  const int64_t k = w.in_features;
+  float lut[256];  // every e4m3 code's value
+  for (int v = 0; v < 256; ++v) lut[v] = f8e4m3_to_f32(static_cast<uint8_t>(v));
+  for (int64_t r = row; r < row + count; ++r, out += k) {
+    const uint8_t* codes = w.data.ptr<const uint8_t>() + r * k;
+    const float s = w.scales.ptr<const float>()[r];
+    for (int64_t c = 0; c < k; ++c) out[c] = lut[codes[c]] * s;
+  }
+}
+
+}  // namespace
+
+void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out) {
+  PAGODA_CHECK(row >= 0 && count >= 0 && row + count <= w.num_rows(), "dequantize_rows: rows [{}, {}) of {}", row,
+               row + count, w.num_rows());
+  switch (w.scheme) {
+    case QuantScheme::kInt4Group: return dequantize_int4_rows(w, row, count, out);
+    case QuantScheme::kInt8Channel: return dequantize_int8_rows(w, row, count, out);
+    case QuantScheme::kFp8Channel: return dequantize_fp8_rows(w, row, count, out);
+    case QuantScheme::kNone: break;
+  }
+  PAGODA_CHECK(false, "dequantize_rows: the weight is not quantized (scheme {})", quant_scheme_name(w.scheme));
+}
+
+void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
+  const int64_t n = w.num_rows(), k = w.in_features;
+  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
+  const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
+#pragma omp parallel if (parallel)
+  {
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<size_t>(kRowsPerChunk * k));
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const int64_t r0 = c * kRowsPerChunk;
+      const int64_t nr = std::min(kRowsPerChunk, n - r0);
+      dequantize_rows(w, r0, nr, rows.data());  // [nr, K] fp32
+      for (int64_t r = 0; r < nr; ++r) {
+        const F32Row wr[1] = {{rows.data() + r * k}};
+        int64_t t = 0;
+        for (; t + 4 <= num_tokens; t += 4) dot_block<F32Row, 1, 4>(wr, x + t * k, k, out + t * n + r0 + r, n);
+        for (; t < num_tokens; ++t) dot_block<F32Row, 1, 1>(wr, x + t * k, k, out + t * n + r0 + r, n);
+      }
+    }
+  }
+}
+
+}  // namespace pagoda::cpu

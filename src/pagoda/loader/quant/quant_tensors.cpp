@@ -1,0 +1,119 @@
+// Tensor lookup with dtype/shape checks and the builder of a quantized Weight's owned tensors.
+#include "pagoda/loader/quant/quant_tensors.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "pagoda/core/error.h"
+
+namespace pagoda::quant {
+
+std::string tensor_name(const QuantLinearSource& src, const std::string& suffix) { return src.module + "." + suffix; }
+
+void fail(const QuantLinearSource& src, const std::string& suffix, const std::string& problem) {
+  throw LoadError(src.file, fmt::format("tensor {} {}", tensor_name(src, suffix), problem));
+}
+
+const SafetensorsTensor* find(const QuantLinearSource& src, const std::string& suffix) {
+  return src.ckpt.find(tensor_name(src, suffix));
+}
+
+const SafetensorsTensor& require(const QuantLinearSource& src, const std::string& suffix,
+                                 std::initializer_list<DType> dtypes, std::initializer_list<int64_t> shape) {
+  const SafetensorsTensor* t = find(src, suffix);
+  if (t == nullptr) throw LoadError(src.file, fmt::format("missing tensor {}", tensor_name(src, suffix)));
+  if (std::find(dtypes.begin(), dtypes.end(), t->dtype) == dtypes.end()) {
+    std::vector<std::string_view> names;
+    for (DType d : dtypes) names.push_back(dtype_name(d));
+    fail(src, suffix, fmt::format("has dtype {}, expected {}", dtype_name(t->dtype), fmt::join(names, " or ")));
+  }
+  if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()))
+    fail(src, suffix, fmt::format("has shape [{}], expected [{}] for in_features {}, out_features {}",
+                                  fmt::join(t->shape, ", "), fmt::join(shape, ", "), src.k, src.n));
+  return *t;
+}
+
+float float_at(const SafetensorsTensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, t.data + i * 4, 4);
+      return v;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      uint16_t v;
+      std::memcpy(&v, t.data + i * 2, 2);
+      return t.dtype == DType::kF16 ? f16_to_f32(v) : bf16_to_f32(v);
+    }
+    default:
+      PAGODA_CHECK(false, "float_at: {} is not a float dtype", dtype_name(t.dtype));
+  }
+  return 0;
+}
+
+int64_t num_groups(const QuantLinearSource& src, int64_t group_size, const std::string& field) {
+  if (group_size == 0) return 1;
+  if (src.k % group_size != 0)
+    throw LoadError(src.file, fmt::format("{}: {} {} does not divide in_features {}", src.module, field, group_size,
+                                          src.k));
+  return src.k / group_size;
+}
+
+QuantWeightBuilder::QuantWeightBuilder(QuantScheme scheme, DType data_dtype, int64_t n, int64_t k,
+                                       int64_t group_size, bool has_zeros, DType zeros_dtype,
+                                       std::vector<HostTensor>& owned)
+    : owned_(owned) {
+  const bool int4 = scheme == QuantScheme::kInt4Group;
+  PAGODA_CHECK(!int4 || k % 2 == 0, "int4 rows hold pairs of codes: K {} is odd", k);
+  w_.scheme = scheme;
+  w_.in_features = k;
+  w_.group_size = group_size == 0 ? k : group_size;
+  groups_ = k / w_.group_size;
+  data_cols_ = int4 ? k / 2 : k;
+  w_.data = owned_.emplace_back(data_dtype, std::initializer_list<int64_t>{n, data_cols_}).view();  // [N, K/2] | [N, K]
+  data_ = w_.data.ptr<uint8_t>();
+  w_.scales = owned_.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups_}).view();  // [N, groups]
+  scales_ = w_.scales.ptr<float>();
+  if (has_zeros) {
+    w_.zeros = owned_.emplace_back(zeros_dtype, std::initializer_list<int64_t>{n, groups_}).view();  // [N, groups]
+    zeros_ = w_.zeros.data;
+  }
+}
+
+void QuantWeightBuilder::set_zero(int64_t row, int64_t group, int32_t z) {
+  const int64_t i = row * groups_ + group;
+  if (w_.zeros.dtype == DType::kU8)
+    static_cast<uint8_t*>(zeros_)[i] = static_cast<uint8_t>(z);
+  else
+    static_cast<int32_t*>(zeros_)[i] = z;
+}
+
+void QuantWeightBuilder::set_g_idx(const SafetensorsTensor& g_idx, const std::string& name) {
+  const int64_t k = w_.in_features;
+  bool natural = true;
+  for (int64_t i = 0; i < k; ++i) {
+    const auto g = static_cast<int32_t>(word(g_idx, i));
+    if (g < 0 || g >= groups_)
+      throw LoadError(g_idx.file, fmt::format("tensor {}: g_idx[{}] = {} is outside the {} groups", name, i, g, groups_));
+    natural = natural && g == i / w_.group_size;
+  }
+  if (natural) return;  // the common case (desc_act false): no index to carry
+  // Act-order groups are arbitrary subsets of K; reordering K would need the activations permuted too, so
+  // the per-k group index is kept (as vLLM and exllama's reference path do).
+  w_.g_idx = owned_.emplace_back(DType::kI32, std::initializer_list<int64_t>{k}).view();  // [K]
+  for (int64_t i = 0; i < k; ++i) w_.g_idx.ptr<int32_t>()[i] = static_cast<int32_t>(word(g_idx, i));
+}
+
+Weight QuantWeightBuilder::finish() {
+  // Symmetric int8 keeps no zeros: every zero point is 0 in the signed form.
+  if (w_.scheme == QuantScheme::kInt8Channel && !w_.zeros.empty()) {
+    const auto* z = w_.zeros.ptr<int32_t>();
+    if (std::all_of(z, z + w_.zeros.numel(), [](int32_t v) { return v == 0; })) w_.zeros = Tensor();
+  }
+  return w_;
+}
+
+}  // namespace pagoda::quant

@@ -1,0 +1,229 @@
+// Quantized checkpoints that contradict themselves: each is a copy of one of the reference variants with one
+// tensor or config field changed, written into a temp dir, and must give a LoadError naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "../loader/test_files.h"
+#include "pagoda/loader/model_loader.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+// A variant's config.json and tensors, editable, written back as a checkpoint directory.
+struct EditableCheckpoint {
+  json config;
+  struct Entry {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  std::map<std::string, Entry> tensors;
+  json metadata;
+
+  explicit EditableCheckpoint(const std::string& variant) {
+    const std::string dir = test::data_dir() + "/models/quant/" + variant;
+    std::ifstream cfg(dir + "/config.json");
+    config = json::parse(cfg);
+    const std::vector<uint8_t> bytes = test::read_bytes(dir + "/model.safetensors");
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+    for (const auto& [name, e] : header.items()) {
+      if (name == "__metadata__") {
+        metadata = e;
+        continue;
+      }
+      const auto begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
+      const auto* base = bytes.data() + 8 + header_len;
+      tensors[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(),
+                       std::vector<uint8_t>(base + begin, base + end)};
+    }
+  }
+  Entry& at(const std::string& name) { return tensors.at(name); }
+  // Replaces a tensor's dtype and shape with zero bytes of the right size.
+  void reshape(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, int elem_bytes) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    tensors[name] = {dtype, std::move(shape), std::vector<uint8_t>(static_cast<size_t>(numel * elem_bytes), 0)};
+  }
+  std::string write(const TempDir& dir) const {
+    test::SafetensorsWriter w;
+    for (const auto& [name, e] : tensors) w.tensor(name, e.dtype, e.shape, e.data);
+    json header = w.header();
+    header["__metadata__"] = metadata;
+    std::string h = header.dump();
+    while ((8 + h.size()) % 8 != 0) h += ' ';
+    test::write_bytes(dir.file("model.safetensors"), w.build_with_header(h));
+    test::write_text(dir.file("config.json"), config.dump());
+    return dir.path();
+  }
+};
+
+void expect_error(const EditableCheckpoint& c, const std::vector<std::string>& needles,
+                  const std::string& quantization = "") {
+  TempDir dir;
+  const std::string path = c.write(dir);
+  test::expect_load_error(
+      [&] { load_model(LoadOptions{.model_path = path, .show_progress = false, .quantization = quantization}); },
+      needles);
+}
+
+const std::string kQ = "model.layers.0.self_attn.q_proj";
+const std::string kDown = "model.layers.1.mlp.down_proj";
+
+TEST(QuantErrors, UnmodifiedCopiesLoad) {  // the harness itself writes loadable checkpoints
+  for (const std::string v : {"awq-w4-g32-gemm", "gptq-w4-g64-asym-descact", "ct-w4a16-g128", "ct-fp8-dynamic"}) {
+    TempDir dir;
+    const std::string path = EditableCheckpoint(v).write(dir);
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false})) << v;
+  }
+}
+
+TEST(QuantErrors, AwqPackedShapeDisagreesWithConfig) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.reshape(kQ + ".qweight", "I32", {64, 16}, 4);
+  expect_error(c, {kQ + ".qweight", "shape [64, 16]", "expected [128, 16]"});
+}
+
+TEST(QuantErrors, AwqScalesOfWrongDtype) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.reshape(kQ + ".scales", "I32", {1, 128}, 4);
+  expect_error(c, {kQ + ".scales", "dtype I32"});
+}
+
+TEST(QuantErrors, AwqMissingQzeros) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.tensors.erase(kDown + ".qzeros");
+  expect_error(c, {"missing tensor " + kDown + ".qzeros"});
+}
+
+TEST(QuantErrors, AwqGroupSizeNotDividingK) {
+  EditableCheckpoint c("awq-w4-g32-gemm");
+  c.config["quantization_config"]["group_size"] = 96;
+  expect_error(c, {"group_size 96", "does not divide in_features 128"});
+}
+
+TEST(QuantErrors, AwqGroupSizeDisagreesWithScales) {
+  EditableCheckpoint c("awq-w4-g32-gemm");
+  c.config["quantization_config"]["group_size"] = 64;
+  expect_error(c, {kQ + ".qzeros", "expected [2, 16]"});
+}
+
+TEST(QuantErrors, AwqGemvPackingIsRefused) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.config["quantization_config"]["version"] = "gemv";
+  expect_error(c, {"config.json", "quantization_config.version"});
+}
+
+TEST(QuantErrors, AwqThreeBits) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.config["quantization_config"]["bits"] = 3;
+  expect_error(c, {"quantization_config.bits", "is 3"});
+}
+
+TEST(QuantErrors, GptqGIdxOutOfRange) {
+  EditableCheckpoint c("gptq-w4-g64-asym-descact");
+  const int32_t bad = 2;  // two groups of 64: valid entries are 0 and 1
+  std::memcpy(c.at(kQ + ".g_idx").data.data() + 4 * 5, &bad, 4);
+  expect_error(c, {kQ + ".g_idx", "g_idx[5] = 2"});
+}
+
+TEST(QuantErrors, GptqGIdxNegative) {
+  EditableCheckpoint c("gptq-w4-g64-asym-descact");
+  const int32_t bad = -1;
+  std::memcpy(c.at(kDown + ".g_idx").data.data(), &bad, 4);
+  expect_error(c, {kDown + ".g_idx", "g_idx[0] = -1"});
+}
+
+TEST(QuantErrors, GptqDescActWithoutGIdx) {
+  EditableCheckpoint c("gptq-w4-g64-asym-descact");
+  c.tensors.erase(kQ + ".g_idx");
+  expect_error(c, {"missing tensor " + kQ + ".g_idx", "desc_act"});
+}
+
+TEST(QuantErrors, GptqGIdxOfWrongLength) {
+  EditableCheckpoint c("gptq-w4-g128-sym");
+  c.reshape(kQ + ".g_idx", "I32", {64}, 4);
+  expect_error(c, {kQ + ".g_idx", "shape [64]"});
+}
+
+TEST(QuantErrors, GptqUnknownCheckpointFormat) {
+  EditableCheckpoint c("gptq-w4-g128-sym");
+  c.config["quantization_config"]["checkpoint_format"] = "marlin";
+  expect_error(c, {"quantization_config.checkpoint_format", "marlin"});
+}
+
+TEST(QuantErrors, GptqEightBitsDeclaredForFourBitTensors) {
+  EditableCheckpoint c("gptq-w4-g128-sym");
+  c.config["quantization_config"]["bits"] = 8;
+  expect_error(c, {kQ + ".qweight", "expected [32, 128]"});
+}
+
+TEST(QuantErrors, CompressedTensorsWeightShapeLies) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  const int64_t wrong[2] = {128, 64};
+  std::memcpy(c.at(kQ + ".weight_shape").data.data(), wrong, 16);
+  expect_error(c, {kQ + ".weight_shape", "[1] = 64"});
+}
+
+TEST(QuantErrors, CompressedTensorsScaleOfWrongShape) {
+  EditableCheckpoint c("ct-w8a16-channel");
+  c.reshape(kQ + ".weight_scale", "F32", {128, 2}, 4);
+  expect_error(c, {kQ + ".weight_scale", "shape [128, 2]", "expected [128, 1]"});
+}
+
+TEST(QuantErrors, CompressedTensorsPackedOfWrongDtype) {
+  EditableCheckpoint c("ct-w8a16-channel");
+  c.reshape(kDown + ".weight_packed", "F32", {128, 96}, 4);
+  expect_error(c, {kDown + ".weight_packed", "dtype F32"});
+}
+
+TEST(QuantErrors, CompressedTensorsMissingWeightShape) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  c.tensors.erase(kQ + ".weight_shape");
+  expect_error(c, {"missing tensor " + kQ + ".weight_shape"});
+}
+
+TEST(QuantErrors, CompressedTensorsUnsupportedStrategy) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  c.config["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "block";
+  expect_error(c, {"config_groups.group_0.weights.strategy", "block"});
+}
+
+TEST(QuantErrors, Fp8WeightOfWrongDtype) {
+  EditableCheckpoint c("ct-fp8-dynamic");
+  c.reshape(kQ + ".weight", "F16", {128, 128}, 2);
+  expect_error(c, {kQ + ".weight", "dtype F16", "F8_E4M3"});
+}
+
+TEST(QuantErrors, Fp8MissingScale) {
+  EditableCheckpoint c("ct-fp8-dynamic");
+  c.tensors.erase(kDown + ".weight_scale");
+  expect_error(c, {"missing tensor " + kDown + ".weight_scale"});
+}
+
+TEST(QuantErrors, UnknownQuantMethod) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.config["quantization_config"]["quant_method"] = "bitsandbytes";
+  expect_error(c, {"quantization_config.quant_method", "bitsandbytes"});
+}
+
+TEST(QuantErrors, RequestedQuantizationDoesNotMatch) {
+  expect_error(EditableCheckpoint("gptq-w4-g128-sym"), {"--quantization awq", "\"gptq\""}, "awq");
+  expect_error(EditableCheckpoint("ct-w8a16-channel"), {"--quantization fp8"}, "fp8");
+  expect_error(EditableCheckpoint("tinystories-656k"), {"--quantization gptq", "no quantization_config"}, "gptq");
+}
+
+TEST(QuantErrors, QuantizedTensorsWithoutQuantizationConfig) {
+  EditableCheckpoint c("ct-fp8-dynamic");
+  c.config.erase("quantization_config");
+  expect_error(c, {kQ + ".weight", "dtype F8_E4M3", "no quantization_config"}, "none");
+}
+
+}  // namespace
+}  // namespace pagoda
