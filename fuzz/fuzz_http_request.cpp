@@ -2,7 +2,7 @@
 // limits, then the handler's HttpRequest).
 #include <string_view>
 
-#include "pagoda/server/http_server.h"
+#include "pagoda/server/http_request_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto request = pagoda::server::parse_http_request(

@@ -35,7 +35,7 @@ struct LoadOptions {
   RopeFreqDtype rope_freq_dtype = RopeFreqDtype::kFloat32;
   // Quantized HF checkpoints: "" detects the format from config.json's quantization_config; "awq", "gptq",
   // "compressed-tensors", "fp8" or "none" must match it (a mismatch is a LoadError).
-  std::string quantization;
+  std::string quantization{};
 };
 
 struct LoadedModel {

@@ -18,9 +18,9 @@ namespace pagoda {
 struct Weight {
   Tensor data;               // [N, K] (kInt4Group: [N, K/2]); norms [N]
   QuantScheme scheme = QuantScheme::kNone;
-  Tensor scales;             // F32 [N, groups]
-  Tensor zeros;              // [N, groups], or empty when symmetric (kInt8Channel)
-  Tensor g_idx;              // I32 [K], or empty when the group of k is k / group_size
+  Tensor scales{};           // F32 [N, groups]
+  Tensor zeros{};            // [N, groups], or empty when symmetric (kInt8Channel)
+  Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
 

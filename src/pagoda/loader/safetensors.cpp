@@ -62,7 +62,9 @@ void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<s
 
   const std::byte* data_base = file->data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();  // not a structured binding: lambdas below capture it (clang 14)
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (entry.is_object())
         for (const auto& [key, value] : entry.items())

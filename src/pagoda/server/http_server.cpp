@@ -1,4 +1,4 @@
-// The Beast/Asio HTTP layer. This is the only file that includes Beast: connection coroutines, the
+// The Beast/Asio HTTP layer. With http_request_parser.cpp the only files that include Beast: connection coroutines, the
 // Exchange implementation (a queue drained by the connection, woken through a timer), signals, draining.
 #include "pagoda/server/http_server.h"
 
@@ -22,6 +22,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/server/beast_request.h"
 
 namespace pagoda::server {
 namespace {
@@ -156,27 +157,6 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
     if (rec) break;
     total += n;
   }
-}
-
-constexpr size_t kHeaderLimit = 64 * 1024;
-
-void configure(http::request_parser<http::string_body>& parser, size_t body_limit) {
-  parser.body_limit(body_limit);
-  parser.header_limit(kHeaderLimit);
-}
-
-// The handler's view of a parsed request: header names lower-cased, the body moved out.
-HttpRequest to_http_request(http::request<http::string_body>& msg) {
-  HttpRequest request;
-  request.method = std::string(msg.method_string());
-  request.target = std::string(msg.target());
-  for (const auto& field : msg) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    request.headers[name] = std::string(field.value());
-  }
-  request.body = std::move(msg.body());
-  return request;
 }
 
 // A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
@@ -378,7 +358,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
   beast::flat_buffer buffer;
   for (int served = 0;; ++served) {
     http::request_parser<http::string_body> parser;
-    configure(parser, options.body_limit);
+    beast_request::configure(parser, options.body_limit);
     stream.expires_after(std::chrono::seconds(options.idle_timeout_s));
     std::shared_ptr<IdleConnection> idle_entry;
     std::list<std::shared_ptr<IdleConnection>>::iterator idle_at;
@@ -424,7 +404,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     }
     auto& msg = parser.get();
     const bool keep_alive = msg.keep_alive() && !draining.load();
-    HttpRequest request = to_http_request(msg);
+    HttpRequest request = beast_request::to_http_request(msg);
 
     auto ex = std::make_shared<ExchangeImpl>(strand, std::move(request));
     std::list<std::weak_ptr<ExchangeImpl>>::iterator registered;
@@ -547,25 +527,6 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
   stream.socket().cancel(ignored);  // the watcher
   stream.expires_never();
   co_return ok && !ex->gone_;
-}
-
-std::optional<HttpRequest> parse_http_request(std::string_view bytes, size_t body_limit) {
-  http::request_parser<http::string_body> parser;
-  configure(parser, body_limit);
-  parser.eager(true);
-  beast::error_code ec;
-  while (!parser.is_done() && !bytes.empty()) {
-    const size_t used = parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
-    if (ec == http::error::need_more) break;
-    if (ec) return std::nullopt;
-    if (used == 0) break;
-    bytes.remove_prefix(used);
-  }
-  if (!parser.is_done()) {
-    parser.put_eof(ec);
-    if (ec || !parser.is_done()) return std::nullopt;
-  }
-  return to_http_request(parser.get());
 }
 
 }  // namespace pagoda::server

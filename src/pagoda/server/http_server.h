@@ -7,9 +7,7 @@
 #include <functional>
 
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "pagoda/server/exchange.h"
 
@@ -28,11 +26,6 @@ struct HttpServerOptions {
   // written to the socket: the server's own overhead per token. Unset: not measured.
   std::function<void(double)> on_stream_delivery;
 };
-
-// The server's own request parsing (Beast's parser with the server's header and body limits) over one
-// complete buffer: the request, or nullopt when it is malformed, incomplete or over a limit. For the
-// fuzzer and tests; connections parse the same way as bytes arrive.
-std::optional<HttpRequest> parse_http_request(std::string_view bytes, size_t body_limit);
 
 class HttpServer {
  public:

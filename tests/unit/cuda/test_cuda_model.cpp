@@ -93,9 +93,9 @@ std::vector<TokenId> random_ids(int n, int vocab, uint64_t seed) {
 
 class CudaModel : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaModel, LogitsMatchTheCpuBackendWithinBf16) {
+void expect_logits_match_the_cpu_within_bf16(const std::string& name) {
   PAGODA_SKIP_WITHOUT_GPU();
-  const LoadedModel& m = loaded(GetParam());
+  const LoadedModel& m = loaded(name);
   const int64_t vocab = m.config.vocab_size;
   const std::vector<TokenId> ids = random_ids(45, static_cast<int>(vocab), 7);
   CpuOps cpu;
@@ -113,13 +113,15 @@ TEST_P(CudaModel, LogitsMatchTheCpuBackendWithinBf16) {
       for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::abs(g[v] - r[v])));
       worst = std::max(worst, err / rs.range);
       // bf16 keeps ~3 significant digits: 3% of the logit range covers a few layers of rounding.
-      EXPECT_LE(err / rs.range, 0.03) << GetParam() << " chunk " << chunk << " position " << p;
+      EXPECT_LE(err / rs.range, 0.03) << name << " chunk " << chunk << " position " << p;
       if (rs.margin > 0.03 * rs.range)
-        EXPECT_EQ(row_stats(g, vocab).argmax, rs.argmax) << GetParam() << " chunk " << chunk << " position " << p;
+        EXPECT_EQ(row_stats(g, vocab).argmax, rs.argmax) << name << " chunk " << chunk << " position " << p;
     }
-    std::printf("[ %s ] chunk %d: worst |gpu - cpu| / logit range = %.4f\n", GetParam().c_str(), chunk, worst);
+    std::printf("[ %s ] chunk %d: worst |gpu - cpu| / logit range = %.4f\n", name.c_str(), chunk, worst);
   }
 }
+
+TEST_P(CudaModel, LogitsMatchTheCpuBackendWithinBf16) { expect_logits_match_the_cpu_within_bf16(GetParam()); }
 
 // The greedy reference outputs (llama2.c for stories260K, transformers for the HF checkpoints): every
 // token up to the first one where the fp32 CPU logits have top-1 and top-2 within 2% of the logit range
@@ -179,6 +181,14 @@ TEST_P(CudaModel, GreedyFollowsTheReferenceImplementation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel, ::testing::Values("stories260K", "tiny-llama3-hf", "tiny-mistral-spm-hf"));
+
+// The quantized checkpoints (tests/data/models/quant/): the CPU computes with the quantized weights, CUDA
+// (for now) with their bf16 dequantization made at upload.
+class CudaQuantModel : public ::testing::TestWithParam<std::string> {};
+TEST_P(CudaQuantModel, LogitsMatchTheCpuBackendWithinBf16) { expect_logits_match_the_cpu_within_bf16(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
+                         ::testing::Values("quant/awq-w4-g128-gemm", "quant/gptq-w4-g64-asym-descact",
+                                           "quant/ct-w4a16-g128", "quant/ct-w8a16-channel", "quant/ct-fp8-dynamic"));
 
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
 // token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its

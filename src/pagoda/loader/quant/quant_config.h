@@ -21,7 +21,7 @@ struct QuantConfig {
   bool gptq_v2 = false;    // checkpoint_format "gptq_v2": qzeros hold z itself, not z - 1
   // Modules left unquantized: AutoAWQ's modules_to_not_convert (substrings of the module name), or
   // compressed-tensors' ignore (exact names, or "re:" regular expressions).
-  std::vector<std::string> not_converted;
+  std::vector<std::string> not_converted{};
 
   // Whether the linear `module` ("model.layers.0.self_attn.q_proj") is stored quantized.
   bool quantizes(const std::string& module) const;
