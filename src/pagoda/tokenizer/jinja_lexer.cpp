@@ -208,8 +208,15 @@ class Lexer {
         case '\n': ++line_; break;  // line continuation
         case 'x': case 'u': case 'U': {
           size_t width = e == 'x' ? 2 : (e == 'u' ? 4 : 8);
-          if (pos_ + width > src_.size()) fail(line_, "truncated \\" + std::string(1, e) + " escape");
-          uint32_t cp = static_cast<uint32_t>(std::stoul(src_.substr(pos_, width), nullptr, 16));
+          // As Python: exactly `width` hex digits, and a code point that exists.
+          uint32_t cp = 0;
+          for (size_t i = 0; i < width; ++i) {
+            const char h = pos_ + i < src_.size() ? src_[pos_ + i] : '\0';
+            const int digit = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (digit < 0) fail(line_, "truncated \\" + std::string(1, e) + " escape");
+            cp = cp * 16 + static_cast<uint32_t>(digit);
+          }
+          if (cp > 0x10FFFF) fail(line_, "illegal Unicode character in a \\U escape");
           pos_ += width;
           utf8::append_code_point(value, cp);
           break;

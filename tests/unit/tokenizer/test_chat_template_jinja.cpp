@@ -198,6 +198,13 @@ TEST(ChatTemplateJinjaErrors, SyntaxErrorsNameSourceAndLine) {
   EXPECT_EQ(syntax_error("{% frobnicate %}"), "my_template:1: Encountered unknown tag 'frobnicate'.");
   EXPECT_EQ(syntax_error("{% break %}"), "my_template:1: 'break' outside of a loop");
   EXPECT_EQ(syntax_error("{# never closed"), "my_template:1: missing end of comment tag");
+  // Found by fuzz_chat_template: a \U escape without hex digits threw std::invalid_argument out of the
+  // lexer (std::stoul), which aborted whoever loaded the template.
+  EXPECT_EQ(syntax_error("{{ '\\Uzzzzzzzz' }}"), "my_template:1: truncated \\U escape");
+  EXPECT_EQ(syntax_error("{{ '\\x4' }}"), "my_template:1: truncated \\x escape");
+  EXPECT_EQ(syntax_error("{{ '\\u+0e9' }}"), "my_template:1: truncated \\u escape");
+  EXPECT_EQ(syntax_error("{{ '\\U00110000' }}"), "my_template:1: illegal Unicode character in a \\U escape");
+  EXPECT_EQ(render("{{ '\\u00e9\\x41\\U0001F600' }}"), "\u00e9A\U0001F600");
 }
 
 std::string render_error(const std::string& tmpl) {
