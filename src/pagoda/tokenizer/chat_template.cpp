@@ -2,6 +2,8 @@
 // variables transformers' apply_chat_template passes (messages, add_generation_prompt, bos/eos, tools...).
 #include "pagoda/tokenizer/chat_template.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,7 +25,13 @@ ChatTemplate::ChatTemplate(const std::string& template_text, std::string bos_tok
                            const std::string& source)
     : impl_(std::make_unique<Impl>()) {
   impl_->source = source;
-  impl_->body = jinja::parse_template(template_text, source);
+  try {
+    impl_->body = jinja::parse_template(template_text, source);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // a parser bug must still be an error naming the template
+    throw Error(fmt::format("{}: cannot parse the template: {}", source, e.what()));
+  }
   impl_->bos_token = std::move(bos_token);
   impl_->eos_token = std::move(eos_token);
 }
@@ -47,7 +55,13 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   }
   globals.set("messages", jinja::Value::from_json(inputs.messages));
   globals.set("add_generation_prompt", jinja::Value(inputs.add_generation_prompt));
-  return jinja::render(impl_->body, globals, impl_->source);
+  try {
+    return jinja::render(impl_->body, globals, impl_->source);
+  } catch (const Error&) {  // InvalidRequest included
+    throw;
+  } catch (const std::exception& e) {  // an evaluator bug fails this request, as a template error would
+    throw InvalidRequest(fmt::format("{}: the template failed: {}", impl_->source, e.what()));
+  }
 }
 
 namespace {

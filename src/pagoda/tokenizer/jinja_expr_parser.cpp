@@ -1,6 +1,8 @@
 // jinja expression parser: token cursor helpers and the recursive-descent expression grammar.
 #include "pagoda/tokenizer/jinja_expr_parser.h"
 
+#include <cstdlib>
+
 #include "pagoda/core/error.h"
 #include "pagoda/tokenizer/jinja_builtins.h"
 
@@ -241,8 +243,8 @@ ExprPtr ExprParser::parse_primary() {
         ts_.fail_at(line, "integer literal out of range: " + text);
       }
     }
-    case TokenType::kFloat:
-      return literal(Value(std::stod(ts_.next().text)));
+    case TokenType::kFloat:  // strtod, not stod: 1e999 is inf (as in Python), not a thrown out_of_range
+      return literal(Value(std::strtod(ts_.next().text.c_str(), nullptr)));
     case TokenType::kOp:
       if (ts_.skip_op("(")) {
         if (ts_.skip_op(")")) return make(Expr::Kind::kTuple, line);

@@ -205,6 +205,9 @@ TEST(ChatTemplateJinjaErrors, SyntaxErrorsNameSourceAndLine) {
   EXPECT_EQ(syntax_error("{{ '\\u+0e9' }}"), "my_template:1: truncated \\u escape");
   EXPECT_EQ(syntax_error("{{ '\\U00110000' }}"), "my_template:1: illegal Unicode character in a \\U escape");
   EXPECT_EQ(render("{{ '\\u00e9\\x41\\U0001F600' }}"), "\u00e9A\U0001F600");
+  // Also found by it: a float literal beyond double's range threw std::out_of_range (std::stod). Python
+  // reads it as inf.
+  EXPECT_EQ(render("{{ 1e999 > 1e308 }}|{{ -1e999 < 0 }}"), "True|True");
 }
 
 std::string render_error(const std::string& tmpl) {
