@@ -53,6 +53,7 @@ LoadedModel load_gguf_model(const std::string& path, const LoadOptions& options)
   model.config = gguf_model_config(file);
   const ModelConfig& c = model.config;
 
+  check_layer_count(model.config, file.tensors().size(), path);
   const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
   int64_t total_bytes = 0;
   for (const WeightSlot& slot : slots) {

@@ -72,6 +72,7 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
 
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
   const std::string ckpt_name = checkpoint_name(root);
+  check_layer_count(model.config, ckpt.tensors().size(), dir);
   const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
   int64_t total_bytes = 0;
   for (const WeightSlot& slot : slots) {

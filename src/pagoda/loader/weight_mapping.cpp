@@ -35,6 +35,14 @@ std::vector<WeightSlot> weight_slots(const ModelConfig& c, ModelWeights& w) {
   return slots;
 }
 
+void check_layer_count(const ModelConfig& config, size_t num_tensors, const std::string& path) {
+  // Every layer needs nine tensors; fewer tensors than layers cannot be a model at all. (Fewer than nine a
+  // layer is left to the slot-by-slot checks, which name the first missing tensor.)
+  if (static_cast<int64_t>(num_tensors) < config.num_layers)
+    throw LoadError(path, fmt::format("the config has {} layers, but the file holds only {} tensors",
+                                      config.num_layers, num_tensors));
+}
+
 void tie_lm_head(const ModelConfig& config, ModelWeights& weights) {
   if (config.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
 }

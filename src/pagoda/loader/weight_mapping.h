@@ -23,6 +23,10 @@ struct WeightSlot {
 // Every weight `config` needs, in checkpoint order; sizes weights.layers. lm_head is left out when tied
 // (bind it with tie_lm_head once embed_tokens is loaded).
 std::vector<WeightSlot> weight_slots(const ModelConfig& config, ModelWeights& weights);
+// A checkpoint file holding fewer tensors than the config has layers cannot be the model: a LoadError
+// naming `path`, before anything per layer is allocated (a file claiming millions of layers must not make
+// the loader allocate for them).
+void check_layer_count(const ModelConfig& config, size_t num_tensors, const std::string& path);
 void tie_lm_head(const ModelConfig& config, ModelWeights& weights);
 
 std::string hf_weight_name(const WeightSlot& slot);    // "model.layers.3.self_attn.q_proj.weight"

@@ -259,6 +259,18 @@ TEST(LoadGgufErrors, MissingAndMisshapenTensors) {
                           {"shape.gguf", "tensor blk.0.attn_v.weight has shape [6, 8], expected [4, 8]"});
 }
 
+// Found by fuzz_gguf: a block_count of 2,555,905 in a file of 11 tensors made the loader allocate 7.7 GB
+// of per-layer slots before it noticed the first missing tensor.
+TEST(LoadGgufErrors, MoreLayersThanTheFileHoldsIsRefusedBeforeAllocating) {
+  TempDir dir;
+  TinyGguf g;
+  g.config = test::tiny_gguf_config();
+  g.claimed_layers = 2555905;
+  g.write(dir.file("layers.gguf"));
+  test::expect_load_error([&] { load(dir.file("layers.gguf")); },
+                          {"layers.gguf", "the config has 2555905 layers, but the file holds only"});
+}
+
 TEST(LoadGgufErrors, UnsupportedRopeScalingAndMissingMetadata) {
   TempDir dir;
   TinyGguf g;

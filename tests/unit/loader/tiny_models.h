@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "pagoda/loader/weight_mapping.h"
@@ -87,6 +88,7 @@ struct TinyGguf {
   std::string skip_tensor;
   std::string wrong_shape_tensor;
   std::function<void(GgufWriter&)> extra;
+  std::optional<uint32_t> claimed_layers;  // llama.block_count written instead of config.num_layers (a file that lies)
 
   void write(const std::string& path) {
     GgufWriter w;
@@ -94,7 +96,7 @@ struct TinyGguf {
     w.kv_u32("llama.context_length", static_cast<uint32_t>(config.max_position_embeddings));
     w.kv_u32("llama.embedding_length", static_cast<uint32_t>(config.hidden_size));
     w.kv_u32("llama.feed_forward_length", static_cast<uint32_t>(config.intermediate_size));
-    w.kv_u32("llama.block_count", static_cast<uint32_t>(config.num_layers));
+    w.kv_u32("llama.block_count", claimed_layers ? *claimed_layers : static_cast<uint32_t>(config.num_layers));
     w.kv_u32("llama.attention.head_count", static_cast<uint32_t>(config.num_heads));
     w.kv_u32("llama.attention.head_count_kv", static_cast<uint32_t>(config.num_kv_heads));
     w.kv_u32("llama.rope.dimension_count", static_cast<uint32_t>(config.head_dim));

@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -58,6 +61,32 @@ inline std::vector<float> all_position_logits(const LoadedModel& loaded, const s
     ops.download_f32(Tensor(out.data() + start * vocab, DType::kF32, {static_cast<int64_t>(n), vocab}), logits);
   }
   return out;
+}
+
+// One position's logits `row` [vocab] against a transformers reference generation (refs/hf_*.json,
+// refs/quant_refs_part1.json): its top-8 ids and logits, and the logsumexp, within `tolerance`. Ids must
+// match except where the reference itself has a tie within tolerance. Returns the largest difference of
+// the top-8 logits.
+inline double expect_matches_reference_top8(const float* row, int64_t vocab, const nlohmann::json& gen, size_t p,
+                                            double tolerance) {
+  std::vector<int> order(static_cast<size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + 8, order.end(),
+                    [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  const auto top8 = gen["top8_ids"][p].get<std::vector<int>>();
+  const auto top8_logits = gen["top8_logits"][p].get<std::vector<float>>();
+  double max_diff = 0;
+  for (int i = 0; i < 8; ++i) {
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(row[top8[i]]) - top8_logits[i]));
+    EXPECT_NEAR(row[top8[i]], top8_logits[i], tolerance) << "position " << p << " rank " << i;
+    if (order[i] != top8[i]) {
+      EXPECT_NEAR(row[order[i]], top8_logits[i], tolerance) << "position " << p << " rank " << i;
+    }
+  }
+  double mx = *std::max_element(row, row + vocab), sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+  EXPECT_NEAR(mx + std::log(sum), gen["logsumexp"][p].get<double>(), tolerance) << "position " << p;
+  return max_diff;
 }
 
 }  // namespace pagoda::testing

@@ -40,23 +40,8 @@ TEST_P(HfGolden, PromptLogitsMatchTransformers) {
   for (const auto& gen : ref["generations"]) {
     const auto ids = gen["prompt_ids"].get<std::vector<TokenId>>();
     const std::vector<float> logits = testing::all_position_logits(m, ids, 5);
-    for (size_t p = 0; p < ids.size(); ++p) {
-      const float* row = logits.data() + p * vocab;
-      std::vector<int> order(static_cast<size_t>(vocab));
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + 8, order.end(),
-                        [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-      const auto top8 = gen["top8_ids"][p].get<std::vector<int>>();
-      const auto top8_logits = gen["top8_logits"][p].get<std::vector<float>>();
-      for (int i = 0; i < 8; ++i) {
-        EXPECT_NEAR(row[top8[i]], top8_logits[i], 1e-3) << gen["prompt"] << " position " << p << " rank " << i;
-        // Ids must match except where the reference itself has a tie within tolerance.
-        if (order[i] != top8[i]) EXPECT_NEAR(row[order[i]], top8_logits[i], 1e-3) << "position " << p << " rank " << i;
-      }
-      double mx = *std::max_element(row, row + vocab), sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
-      EXPECT_NEAR(mx + std::log(sum), gen["logsumexp"][p].get<double>(), 1e-3) << "position " << p;
-    }
+    for (size_t p = 0; p < ids.size(); ++p)
+      testing::expect_matches_reference_top8(logits.data() + p * vocab, vocab, gen, p, 1e-3);
   }
 }
 

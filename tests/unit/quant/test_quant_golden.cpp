@@ -43,25 +43,9 @@ TEST_P(QuantGolden, PromptLogitsMatchTransformers) {
   for (const auto& gen : ref["generations"]) {
     const auto ids = gen["prompt_ids"].get<std::vector<TokenId>>();
     const std::vector<float> logits = testing::all_position_logits(m, ids, 7);
-    for (size_t p = 0; p < ids.size(); ++p) {
-      const float* row = logits.data() + p * vocab;
-      std::vector<int> order(static_cast<size_t>(vocab));
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + 8, order.end(),
-                        [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-      const auto top8 = gen["top8_ids"][p].get<std::vector<int>>();
-      const auto top8_logits = gen["top8_logits"][p].get<std::vector<float>>();
-      for (int i = 0; i < 8; ++i) {
-        max_diff = std::max(max_diff, std::abs(static_cast<double>(row[top8[i]]) - top8_logits[i]));
-        EXPECT_NEAR(row[top8[i]], top8_logits[i], kLogitTolerance) << "position " << p << " rank " << i;
-        // Ids must match except where the reference itself has a tie within tolerance.
-        if (order[i] != top8[i])
-          EXPECT_NEAR(row[order[i]], top8_logits[i], kLogitTolerance) << "position " << p << " rank " << i;
-      }
-      double mx = *std::max_element(row, row + vocab), sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
-      EXPECT_NEAR(mx + std::log(sum), gen["logsumexp"][p].get<double>(), kLogitTolerance) << "position " << p;
-    }
+    for (size_t p = 0; p < ids.size(); ++p)
+      max_diff = std::max(max_diff, testing::expect_matches_reference_top8(logits.data() + p * vocab, vocab, gen, p,
+                                                                          kLogitTolerance));
   }
   std::printf("[ measured ] %s: max |logit - transformers| over top-8 = %.3g\n", GetParam().c_str(), max_diff);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "pagoda/backend/forward_batch.h"
 #include "pagoda/backend/ops.h"
@@ -16,6 +17,12 @@ void dequantize_row(const void* row, DType dtype, int64_t num_cols, float* out);
 
 // out [num_tokens, n] = x [num_tokens, k] · w [n, k]^T, w of any weight dtype. OpenMP over rows of w.
 void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n, int64_t k);
+// The fp32 product over weight rows that `rows_of(r0, nr, scratch)` provides a chunk at a time (up to 16
+// rows [nr, k], written into scratch or pointing elsewhere): every weight format that converts rows to
+// fp32 shares this loop and its micro-kernel, so results never depend on the batch.
+using RowChunkSource = std::function<const float*(int64_t r0, int64_t nr, float* scratch)>;
+void linear_by_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n, int64_t k,
+                          const RowChunkSource& rows_of);
 
 void rms_norm_f32(float* out, const float* x, const float* weight, int64_t num_rows, int64_t dim, float eps);
 

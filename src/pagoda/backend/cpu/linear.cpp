@@ -28,13 +28,8 @@ void sweep_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t
 
 }  // namespace
 
-void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
-                int64_t k) {
-  // Q8_0: integer dot products for every batch size (so results never depend on the batch).
-  if (w_dtype == DType::kQ8_0) return linear_q8_0(out, x, num_tokens, w, n, k);
-  // Decode: weights are streamed once and converted in registers.
-  if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
-  const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
+void linear_by_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n, int64_t k,
+                          const RowChunkSource& rows_of) {
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
 
@@ -46,14 +41,7 @@ void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, D
     for (int64_t c = 0; c < num_chunks; ++c) {
       const int64_t r0 = c * kRowsPerChunk;
       const int64_t nr = std::min(kRowsPerChunk, n - r0);
-      const float* src_rows = nullptr;
-      if (w_dtype == DType::kF32) {
-        src_rows = static_cast<const float*>(w) + r0 * k;
-      } else {
-        for (int64_t r = 0; r < nr; ++r)
-          dequantize_row(static_cast<const uint8_t*>(w) + (r0 + r) * row_bytes, w_dtype, k, rows.data() + r * k);
-        src_rows = rows.data();
-      }
+      const float* src_rows = rows_of(r0, nr, rows.data());
       for (int64_t tb = 0; tb < num_tokens; tb += kTokensPerBlock) {
         const int64_t te = std::min(num_tokens, tb + kTokensPerBlock);
         int64_t r = 0;
@@ -68,6 +56,21 @@ void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, D
       }
     }
   }
+}
+
+void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
+                int64_t k) {
+  // Q8_0: integer dot products for every batch size (so results never depend on the batch).
+  if (w_dtype == DType::kQ8_0) return linear_q8_0(out, x, num_tokens, w, n, k);
+  // Decode: weights are streamed once and converted in registers.
+  if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
+  const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
+  linear_by_row_chunks(out, x, num_tokens, n, k, [&](int64_t r0, int64_t nr, float* scratch) -> const float* {
+    if (w_dtype == DType::kF32) return static_cast<const float*>(w) + r0 * k;
+    for (int64_t r = 0; r < nr; ++r)
+      dequantize_row(static_cast<const uint8_t*>(w) + (r0 + r) * row_bytes, w_dtype, k, scratch + r * k);
+    return scratch;
+  });
 }
 
 }  // namespace pagoda::cpu

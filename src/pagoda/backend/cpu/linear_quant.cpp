@@ -1,20 +1,16 @@
 // Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s, or
-// fp8(q) * s, in fp32 exactly as the formats define it), then the shared dot_block micro-kernel multiplies it
-// with the activations. Readable first: the GPU gets kernels of its own.
+// fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
+// (linear_by_row_chunks) multiplies it with the activations. Readable first: the GPU gets kernels of its own.
 #include "pagoda/backend/cpu/linear_quant.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "pagoda/backend/cpu/simd.h"
+#include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/core/check.h"
 
 namespace pagoda::cpu {
 namespace {
-
-constexpr int64_t kRowsPerChunk = 16;
 
 // The group of column k: g_idx[k] for act-order GPTQ, else k / group_size.
 inline int64_t group_of(const Weight& w, int64_t k) {
@@ -77,26 +73,11 @@ void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out) {
 }
 
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
-  const int64_t n = w.num_rows(), k = w.in_features;
-  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
-  const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
-#pragma omp parallel if (parallel)
-  {
-    thread_local std::vector<float> rows;
-    rows.resize(static_cast<size_t>(kRowsPerChunk * k));
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const int64_t r0 = c * kRowsPerChunk;
-      const int64_t nr = std::min(kRowsPerChunk, n - r0);
-      dequantize_rows(w, r0, nr, rows.data());  // [nr, K] fp32
-      for (int64_t r = 0; r < nr; ++r) {
-        const F32Row wr[1] = {{rows.data() + r * k}};
-        int64_t t = 0;
-        for (; t + 4 <= num_tokens; t += 4) dot_block<F32Row, 1, 4>(wr, x + t * k, k, out + t * n + r0 + r, n);
-        for (; t < num_tokens; ++t) dot_block<F32Row, 1, 1>(wr, x + t * k, k, out + t * n + r0 + r, n);
-      }
-    }
-  }
+  linear_by_row_chunks(out, x, num_tokens, w.num_rows(), w.in_features,
+                       [&](int64_t r0, int64_t nr, float* scratch) -> const float* {
+                         dequantize_rows(w, r0, nr, scratch);  // [nr, K] fp32
+                         return scratch;
+                       });
 }
 
 }  // namespace pagoda::cpu
