@@ -80,17 +80,18 @@ std::vector<double> scaled(std::vector<double> v, double factor) {
 }  // namespace
 
 GpuTimeline::GpuTimeline(const metrics::GpuSampler* sampler, size_t max_steps)
-    : sampler_(sampler), max_steps_(max_steps), origin_(Clock::now()) {}
+    : sampler_(sampler), max_steps_(std::max<size_t>(max_steps, 1)), origin_(Clock::now()), ring_(max_steps_) {}
 
 void GpuTimeline::add_step(const StepRecord& step) {
   std::lock_guard lock(mutex_);
-  steps_.push_back(step);
-  while (steps_.size() > max_steps_) steps_.pop_front();
+  ring_[next_] = step;
+  next_ = (next_ + 1) % max_steps_;
+  count_ = std::min(count_ + 1, max_steps_);
 }
 
 size_t GpuTimeline::num_steps() const {
   std::lock_guard lock(mutex_);
-  return steps_.size();
+  return count_;
 }
 
 metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds) const {
@@ -100,7 +101,9 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
   std::vector<StepRecord> steps;
   {
     std::lock_guard lock(mutex_);
-    steps.assign(steps_.begin(), steps_.end());
+    steps.reserve(count_);
+    const size_t oldest = count_ < max_steps_ ? 0 : next_;
+    for (size_t i = 0; i < count_; ++i) steps.push_back(ring_[(oldest + i) % max_steps_]);
   }
   std::vector<metrics::GpuSample> samples;
   if (sampler_ && sampler_->enabled()) samples = sampler_->samples_since(origin_);

@@ -138,3 +138,23 @@ TEST(GpuTimeline, HeatmapFromStepsWithTheSamplerOff) {
 
 }  // namespace
 }  // namespace pagoda::server
+
+namespace pagoda::server {
+namespace {
+
+// The timeline keeps its last steps in a fixed ring (the server's memory stays flat as steps accumulate).
+TEST(GpuTimeline, KeepsTheLastStepsInAFixedRing) {
+  GpuTimeline timeline(nullptr, 3);
+  StepRecord step;
+  step.start = GpuTimeline::Clock::now();
+  step.execute_seconds = step.total_seconds = 0.001;
+  for (int i = 0; i < 5; ++i) {
+    step.prefill_tokens = i;
+    timeline.add_step(step);
+  }
+  EXPECT_EQ(timeline.num_steps(), 3u);
+  EXPECT_NO_THROW(timeline.heatmap());
+}
+
+}  // namespace
+}  // namespace pagoda::server
