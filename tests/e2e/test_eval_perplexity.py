@@ -110,6 +110,9 @@ class Errors(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertIn("--tokenizer", proc.stderr.strip().splitlines()[-1])
 
+    def test_tokenizer_directory_without_tokenizer(self):
+        self.assert_fails("--tokenizer: no tokenizer.json", "--tokenizer", data("text"), "--text-file", text_file())
+
 
 if __name__ == "__main__":
     pagoda_cli.main()
