@@ -12,5 +12,8 @@ void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // `pagoda bench serve`, registered by add_bench_command.
 void add_bench_serve_command(CLI::App& bench);
+void add_eval_command(CLI::App& app);
+// `pagoda eval perplexity`, registered by add_eval_command.
+void add_eval_perplexity_command(CLI::App& eval);
 
 }  // namespace pagoda::cli

@@ -24,6 +24,9 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "awq | gptq | compressed-tensors | fp8 | none: the quantized format the checkpoint must have "
                  "(default: detected from config.json's quantization_config)")
       ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "fp8", "none"}));
+  cmd.add_option("--tokenizer", tokenizer,
+                 "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
+                 "without tokenizer files)");
 }
 
 LoadOptions ModelOptions::load_options() const {
@@ -32,6 +35,7 @@ LoadOptions ModelOptions::load_options() const {
   opts.format = load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
   opts.rope_freq_dtype = rope_freq_dtype == "checkpoint" ? RopeFreqDtype::kCheckpoint : RopeFreqDtype::kFloat32;
   opts.quantization = quantization;
+  opts.tokenizer_path = tokenizer;
   return opts;
 }
 

@@ -1,5 +1,5 @@
-// Options every model-using subcommand shares (--model, --load-format, --threads, --quantization), and where the
-// bundled default model is found.
+// Options every model-using subcommand shares (--model, --load-format, --threads, --quantization, --tokenizer), and
+// where the bundled default model is found.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +16,7 @@ struct ModelOptions {
   int threads = 0;
   std::string rope_freq_dtype = "float32";
   std::string quantization;  // empty: detected from config.json
+  std::string tokenizer;     // empty: the checkpoint's own tokenizer files
 
   void add_to(CLI::App& cmd);
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing

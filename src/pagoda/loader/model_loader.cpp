@@ -61,6 +61,16 @@ LoadedModel load_dummy(const LoadOptions& options) {
   return model;
 }
 
+// The tokenizer of another HF directory; the BOS/EOS ids fall back to it as they do to a checkpoint's own.
+void use_tokenizer_from(const std::string& dir, LoadedModel& model) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw LoadError(dir, "--tokenizer: not a directory");
+  model.tokenizer = load_hf_tokenizer_if_present(dir);
+  if (!model.tokenizer) throw LoadError(dir, "--tokenizer: no tokenizer.json in the directory");
+  if (!model.config.bos_token_id) model.config.bos_token_id = model.tokenizer->bos_token_id();
+  if (model.config.eos_token_ids.empty()) model.config.eos_token_ids = model.tokenizer->eos_token_ids();
+}
+
 }  // namespace
 
 LoadedModel load_model(const LoadOptions& options) {
@@ -77,6 +87,7 @@ LoadedModel load_model(const LoadOptions& options) {
     model = load_gguf_model(options.model_path, options);
   }
   if (options.rope_freq_dtype == RopeFreqDtype::kCheckpoint) model.config.rope.inv_freq_dtype = model.config.dtype;
+  if (!options.tokenizer_path.empty()) use_tokenizer_from(options.tokenizer_path, model);
   const ModelConfig& c = model.config;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("loaded {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters, {} in "

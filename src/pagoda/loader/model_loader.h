@@ -36,6 +36,9 @@ struct LoadOptions {
   // Quantized HF checkpoints: "" detects the format from config.json's quantization_config; "awq", "gptq",
   // "compressed-tensors", "fp8" or "none" must match it (a mismatch is a LoadError).
   std::string quantization{};
+  // An HF directory whose tokenizer.json (and tokenizer_config.json) replaces the checkpoint's own (vLLM's
+  // --tokenizer): quantized checkpoints often ship without tokenizer files. Empty: the checkpoint's.
+  std::string tokenizer_path{};
 };
 
 struct LoadedModel {

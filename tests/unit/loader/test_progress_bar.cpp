@@ -1,4 +1,5 @@
-// ProgressBar: drawn only when asked for, on a terminal, for work above the size threshold.
+// ProgressBar: drawn only when asked for, on a terminal, for work above the size threshold (bytes) or for
+// any number of items.
 #include "pagoda/loader/progress_bar.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,16 @@ TEST(ProgressBar, EnabledOnlyForLargeWorkOnATerminal) {
   bar.set(1000);  // clamps; never throws
   bar.finish();
   bar.finish();  // idempotent
+}
+
+TEST(ProgressBar, CountsItemsHoweverFew) {
+  EXPECT_FALSE(ProgressBar("x", 3, "chunks", false).enabled());
+  EXPECT_FALSE(ProgressBar("x", 0, "chunks", true).enabled());
+  EXPECT_EQ(ProgressBar("x", 3, "chunks", true).enabled(), ::isatty(STDERR_FILENO) == 1);
+  ProgressBar bar("x", 3, "chunks", true);
+  bar.advance(1);
+  bar.advance(5);  // clamps
+  bar.finish();
 }
 
 }  // namespace

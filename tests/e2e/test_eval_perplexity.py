@@ -1,0 +1,118 @@
+"""`pagoda eval perplexity` against transformers' perplexity of the fp32 tinystories-656k and its quantized
+variants (refs/quant_refs_part1.json: llama.cpp's convention, 60 chunks of 512 tokens of
+text/tinystories_valid_part1.txt), the text output, and the one-line errors."""
+import json
+import os
+import tempfile
+import unittest
+
+import pagoda_cli
+from pagoda_cli import run, run_json
+
+# Measured agreement is <= 5e-8 relative (fp32 on both sides); the margin is for other CPUs' summation orders.
+REL_TOLERANCE = 1e-4
+# A variant against each converter (AWQ, GPTQ with act order, compressed-tensors FP8) besides fp32.
+VARIANTS = ("awq-w4-g32-gemm", "gptq-w4-g64-asym-descact", "ct-fp8-dynamic")
+
+
+def data(*parts):
+    return os.path.join(pagoda_cli.ARGS.data, *parts)
+
+
+def model_dir(name):
+    return data("models", "quant", "tinystories-656k" if name == "fp32" else name)
+
+
+def text_file():
+    return data("text", "tinystories_valid_part1.txt")
+
+
+def perplexity(name, *extra):
+    # The quantized folders have no tokenizer files: the fp32 model's tokenizer is theirs.
+    return run_json("eval", "perplexity", "--json", "--model", model_dir(name), "--tokenizer", model_dir("fp32"),
+                    "--text-file", text_file(), *extra)
+
+
+class AgainstTransformers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(data("refs", "quant_refs_part1.json")) as f:
+            cls.refs = json.load(f)["models"]
+
+    def check(self, name):
+        ref = self.refs[name]["perplexity"]
+        out = perplexity(name, "--ctx-size", str(ref["n_ctx"]), "--chunks", str(ref["chunks"]))
+        self.assertEqual(out["chunks"], ref["chunks"])
+        self.assertEqual(out["ctx_size"], ref["n_ctx"])
+        self.assertEqual(out["tokens_scored"], ref["tokens_scored"])
+        self.assertEqual(out["text_tokens"], ref["text_tokens"])
+        self.assertLess(abs(out["perplexity"] - ref["ppl"]) / ref["ppl"], REL_TOLERANCE,
+                        f"{name}: {out['perplexity']} against transformers' {ref['ppl']}")
+        self.assertGreater(out["perplexity_stderr"], 0)
+        self.assertAlmostEqual(out["perplexity_stderr"], out["perplexity"] * out["nll_stderr"], places=9)
+        self.assertEqual(out["device"], "cpu")
+        self.assertGreater(out["seconds"], 0)
+
+    def test_fp32(self):
+        self.check("fp32")
+
+    def test_quantized_variants(self):
+        for name in VARIANTS:
+            with self.subTest(name):
+                self.check(name)
+
+
+class Output(unittest.TestCase):
+    def test_text_line(self):
+        proc = run("eval", "perplexity", "--model", model_dir("fp32"), "--text-file", text_file(), "--ctx-size", "128",
+                   "--chunks", "3")
+        line = proc.stdout.strip()
+        self.assertRegex(line, r"^perplexity: \d+\.\d{3} \+/- \d+\.\d{3} \(189 tokens scored in 3 chunks of 128\)$")
+
+    def test_all_chunks_by_default(self):
+        out = perplexity("fp32", "--ctx-size", "256")
+        self.assertEqual(out["chunks"], out["text_tokens"] // 256)
+        self.assertEqual(out["tokens_scored"], out["chunks"] * 127)
+
+
+class Errors(unittest.TestCase):
+    def assert_fails(self, message, *argv):
+        proc = run("eval", "perplexity", "--model", model_dir("fp32"), *argv, check=False)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("error: "), last)
+        self.assertIn(message, last)
+        self.assertEqual(proc.stdout, "")
+
+    def test_missing_file(self):
+        self.assert_fails("cannot open", "--text-file", data("text", "no-such-file.txt"))
+
+    def test_fewer_tokens_than_one_chunk(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("Once upon a time, there was a little dog.")
+        try:
+            self.assert_fails("fewer than one chunk of --ctx-size 512", "--text-file", f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_ctx_size_beyond_the_model(self):
+        self.assert_fails("--ctx-size 1024 is larger than the model's context (512 tokens)", "--text-file",
+                          text_file(), "--ctx-size", "1024")
+
+    def test_ctx_size_too_small(self):
+        for ctx in ("2", "1", "0", "-5"):
+            with self.subTest(ctx):
+                self.assert_fails("--ctx-size must be at least 3", "--text-file", text_file(), "--ctx-size", ctx)
+
+    def test_quantized_checkpoint_without_tokenizer(self):
+        proc = run("eval", "perplexity", "--model", model_dir("ct-fp8-dynamic"), "--text-file", text_file(),
+                   check=False)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("--tokenizer", proc.stderr.strip().splitlines()[-1])
+
+    def test_tokenizer_directory_without_tokenizer(self):
+        self.assert_fails("--tokenizer: no tokenizer.json", "--tokenizer", data("text"), "--text-file", text_file())
+
+
+if __name__ == "__main__":
+    pagoda_cli.main()
