@@ -97,7 +97,8 @@ def one_request(port, rng, outcomes, lock):
         r = c.getresponse()
         if abandon:
             r.read(64)
-            c.sock.close()  # the client goes away mid-stream
+            if c.sock is not None:  # None when the whole (short) response was already read
+                c.sock.close()  # the client goes away mid-stream
             result = "abandoned"
         else:
             data = r.read().decode()
