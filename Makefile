@@ -21,7 +21,7 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 	$(MAKE) test-cuda
-	$(MAKE) fuzz FUZZ_SECONDS=30
+	FUZZ_SEED=1 FUZZ_WORK=build/fuzz/smoke-corpus $(MAKE) fuzz FUZZ_SECONDS=30
 
 # The cuda preset compiles, and its GPU tests run: each reports SKIPPED on a machine without a GPU.
 test-cuda: deps
