@@ -128,6 +128,7 @@ void CpuOps::gather_rows(Tensor out, Tensor x, Tensor rows) {
 
 void CpuOps::download_f32(Tensor host_out, Tensor x) {
   PAGODA_CHECK(x.dtype == DType::kF32 && host_out.numel() == x.numel());
+  if (x.numel() == 0) return;  // zero rows: the pointers may be null, which memcpy does not allow
   std::memcpy(host_out.data, x.data, static_cast<size_t>(x.nbytes()));
 }
 
