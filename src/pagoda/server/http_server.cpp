@@ -333,11 +333,8 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
 bool HttpServer::Impl::admit_client(const std::string& client) {
   if (options.max_connections_per_client <= 0) return true;
   std::lock_guard lock(clients_mutex);
-  int& n = connections_per_client[client];
-  if (n >= options.max_connections_per_client) {
-    if (n == 0) connections_per_client.erase(client);
-    return false;
-  }
+  int& n = connections_per_client[client];  // only ever at the limit when refused: never a 0 left behind
+  if (n >= options.max_connections_per_client) return false;
   ++n;
   return true;
 }
