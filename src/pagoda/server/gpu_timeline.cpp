@@ -94,17 +94,20 @@ size_t GpuTimeline::num_steps() const {
   return count_;
 }
 
+std::vector<StepRecord> GpuTimeline::steps() const {
+  std::lock_guard lock(mutex_);
+  std::vector<StepRecord> out;
+  out.reserve(count_);
+  const size_t oldest = count_ < max_steps_ ? 0 : next_;
+  for (size_t i = 0; i < count_; ++i) out.push_back(ring_[(oldest + i) % max_steps_]);
+  return out;
+}
+
 metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds) const {
   if (window_seconds < 0 || bin_seconds < 0) throw std::invalid_argument("window and bin must not be negative");
   const auto secs = [&](Clock::time_point t) { return std::chrono::duration<double>(t - origin_).count(); };
   const double now = secs(Clock::now());
-  std::vector<StepRecord> steps;
-  {
-    std::lock_guard lock(mutex_);
-    steps.reserve(count_);
-    const size_t oldest = count_ < max_steps_ ? 0 : next_;
-    for (size_t i = 0; i < count_; ++i) steps.push_back(ring_[(oldest + i) % max_steps_]);
-  }
+  const std::vector<StepRecord> steps = this->steps();
   std::vector<metrics::GpuSample> samples;
   if (sampler_ && sampler_->enabled()) samples = sampler_->samples_since(origin_);
   double start = 0;

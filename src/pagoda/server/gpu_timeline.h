@@ -26,6 +26,8 @@ class GpuTimeline {
 
   void add_step(const StepRecord& step);  // thread-safe (the engine's step observer)
   size_t num_steps() const;
+  // The steps held, oldest first.
+  std::vector<StepRecord> steps() const;
 
   // The last `window_seconds` (0: all that is kept) in bins of `bin_seconds` (0: about 200 bins, at
   // least 10 ms). Throws std::invalid_argument for negative arguments or more than 2,000 bins.

@@ -153,6 +153,9 @@ TEST(GpuTimeline, KeepsTheLastStepsInAFixedRing) {
     timeline.add_step(step);
   }
   EXPECT_EQ(timeline.num_steps(), 3u);
+  std::vector<int> kept;
+  for (const StepRecord& s : timeline.steps()) kept.push_back(s.prefill_tokens);
+  EXPECT_EQ(kept, (std::vector<int>{2, 3, 4})) << "the newest steps, oldest first";
   EXPECT_NO_THROW(timeline.heatmap());
 }
 
