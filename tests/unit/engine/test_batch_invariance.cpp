@@ -42,15 +42,6 @@ Case hf_case(const std::string& name, const std::string& kv) {
   return c;
 }
 
-GenerateRequest greedy(const std::vector<TokenId>& prompt, int max_tokens) {
-  GenerateRequest r;
-  r.prompt_ids = prompt;
-  r.params.temperature = 0.0;
-  r.params.ignore_eos = true;
-  r.params.max_tokens = max_tokens;
-  return r;
-}
-
 // Fillers: prompts that share a prefix with a reference prompt or with each other, of varied lengths,
 // half greedy and half seeded sampling with assorted settings.
 std::vector<GenerateRequest> fillers(const Case& c, int vocab, int count) {
@@ -65,7 +56,7 @@ std::vector<GenerateRequest> fillers(const Case& c, int vocab, int count) {
     for (size_t j = prompt.size() - (prompt.size() > 60 ? 1 + rng() % 20 : 1); j < prompt.size(); ++j) prompt[j] = token(rng);
     for (TokenId& t : prompt)
       if (t == 0) t = token(rng);
-    GenerateRequest r = greedy(prompt, 8 + static_cast<int>(rng() % 40));
+    GenerateRequest r = testing::greedy_request(prompt, 8 + static_cast<int>(rng() % 40));
     if (i % 2 == 1) {
       r.params.temperature = 0.7 + 0.1 * (i % 4);
       r.params.seed = 100 + i;
@@ -94,7 +85,7 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
   LLM alone(LlmOptions{.load = load, .max_num_seqs = 1, .max_model_len = 512});
   const int vocab = alone.model().config.vocab_size;
   std::vector<GenerateRequest> requests;
-  for (size_t i = 0; i < c.prompts.size(); ++i) requests.push_back(greedy(c.prompts[i], static_cast<int>(c.expected[i].size())));
+  for (size_t i = 0; i < c.prompts.size(); ++i) requests.push_back(testing::greedy_request(c.prompts[i], static_cast<int>(c.expected[i].size())));
   const size_t num_refs = requests.size();
   for (const GenerateRequest& f : fillers(c, vocab, 64 - static_cast<int>(num_refs))) requests.push_back(f);
   std::vector<CompletionOutput> solo;

@@ -19,18 +19,11 @@ LlmOptions stories_options() {
   return LlmOptions{.load = {.model_path = testing::bundled_model_path(), .show_progress = false}, .max_num_seqs = 8};
 }
 
-GenerateRequest request(std::vector<TokenId> prompt, int max_tokens) {
-  GenerateRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.params.temperature = 0.0;
-  r.params.ignore_eos = true;
-  r.params.max_tokens = max_tokens;
-  return r;
-}
+using testing::greedy_request;
 
 TEST(EngineEvents, UsageAndFinishReasons) {
   LLM llm(stories_options());
-  auto outs = llm.generate({request({1, 403, 407}, 5)});
+  auto outs = llm.generate({greedy_request({1, 403, 407}, 5)});
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].finish_reason, "length");
   EXPECT_EQ(outs[0].output_ids.size(), 5u);
@@ -39,7 +32,7 @@ TEST(EngineEvents, UsageAndFinishReasons) {
 
   // A stop token id ends the request with "stop", the token included in the output (as vLLM does).
   const TokenId first = outs[0].output_ids[0];
-  GenerateRequest stop = request({1, 403, 407}, 50);
+  GenerateRequest stop = greedy_request({1, 403, 407}, 50);
   stop.params.stop_token_ids = {first};
   outs = llm.generate({stop});
   EXPECT_EQ(outs[0].finish_reason, "stop");
@@ -49,7 +42,7 @@ TEST(EngineEvents, UsageAndFinishReasons) {
 TEST(EngineEvents, ImpossibleRequestIsAnErrorAndOthersContinue) {
   LLM llm(stories_options());
   std::vector<TokenId> too_long(600, 300);  // the model's context is 512
-  auto outs = llm.generate({request(too_long, 4), request({1, 403}, 4), request({1, 99999}, 4)});
+  auto outs = llm.generate({greedy_request(too_long, 4), greedy_request({1, 403}, 4), greedy_request({1, 99999}, 4)});
   EXPECT_EQ(outs[0].finish_reason, "error");
   EXPECT_NE(outs[0].error.find("512"), std::string::npos) << outs[0].error;
   EXPECT_EQ(outs[1].finish_reason, "length");
@@ -65,7 +58,7 @@ TEST(EngineEvents, CancelFreesBlocksAndEndsWithAbort) {
   std::condition_variable cv;
   int num_tokens = 0;
   std::string finish_reason;
-  const RequestId id = engine.submit(request({1, 403, 407, 261}, 400), [&](const RequestEvent& e) {
+  const RequestId id = engine.submit(greedy_request({1, 403, 407, 261}, 400), [&](const RequestEvent& e) {
     std::lock_guard lock(mutex);
     num_tokens += static_cast<int>(e.new_token_ids.size());
     if (e.finished) finish_reason = e.finish_reason;
@@ -92,7 +85,7 @@ TEST(EngineEvents, DestroyingTheEngineAbortsUnfinishedRequests) {
   std::string finish_reason;
   {
     LLM llm(stories_options());
-    llm.engine().submit(request({1, 403}, 500), [&](const RequestEvent& e) {
+    llm.engine().submit(greedy_request({1, 403}, 500), [&](const RequestEvent& e) {
       if (e.finished) finish_reason = e.finish_reason;
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -102,7 +95,7 @@ TEST(EngineEvents, DestroyingTheEngineAbortsUnfinishedRequests) {
 
 TEST(EngineEvents, PromptLogprobsArriveOnceAndComplete) {
   LLM llm(stories_options());
-  GenerateRequest r = request({1, 403, 407, 261, 378}, 2);
+  GenerateRequest r = greedy_request({1, 403, 407, 261, 378}, 2);
   r.params.prompt_logprobs = 2;
   r.params.logprobs = 1;
   const auto out = llm.generate({r})[0];
@@ -130,7 +123,7 @@ TEST(EngineEvents, QueueTimeIsReportedOnceInTheFirstEvent) {
   std::condition_variable cv;
   std::vector<double> queue_seconds;
   bool done = false;
-  llm.engine().submit(request({1, 403, 407}, 4), [&](const RequestEvent& e) {
+  llm.engine().submit(greedy_request({1, 403, 407}, 4), [&](const RequestEvent& e) {
     std::lock_guard lock(mutex);
     queue_seconds.push_back(e.queue_seconds);
     done = e.finished;

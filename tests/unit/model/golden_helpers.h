@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/engine/request.h"
 #include "pagoda/loader/model_loader.h"
 #include "pagoda/model/llama_model.h"
 #include "pagoda/runner/batch_builder.h"
@@ -61,6 +62,16 @@ inline std::vector<float> all_position_logits(const LoadedModel& loaded, const s
     ops.download_f32(Tensor(out.data() + start * vocab, DType::kF32, {static_cast<int64_t>(n), vocab}), logits);
   }
   return out;
+}
+
+// A greedy request that ignores EOS: its output length is max_tokens, whatever the model says.
+inline GenerateRequest greedy_request(std::vector<TokenId> prompt, int max_tokens) {
+  GenerateRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.params.temperature = 0.0;
+  r.params.ignore_eos = true;
+  r.params.max_tokens = max_tokens;
+  return r;
 }
 
 // One position's logits `row` [vocab] against a transformers reference generation (refs/hf_*.json,
