@@ -105,6 +105,37 @@ class QueueAndBodyLimits(unittest.TestCase):
         self.assertEqual(self.server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2})[0], 200)
 
 
+class Timeouts(unittest.TestCase):
+    def test_idle_and_slow_connections_are_closed(self):
+        server = Server("--timeout-keep-alive", "1")
+        try:
+            # A keep-alive connection left idle after its request, and a request whose headers never end
+            # (slowloris): the server closes both after the timeout.
+            idle = socket.create_connection(("127.0.0.1", server.port))
+            idle.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            slow = socket.create_connection(("127.0.0.1", server.port))
+            slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+            t0 = time.monotonic()
+            for sock in (idle, slow):
+                sock.settimeout(10)
+                got = b""
+                while True:
+                    try:
+                        chunk = sock.recv(4096)
+                    except ConnectionResetError:
+                        break
+                    if not chunk:
+                        break
+                    got += chunk
+                if sock is idle:
+                    self.assertIn(b"200 OK", got)
+                sock.close()
+            self.assertLess(time.monotonic() - t0, 5, "connections outlived the 1 s timeout")
+            self.assertEqual(server.request("GET", "/health")[0], 200)
+        finally:
+            server.stop()
+
+
 class RateAndConnectionLimits(unittest.TestCase):
     def test_tenant_requests_per_second(self):
         with tempfile.TemporaryDirectory() as d:

@@ -4,6 +4,9 @@ import asyncio
 import json
 import os
 import resource
+import socket
+import struct
+import time
 import unittest
 
 import pagoda_cli
@@ -46,7 +49,55 @@ async def stream_once(port, prompt):
     return text
 
 
+async def stream_and_reset(port, prompt):
+    """A stream that the client resets (RST, not FIN) once its first tokens arrive."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"prompt": prompt, "max_tokens": 400, "ignore_eos": True, "stream": True})
+    writer.write((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    await writer.drain()
+    got = b""
+    while b"data: " not in got:
+        chunk = await reader.read(4096)
+        if not chunk:
+            break
+        got += chunk
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
 class ManyStreams(unittest.TestCase):
+    def test_disconnect_storm_frees_every_block(self):
+        # 1,000 streams at once, half of them reset mid-stream by the client: the other half complete with
+        # the right text, and afterwards nothing runs and no KV block is in use.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 4 * NUM_STREAMS and (hard == resource.RLIM_INFINITY or hard >= 4 * NUM_STREAMS):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (4 * NUM_STREAMS, hard))
+        server = Server("--max-num-seqs", "256")
+        try:
+            status, out = server.post("/v1/completions", {"prompt": "Lily", "max_tokens": MAX_TOKENS, "temperature": 0})
+            expected = out["choices"][0]["text"]
+
+            async def storm():
+                tasks = [asyncio.create_task(stream_and_reset(server.port, "Lily") if i % 2 else
+                                             stream_once(server.port, "Lily")) for i in range(NUM_STREAMS)]
+                return await asyncio.gather(*tasks)
+
+            results = asyncio.run(asyncio.wait_for(storm(), 600))
+            for i in range(0, NUM_STREAMS, 2):
+                self.assertEqual(results[i], expected, i)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (server.metric("pagoda:num_requests_running") > 0 or
+                                                   server.metric("pagoda:kv_cache_usage_perc") > 0):
+                time.sleep(0.1)
+            self.assertEqual(server.metric("pagoda:num_requests_running"), 0)
+            self.assertEqual(server.metric("pagoda:num_requests_waiting"), 0)
+            self.assertEqual(server.metric("pagoda:kv_cache_usage_perc"), 0, "blocks leaked")
+            self.assertGreaterEqual(server.metric("pagoda:request_success_total", 'finished_reason="abort"'),
+                                    NUM_STREAMS // 4, "the resets did not cancel their requests")
+        finally:
+            server.stop()
+
     def test_thousand_concurrent_streams(self):
         # Both ends need a descriptor per connection (the server inherits this limit).
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
