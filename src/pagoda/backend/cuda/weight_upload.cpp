@@ -4,7 +4,8 @@
 // epilogue combines: Q, K and V are stacked, with the rows of each Q and K head in RoPE pairs (element i,
 // element i + head_dim / 2, ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j,
 // gate_j+1, ...: kernels::skinny_gemm_silu). Quantized weights (QuantScheme) are dequantized to bf16 on the
-// host first (cpu::dequantize_rows): the GPU has no kernels for those schemes yet.
+// host a slab of rows at a time, like any other non-bf16 dtype (cpu::dequantize_rows): the GPU has no
+// kernels for those schemes yet.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
-#include "pagoda/core/buffer.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/loader/progress_bar.h"
@@ -22,23 +22,22 @@ namespace {
 
 constexpr size_t kStagingBytes = size_t{64} << 20;
 
-// Uploads the host weight `src` [rows, cols] (any weight dtype) into `dst` as bf16, row r at dst + r *
-// `row_stride` elements (cols: contiguous). BF16 goes straight from the mapping; other dtypes are
-// converted on the host, a slab of rows at a time, through `staging`.
-void upload_bf16(uint16_t* dst, const Tensor& src, int64_t row_stride, cuda::PinnedBuffer& staging,
+// Uploads the host weight `src` [rows, cols] (any dtype or quantization scheme) into `dst` as bf16, row r
+// at dst + r * `row_stride` elements (cols: contiguous). BF16 goes straight from the mapping; everything else
+// is converted on the host, a slab of rows at a time, through `staging`.
+void upload_bf16(uint16_t* dst, const Weight& src, int64_t row_stride, cuda::PinnedBuffer& staging,
                  cudaStream_t stream) {
-  const int64_t rows = src.ndim == 1 ? 1 : src.dim(0);
-  const int64_t cols = src.numel() / rows;
+  const int64_t rows = src.num_rows(), cols = src.cols();
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(uint16_t);
   const size_t pitch = static_cast<size_t>(row_stride) * sizeof(uint16_t);
-  if (src.dtype == DType::kBF16) {
-    PAGODA_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src.data, row_bytes, row_bytes, static_cast<size_t>(rows),
+  if (!src.quantized() && src.data.dtype == DType::kBF16) {
+    PAGODA_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src.data.data, row_bytes, row_bytes, static_cast<size_t>(rows),
                                    cudaMemcpyHostToDevice));
     return;
   }
   const int64_t slab = std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes / 2 / sizeof(uint16_t)) / cols);
   auto* out = static_cast<uint16_t*>(staging.data());
-  const int64_t src_row_bytes = dtype_storage_bytes(src.dtype, cols);
+  const int64_t src_row_bytes = src.quantized() ? 0 : dtype_storage_bytes(src.data.dtype, cols);
   for (int64_t r0 = 0; r0 < rows; r0 += slab) {
     const int64_t n = std::min(slab, rows - r0);
     uint16_t* half = out + ((r0 / slab) % 2) * (kStagingBytes / 2 / sizeof(uint16_t));  // double-buffered
@@ -48,7 +47,12 @@ void upload_bf16(uint16_t* dst, const Tensor& src, int64_t row_stride, cuda::Pin
       std::vector<float> row(static_cast<size_t>(cols));
 #pragma omp for
       for (int64_t r = 0; r < n; ++r) {
-        cpu::dequantize_row(static_cast<const char*>(src.data) + (r0 + r) * src_row_bytes, src.dtype, cols, row.data());
+        if (src.quantized()) {
+          cpu::dequantize_rows(src, r0 + r, 1, row.data());
+        } else {
+          cpu::dequantize_row(static_cast<const char*>(src.data.data) + (r0 + r) * src_row_bytes, src.data.dtype,
+                              cols, row.data());
+        }
         for (int64_t c = 0; c < cols; ++c) half[r * cols + c] = f32_to_bf16(row[c]);
       }
     }
@@ -58,37 +62,13 @@ void upload_bf16(uint16_t* dst, const Tensor& src, int64_t row_stride, cuda::Pin
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// `host` with every quantized weight replaced by its bf16 dequantization [N, K], held in `storage`.
-ModelWeights dequantize_to_bf16(const ModelWeights& host, std::vector<HostTensor>& storage) {
-  ModelWeights plain = host;
-  for (Weight* w : plain.all()) {
-    if (!w->quantized()) continue;
-    const int64_t n = w->num_rows(), k = w->cols();
-    HostTensor& bf16 = storage.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k});
-#pragma omp parallel
-    {
-      std::vector<float> row(static_cast<size_t>(k));
-#pragma omp for
-      for (int64_t r = 0; r < n; ++r) {
-        cpu::dequantize_rows(*w, r, 1, row.data());
-        for (int64_t c = 0; c < k; ++c) bf16.ptr<uint16_t>()[r * k + c] = f32_to_bf16(row[c]);
-      }
-    }
-    *w = Weight{bf16.view()};
-  }
-  return plain;
-}
-
-int64_t rows_of(const Weight& w) { return w.data.ndim == 1 ? 1 : w.data.dim(0); }
-int64_t elems_of(const Weight& w) { return w.data.numel(); }
+// Elements of the unpacked [rows, cols] weight (what its bf16 copy holds).
+int64_t elems_of(const Weight& w) { return w.num_rows() * w.cols(); }
 
 }  // namespace
 
-ModelWeights CudaOps::prepare_weights(const ModelWeights& quantized_host, const ModelConfig& config,
-                                      bool show_progress) {
+ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
   Impl& m = *impl_;
-  std::vector<HostTensor> dequantized;  // freed once uploaded
-  const ModelWeights host = dequantize_to_bf16(quantized_host, dequantized);
   int64_t total = 0;
   for (const Weight* w : host.all())
     if (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data) total += 2 * elems_of(*w);
@@ -105,40 +85,41 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& quantized_host, const 
                      : Tensor::from_span(base, DType::kBF16, dims, Device::kCuda);
   };
   // Rows of `src` to the rows first, first + step, ... of `dst`.
-  auto put_rows = [&](Tensor& dst, int64_t first, int64_t step, const Tensor& src) {
+  auto put_rows = [&](Tensor& dst, int64_t first, int64_t step, const Weight& src) {
     const int64_t cols = dst.numel() / (dst.ndim == 1 ? 1 : dst.dim(0));
-    PAGODA_CHECK(src.numel() == (src.ndim == 1 ? 1 : src.dim(0)) * cols, "fused weights disagree on in_features");
+    PAGODA_CHECK(src.cols() == cols, "fused weights disagree on in_features");
     upload_bf16(static_cast<uint16_t*>(dst.data) + first * cols, src, step * cols, staging, m.stream);
-    bar.advance(2 * src.numel());
+    bar.advance(2 * elems_of(src));
   };
   auto upload = [&](const Weight& src) {
-    Tensor dst = allocate(rows_of(src), elems_of(src) / rows_of(src), src.data.ndim);
-    put_rows(dst, 0, 1, src.data);
+    Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
+    put_rows(dst, 0, 1, src);
     return Weight{dst};
   };
   // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
   // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
   auto upload_qkv = [&](const LayerWeights& h) {
-    const int64_t hd = config.head_dim, cols = elems_of(h.wq) / rows_of(h.wq);
-    Tensor dst = allocate(rows_of(h.wq) + rows_of(h.wk) + rows_of(h.wv), cols, 2);
+    const int64_t hd = config.head_dim;
+    Tensor dst = allocate(h.wq.num_rows() + h.wk.num_rows() + h.wv.num_rows(), h.wq.cols(), 2);
     int64_t row = 0;
     for (const Weight* part : {&h.wq, &h.wk}) {
-      PAGODA_CHECK(hd % 2 == 0 && rows_of(*part) % hd == 0, "RoPE rows {} do not hold heads of {}", rows_of(*part), hd);
-      for (int64_t head = 0; head < rows_of(*part); head += hd) {
-        put_rows(dst, row + head, 2, part->data.rows(head, hd / 2));
-        put_rows(dst, row + head + 1, 2, part->data.rows(head + hd / 2, hd / 2));
+      const int64_t rows = part->num_rows();
+      PAGODA_CHECK(hd % 2 == 0 && rows % hd == 0, "RoPE rows {} do not hold heads of {}", rows, hd);
+      for (int64_t head = 0; head < rows; head += hd) {
+        put_rows(dst, row + head, 2, part->rows(head, hd / 2));
+        put_rows(dst, row + head + 1, 2, part->rows(head + hd / 2, hd / 2));
       }
-      row += rows_of(*part);
+      row += rows;
     }
-    put_rows(dst, row, 1, h.wv.data);
+    put_rows(dst, row, 1, h.wv);
     return Weight{dst};
   };
   // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
   auto upload_gate_up = [&](const LayerWeights& h) {
-    PAGODA_CHECK(rows_of(h.w_gate) == rows_of(h.w_up), "gate and up differ in out_features");
-    Tensor dst = allocate(2 * rows_of(h.w_gate), elems_of(h.w_gate) / rows_of(h.w_gate), 2);
-    put_rows(dst, 0, 2, h.w_gate.data);
-    put_rows(dst, 1, 2, h.w_up.data);
+    PAGODA_CHECK(h.w_gate.num_rows() == h.w_up.num_rows(), "gate and up differ in out_features");
+    Tensor dst = allocate(2 * h.w_gate.num_rows(), h.w_gate.cols(), 2);
+    put_rows(dst, 0, 2, h.w_gate);
+    put_rows(dst, 1, 2, h.w_up);
     return Weight{dst};
   };
 
