@@ -41,6 +41,9 @@ class HfReader {
   std::optional<TokenId> lookup(const std::string& text) const;
   std::string token_name(const json& j) const;  // config values are "text" or {"content": "text"}
 
+  // A token id from the file: an integer in [0, id_limit_), else a LoadError naming `what`.
+  TokenId token_id(const json& j, const std::string& what) const;
+
   void read_model(const json& model, TokenizerJson& file);
   void read_added_tokens(const json& added);
   void read_normalizer(const json& j);
@@ -55,6 +58,9 @@ class HfReader {
   TokenIdMap added_ids_;
   std::unique_ptr<BpeModel> model_;
   bool has_template_ = false;
+  // Ids must lie below the number of tokens the file defines (vocab entries plus added tokens), so that a
+  // hostile id cannot make the token table allocate without bound.
+  int64_t id_limit_ = 0;
 };
 
 // An added token, else a model token (the model must exist by then).
@@ -69,6 +75,15 @@ std::string HfReader::token_name(const json& j) const {
   return {};
 }
 
+TokenId HfReader::token_id(const json& j, const std::string& what) const {
+  if (!j.is_number_integer()) fail(fmt::format("{}: the id {} is not an integer", what, j.dump()));
+  if (j.is_number_unsigned() ? j.get<uint64_t>() >= static_cast<uint64_t>(id_limit_)
+                             : (j.get<int64_t>() < 0 || j.get<int64_t>() >= id_limit_)) {
+    fail(fmt::format("{}: the id {} is outside [0, {}), the tokens this file defines", what, j.dump(), id_limit_));
+  }
+  return static_cast<TokenId>(j.get<int64_t>());
+}
+
 void HfReader::read_model(const json& model, TokenizerJson& file) {
   std::string type = type_of(model);
   if (type.empty() && model.is_object() && model.contains("merges")) type = "BPE";  // older files omit it
@@ -80,6 +95,10 @@ void HfReader::read_model(const json& model, TokenizerJson& file) {
   }
   if (!file.has_vocab) fail("model.vocab missing");
   for (auto& [text, id] : file.vocab) {
+    if (id < 0 || id >= id_limit_) {
+      fail(fmt::format("model.vocab: the id {} of '{}' is outside [0, {}), the tokens this file defines", id, text,
+                       id_limit_));
+    }
     if (static_cast<size_t>(id) >= model_tokens_.size()) model_tokens_.resize(id + 1);
     model_tokens_[id] = std::move(text);
   }
@@ -92,7 +111,7 @@ void HfReader::read_added_tokens(const json& added) {
   for (const json& t : added) {
     AddedToken token;
     try {
-      token.id = t.at("id").get<TokenId>();
+      token.id = token_id(t.at("id"), "added_tokens");
       token.content = t.at("content").get<std::string>();
       token.special = flag(t, "special", false);
       token.lstrip = flag(t, "lstrip", false);
@@ -102,7 +121,6 @@ void HfReader::read_added_tokens(const json& added) {
     } catch (const json::exception& e) {
       fail(std::string("bad added_tokens entry: ") + e.what());
     }
-    if (token.id < 0) fail(fmt::format("negative id for added token '{}'", token.content));
     added_ids_.insert_or_assign(token.content, token.id);
     spec_.added_tokens.push_back(std::move(token));
   }
@@ -180,7 +198,7 @@ void HfReader::read_post_processor(const json& j) {
         std::string name = item["SpecialToken"].value("id", std::string());
         if (!specials.contains(name)) fail(fmt::format("template token '{}' not in special_tokens", name));
         for (const json& id : specials[name].value("ids", json::array())) {
-          (after_sequence ? spec_.suffix_ids : spec_.prefix_ids).push_back(id.get<TokenId>());
+          (after_sequence ? spec_.suffix_ids : spec_.prefix_ids).push_back(token_id(id, "post_processor"));
         }
       }
     }
@@ -221,6 +239,8 @@ void HfReader::read_decoder(const json& j) {
 std::unique_ptr<Tokenizer> HfReader::load(TokenizerJson& file) {
   const json& root = file.root;
   if (!root.is_object() || !root.contains("model")) fail("not a tokenizer.json (no \"model\")");
+  const json& added = field(root, "added_tokens");
+  id_limit_ = static_cast<int64_t>(file.vocab.size()) + (added.is_array() ? static_cast<int64_t>(added.size()) : 0);
   try {
     read_model(root["model"], file);
     read_added_tokens(field(root, "added_tokens"));

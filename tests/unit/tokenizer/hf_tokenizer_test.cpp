@@ -222,6 +222,32 @@ TEST_F(MalformedTokenizerJson, MergeOutsideVocabulary) {
   expect_load_error("merge");
 }
 
+// Found by fuzz_tokenizer_json: a vocab id of 755,515,555 made the token table allocate gigabytes, and a
+// float id (1.4e56) for an added token was converted to int (undefined behaviour).
+TEST_F(MalformedTokenizerJson, HugeVocabIdIsRefusedBeforeAllocating) {
+  write(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 755515555}, "merges": []}})");
+  expect_load_error("755515555 of 'b' is outside [0, 2)");
+}
+
+TEST_F(MalformedTokenizerJson, AddedTokenIdMustBeAnIntegerInRange) {
+  write(R"({"added_tokens": [{"id": 1.44444e+56, "content": "<s>"}],
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})");
+  expect_load_error("is not an integer");
+  write(R"({"added_tokens": [{"id": 4294967296, "content": "<s>"}],
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})");
+  expect_load_error("4294967296 is outside [0, 3)");
+  write(R"({"added_tokens": [{"id": -1, "content": "<s>"}],
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})");
+  expect_load_error("-1 is outside");
+}
+
+TEST_F(MalformedTokenizerJson, TemplateSpecialTokenIdMustBeInRange) {
+  write(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
+            "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}],
+                               "special_tokens": {"<s>": {"ids": [7]}}}})");
+  expect_load_error("post_processor: the id 7 is outside [0, 2)");
+}
+
 TEST_F(MalformedTokenizerJson, MissingFile) {
   try {
     load_hf_tokenizer(path_ + ".missing", "");
