@@ -21,9 +21,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "checkpoint dtype, as a transformers model after .to(bfloat16))")
       ->check(CLI::IsMember({"float32", "checkpoint"}));
   cmd.add_option("--quantization", quantization,
-                 "awq | gptq | compressed-tensors | fp8 | none: the quantized format the checkpoint must have "
-                 "(default: detected from config.json's quantization_config)")
-      ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "fp8", "none"}));
+                 "awq | gptq | compressed-tensors | modelopt | fp8 | none: the quantized format the checkpoint "
+                 "must have, as vLLM names them; fp8 accepts any checkpoint with FP8 weights (default: detected "
+                 "from config.json's quantization_config or ModelOpt's hf_quant_config.json)")
+      ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "modelopt", "fp8", "none"}));
   cmd.add_option("--tokenizer", tokenizer,
                  "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
                  "without tokenizer files)");

@@ -25,9 +25,11 @@ enum class QuantScheme : uint8_t {
   //          stored as u - 128, so I32 and not I8
   //   g_idx  I32 [K] or empty, as for kInt4Group
   kInt8Channel,
-  // FP8 codes with a scale per output row: value = f8e4m3_to_f32(q) * s.
+  // FP8 codes with a scale per output row, or per row and group of K: value = f8e4m3_to_f32(q) * s.
   //   data   F8_E4M3 [N, K]
-  //   scales F32     [N, 1] (a per-tensor scale is broadcast to every row at load)
+  //   scales F32     [N, groups]: groups = 1 (group_size K) for per-row scales (a per-tensor scale is
+  //          broadcast to every row at load); K / group_size, rounded up, for fp8's [bn, bk] blocks (each
+  //          block's scale repeated on its bn rows)
   kFp8Channel,
 };
 

@@ -163,6 +163,33 @@ TEST(CompressedTensorsConverter, Fp8PerChannelAndPerTensorScales) {
   }
 }
 
+// ModelOpt FP8 writes a 0-dimensional weight_scale; fp8 with weight_block_size [bn, bk] one weight_scale_inv
+// per block, which becomes a per-row, per-group scale.
+TEST(Fp8Converter, ScalarScalesAndBlockScales) {
+  const std::vector<uint8_t> codes = {0x38, 0xB8, 0x40, 0x30, 0x38, 0x38, 0x38, 0x38, 0x40, 0x40, 0x40, 0x40};  // [3, 4]
+  {
+    SafetensorsWriter w;
+    w.tensor("m.weight", "F8_E4M3", {3, 4}, codes);
+    w.tensor("m.weight_scale", "F32", {}, to_bytes(std::vector<float>{0.25f}));
+    TinyCheckpoint t;
+    const Weight weight = t.load(w, QuantConfig{.method = QuantMethod::kModelOpt, .name = "modelopt", .bits = 8,
+                                                .is_float = true}, 3, 4);
+    const std::vector<float> v = dequantize_all(weight);
+    EXPECT_EQ(v, (std::vector<float>{0.25f, -0.25f, 0.5f, 0.125f, 0.25f, 0.25f, 0.25f, 0.25f, 0.5f, 0.5f, 0.5f, 0.5f}));
+  }
+  {  // blocks of 2 rows x 2 columns: rows 0-1 use block row 0, row 2 block row 1; columns 0-1 group 0, 2-3 group 1
+    SafetensorsWriter w;
+    w.tensor("m.weight", "F8_E4M3", {3, 4}, codes);
+    w.tensor("m.weight_scale_inv", "F32", {2, 2}, to_bytes(std::vector<float>{1.0f, 2.0f, 4.0f, 8.0f}));
+    TinyCheckpoint t;
+    const Weight weight = t.load(w, QuantConfig{.method = QuantMethod::kFp8, .name = "fp8", .bits = 8, .is_float = true,
+                                                .fp8_block_n = 2, .fp8_block_k = 2}, 3, 4);
+    EXPECT_EQ(weight.group_size, 2);
+    const std::vector<float> v = dequantize_all(weight);
+    EXPECT_EQ(v, (std::vector<float>{1.0f, -1.0f, 4.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 8.0f, 8.0f, 16.0f, 16.0f}));
+  }
+}
+
 TEST(Fp8E4M3, DecodesEveryClassOfCode) {
   EXPECT_EQ(f8e4m3_to_f32(0x00), 0.0f);
   EXPECT_EQ(f8e4m3_to_f32(0x38), 1.0f);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "../loader/test_files.h"
+#include "../model/golden_helpers.h"
 #include "pagoda/loader/model_loader.h"
 
 namespace pagoda {
@@ -24,6 +25,7 @@ struct EditableCheckpoint {
   };
   std::map<std::string, Entry> tensors;
   json metadata;
+  json hf_quant_config;  // ModelOpt's side file; written when set
 
   explicit EditableCheckpoint(const std::string& variant) {
     const std::string dir = test::data_dir() + "/models/quant/" + variant;
@@ -60,6 +62,7 @@ struct EditableCheckpoint {
     while ((8 + h.size()) % 8 != 0) h += ' ';
     test::write_bytes(dir.file("model.safetensors"), w.build_with_header(h));
     test::write_text(dir.file("config.json"), config.dump());
+    if (!hf_quant_config.is_null()) test::write_text(dir.file("hf_quant_config.json"), hf_quant_config.dump());
     return dir.path();
   }
 };
@@ -223,6 +226,77 @@ TEST(QuantErrors, QuantizedTensorsWithoutQuantizationConfig) {
   EditableCheckpoint c("ct-fp8-dynamic");
   c.config.erase("quantization_config");
   expect_error(c, {kQ + ".weight", "dtype F8_E4M3", "no quantization_config"}, "none");
+}
+
+// ModelOpt and fp8 checkpoints hold the same FP8 e4m3 weights as compressed-tensors' float-quantized, with
+// other names for the config and the scales. ct-fp8-dynamic rewritten in each must load to the same weights,
+// hence the same logits, bit for bit (and ct-fp8-dynamic matches transformers: QuantGolden).
+std::vector<float> prompt_logits(const std::string& path) {
+  const LoadedModel m = load_model(LoadOptions{.model_path = path, .show_progress = false});
+  return testing::all_position_logits(m, {1, 403, 1139, 289, 13}, 7);
+}
+
+EditableCheckpoint as_modelopt(const std::string& algo, bool scale_as_vector) {
+  EditableCheckpoint c("ct-fp8-dynamic");
+  c.config.erase("quantization_config");
+  c.hf_quant_config = {{"producer", {{"name", "modelopt"}, {"version", "0.19.0"}}},
+                       {"quantization", {{"quant_algo", algo}, {"kv_cache_quant_algo", nullptr},
+                                         {"exclude_modules", {"lm_head"}}}}};
+  for (auto& [name, e] : c.tensors)  // [N, 1] -> [N], as FP8_PER_CHANNEL_PER_TOKEN writes them
+    if (scale_as_vector && name.ends_with(".weight_scale")) e.shape = {e.shape[0]};
+  return c;
+}
+
+TEST(QuantModelOpt, Fp8CheckpointsLoadToTheSameWeightsAsCompressedTensors) {
+  const std::vector<float> expected = prompt_logits(test::data_dir() + "/models/quant/ct-fp8-dynamic");
+  {
+    TempDir dir;
+    EXPECT_EQ(prompt_logits(as_modelopt("FP8_PER_CHANNEL_PER_TOKEN", true).write(dir)), expected) << "hf_quant_config";
+  }
+  {  // newer ModelOpt: the same in config.json's quantization_config
+    EditableCheckpoint c = as_modelopt("fp8_per_channel_per_token", false);
+    c.config["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8_PER_CHANNEL_PER_TOKEN"},
+                                       {"ignore", {"lm_head"}}};
+    c.hf_quant_config = nullptr;
+    TempDir dir;
+    EXPECT_EQ(prompt_logits(c.write(dir)), expected) << "config.json";
+  }
+  {  // fp8 (transformers / vLLM Fp8Config) with per-row scales
+    EditableCheckpoint c("ct-fp8-dynamic");
+    c.config["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"},
+                                       {"modules_to_not_convert", {"lm_head"}}};
+    TempDir dir;
+    EXPECT_EQ(prompt_logits(c.write(dir)), expected) << "fp8";
+  }
+}
+
+TEST(QuantModelOpt, InconsistentCheckpointsAreLoadErrors) {
+  expect_error(as_modelopt("NVFP4", true), {"hf_quant_config.json", "quantization.quant_algo", "NVFP4"});
+  {
+    TempDir dir;
+    const std::string path = as_modelopt("FP8", true).write(dir);
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false, .quantization = "modelopt"}));
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false, .quantization = "fp8"}));
+  }
+  {
+    EditableCheckpoint c = as_modelopt("FP8", true);
+    c.hf_quant_config["quantization"]["exclude_modules"] = {"lm_head", "model.layers.1.*"};
+    // Layer 1 is excluded, so read as unquantized: its FP8 weights are not a float dtype.
+    expect_error(c, {"model.layers.1.", ".weight has dtype F8_E4M3"});
+  }
+  expect_error(as_modelopt("FP8", true), {"--quantization awq", "ModelOpt"}, "awq");
+  {
+    EditableCheckpoint c = as_modelopt("FP8", true);
+    c.reshape(kQ + ".weight_scale", "F32", {3}, 4);
+    expect_error(c, {kQ + ".weight_scale", "shape [3]"});
+  }
+  {
+    EditableCheckpoint c("ct-fp8-dynamic");
+    c.config["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+    expect_error(c, {"missing tensor " + kQ + ".weight_scale_inv"});
+    c.config["quantization_config"]["weight_block_size"] = {128};
+    expect_error(c, {"quantization_config.weight_block_size", "two positive integers"});
+  }
 }
 
 }  // namespace

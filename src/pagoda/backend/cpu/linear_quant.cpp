@@ -46,15 +46,15 @@ void dequantize_int8_rows(const Weight& w, int64_t row, int64_t count, float* ou
   }
 }
 
-// data F8_E4M3 [N, K], scales F32 [N, 1].
+// data F8_E4M3 [N, K], scales F32 [N, groups] (column c in group c / group_size).
 void dequantize_fp8_rows(const Weight& w, int64_t row, int64_t count, float* out) {
-  const int64_t k = w.in_features;
+  const int64_t k = w.in_features, groups = w.scales.dim(1);
   float lut[256];  // every e4m3 code's value
   for (int v = 0; v < 256; ++v) lut[v] = f8e4m3_to_f32(static_cast<uint8_t>(v));
   for (int64_t r = row; r < row + count; ++r, out += k) {
     const uint8_t* codes = w.data.ptr<const uint8_t>() + r * k;
-    const float s = w.scales.ptr<const float>()[r];
-    for (int64_t c = 0; c < k; ++c) out[c] = lut[codes[c]] * s;
+    const float* s = w.scales.ptr<const float>() + r * groups;
+    for (int64_t c = 0; c < k; ++c) out[c] = lut[codes[c]] * s[c / w.group_size];
   }
 }
 

@@ -3,10 +3,7 @@
 //   weight_packed I32 [N, K*b/32]  row n is a bit stream: code k at bits k*b .. k*b + b - 1, stored q + 2^(b-1)
 //   weight_scale  F32 [N, K/G] (strategy group) or [N, 1] (channel), in the model dtype
 //   weight_shape  I64 [2] = [N, K]
-// float-quantized (FP8):
-//   weight        F8_E4M3 [N, K]
-//   weight_scale  [N, 1] (channel) or [1] (tensor); input_scale (static activations) is not used: compute is
-//                 weight-only
+// float-quantized (FP8): see fp8.cpp, shared with ModelOpt and fp8 checkpoints.
 // value = q * s (compressed-tensors compressors/pack_quantized, lifecycle/forward.py `_dequantize`; FORMATS.md).
 #include <fmt/format.h>
 
@@ -70,29 +67,11 @@ Weight convert_pack_quantized(const QuantLinearSource& src, const QuantConfig& c
   return out.finish();
 }
 
-Weight convert_float_quantized(const QuantLinearSource& src, std::vector<HostTensor>& owned) {
-  const int64_t n = src.n, k = src.k;
-  const SafetensorsTensor& codes = require(src, "weight", {DType::kF8E4M3}, {n, k});
-  const SafetensorsTensor* found = find(src, "weight_scale");
-  const bool per_tensor = found != nullptr && found->shape.size() == 1 && found->shape[0] == 1 && n != 1;
-  const SafetensorsTensor& scale = per_tensor ? require(src, "weight_scale", kScaleDtypes, {1})
-                                              : require(src, "weight_scale", kScaleDtypes, {n, 1});
-  Weight w;
-  w.scheme = QuantScheme::kFp8Channel;
-  w.in_features = k;
-  w.group_size = k;
-  // The codes are used as stored: a zero-copy view into the mapping, like unquantized weights.
-  w.data = Tensor::from_span(const_cast<std::byte*>(codes.data), DType::kF8E4M3, codes.shape);  // [N, K]
-  w.scales = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, 1}).view();      // [N, 1]
-  for (int64_t row = 0; row < n; ++row) w.scales.ptr<float>()[row] = float_at(scale, per_tensor ? 0 : row);
-  return w;
-}
-
 }  // namespace
 
 Weight convert_compressed_tensors_linear(const QuantLinearSource& src, const QuantConfig& config,
                                          std::vector<HostTensor>& owned) {
-  return config.is_float ? convert_float_quantized(src, owned) : convert_pack_quantized(src, config, owned);
+  return config.is_float ? convert_fp8_linear(src, config, owned) : convert_pack_quantized(src, config, owned);
 }
 
 }  // namespace pagoda

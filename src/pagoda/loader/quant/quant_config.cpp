@@ -1,9 +1,14 @@
-// quantization_config parsing for the three supported families, each field checked where it is read.
+// quantization_config parsing for the supported families (AutoAWQ, GPTQ, compressed-tensors, ModelOpt, fp8),
+// each field checked where it is read.
 #include "pagoda/loader/quant/quant_config.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fnmatch.h>
+
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -137,13 +142,46 @@ void parse_compressed_tensors(const QuantFields& f, QuantConfig& q) {
   q.not_converted = f.strings("ignore");
 }
 
+// ModelOpt: hf_quant_config.json's {"quantization": {"quant_algo", "exclude_modules", "kv_cache_quant_algo"}},
+// or config.json's {"quant_method": "modelopt", "quant_algo", "ignore"} (vLLM modelopt.py ModelOptQuantConfigBase).
+void parse_modelopt(const QuantFields& f, QuantConfig& q, bool hf_quant_config) {
+  const QuantFields body = hf_quant_config ? f.sub("quantization") : f;
+  std::string algo = body.string("quant_algo", "");
+  for (char& c : algo) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (algo != "FP8" && algo != "FP8_PER_CHANNEL_PER_TOKEN")
+    body.fail("quant_algo", fmt::format("is \"{}\"; supported: FP8, FP8_PER_CHANNEL_PER_TOKEN", algo));
+  q.bits = 8;
+  q.is_float = true;
+  q.not_converted = body.strings(hf_quant_config ? "exclude_modules" : "ignore");
+}
+
+// fp8 (transformers' FineGrainedFP8 / vLLM's Fp8Config): {"quant_method": "fp8", "activation_scheme",
+// "weight_block_size": [bn, bk] or absent, "modules_to_not_convert"}.
+void parse_fp8(const QuantFields& f, QuantConfig& q) {
+  q.bits = 8;
+  q.is_float = true;
+  const std::string fmt_name = f.string("fmt", "e4m3");
+  if (fmt_name != "e4m3") f.fail("fmt", fmt::format("is \"{}\"; only e4m3 weights are supported", fmt_name));
+  if (const json* block = f.get("weight_block_size")) {
+    if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+        !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0)
+      f.fail("weight_block_size", "must be two positive integers [block_n, block_k]");
+    q.fp8_block_n = (*block)[0].get<int64_t>();
+    q.fp8_block_k = (*block)[1].get<int64_t>();
+  }
+  q.not_converted = f.strings("modules_to_not_convert");  // transformers' name
+  for (const std::string& m : f.strings("ignored_layers")) q.not_converted.push_back(m);  // vLLM's
+}
+
 }  // namespace
 
 bool QuantConfig::quantizes(const std::string& module) const {
   if (method == QuantMethod::kNone) return false;
   for (const std::string& skip : not_converted) {
-    if (method == QuantMethod::kAwq) {
+    if (method == QuantMethod::kAwq || method == QuantMethod::kFp8) {
       if (module.find(skip) != std::string::npos) return false;  // AutoAWQ: `any(key in name ...)`
+    } else if (method == QuantMethod::kModelOpt) {  // exact, substring, or a shell wildcard ("model.layers.0.*")
+      if (module.find(skip) != std::string::npos || fnmatch(skip.c_str(), module.c_str(), 0) == 0) return false;
     } else if (skip.rfind("re:", 0) == 0) {
       if (std::regex_match(module, std::regex(skip.substr(3)))) return false;
     } else if (module == skip) {
@@ -155,9 +193,9 @@ bool QuantConfig::quantizes(const std::string& module) const {
 
 QuantConfig parse_quant_config(const std::string& config_path, const std::string& requested) {
   if (requested != "" && requested != "none" && requested != "awq" && requested != "gptq" &&
-      requested != "compressed-tensors" && requested != "fp8")
+      requested != "compressed-tensors" && requested != "modelopt" && requested != "fp8")
     throw LoadError(config_path, fmt::format("unknown quantization \"{}\" (expected awq, gptq, compressed-tensors, "
-                                             "fp8 or none)", requested));
+                                             "modelopt, fp8 or none)", requested));
   std::ifstream in(config_path, std::ios::binary);
   json root;
   try {
@@ -167,6 +205,25 @@ QuantConfig parse_quant_config(const std::string& config_path, const std::string
   }
   QuantConfig q;
   const auto it = root.is_object() ? root.find("quantization_config") : root.end();
+  const std::filesystem::path modelopt_path = std::filesystem::path(config_path).parent_path() / "hf_quant_config.json";
+  std::error_code ec;
+  if ((it == root.end() || it->is_null()) && std::filesystem::exists(modelopt_path, ec)) {
+    const std::string path = modelopt_path.string();
+    std::ifstream mf(path, std::ios::binary);
+    json modelopt;
+    try {
+      modelopt = json::parse(mf);
+    } catch (const json::exception& e) {
+      throw LoadError(path, std::string("bad JSON: ") + e.what());
+    }
+    if (!modelopt.is_object()) throw LoadError(path, "must be a JSON object");
+    q.method = QuantMethod::kModelOpt;
+    q.name = "modelopt";
+    parse_modelopt(QuantFields{path, modelopt, ""}, q, true);
+    if (!requested.empty() && requested != "modelopt" && requested != "fp8")
+      throw LoadError(path, fmt::format("--quantization {} does not match this ModelOpt FP8 checkpoint", requested));
+    return q;
+  }
   if (it == root.end() || it->is_null()) {
     if (requested != "" && requested != "none")
       throw LoadError(config_path, fmt::format("--quantization {} was asked for, but config.json has no "
@@ -185,8 +242,14 @@ QuantConfig parse_quant_config(const std::string& config_path, const std::string
   } else if (q.name == "compressed-tensors") {
     q.method = QuantMethod::kCompressedTensors;
     parse_compressed_tensors(f, q);
+  } else if (q.name == "modelopt") {
+    q.method = QuantMethod::kModelOpt;
+    parse_modelopt(f, q, false);
+  } else if (q.name == "fp8") {
+    q.method = QuantMethod::kFp8;
+    parse_fp8(f, q);
   } else {
-    f.fail("quant_method", fmt::format("is \"{}\"; supported: awq, gptq, compressed-tensors", q.name));
+    f.fail("quant_method", fmt::format("is \"{}\"; supported: awq, gptq, compressed-tensors, modelopt, fp8", q.name));
   }
   const bool matches = requested.empty() || requested == q.name || (requested == "fp8" && q.is_float);
   if (!matches)

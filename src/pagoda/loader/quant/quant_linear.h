@@ -1,5 +1,5 @@
 // Converters from the quantized checkpoint formats to the internal forms of core/quant_scheme.h, one file
-// per format (awq.cpp, gptq.cpp, compressed_tensors.cpp). Each runs once at load and writes owned host
+// per format (awq.cpp, gptq.cpp, compressed_tensors.cpp, fp8.cpp). Each runs once at load and writes owned host
 // tensors; any tensor whose dtype, shape or contents contradict config.json is a LoadError naming it.
 #pragma once
 
@@ -29,6 +29,9 @@ Weight convert_awq_linear(const QuantLinearSource& src, const QuantConfig& confi
 Weight convert_gptq_linear(const QuantLinearSource& src, const QuantConfig& config, std::vector<HostTensor>& owned);
 Weight convert_compressed_tensors_linear(const QuantLinearSource& src, const QuantConfig& config,
                                          std::vector<HostTensor>& owned);
+// FP8 e4m3 weights with per-tensor, per-row or per-block scales (compressed-tensors float-quantized, ModelOpt
+// FP8, fp8): fp8.cpp.
+Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& config, std::vector<HostTensor>& owned);
 // Dispatches on config.method.
 Weight convert_quantized_linear(const QuantLinearSource& src, const QuantConfig& config,
                                 std::vector<HostTensor>& owned);
