@@ -15,5 +15,6 @@ void add_bench_serve_command(CLI::App& bench);
 void add_eval_command(CLI::App& app);
 // `pagoda eval perplexity`, registered by add_eval_command.
 void add_eval_perplexity_command(CLI::App& eval);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace pagoda::cli

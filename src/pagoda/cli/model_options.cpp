@@ -40,22 +40,35 @@ LoadOptions ModelOptions::load_options() const {
   return opts;
 }
 
-std::string default_model_path() {
-  constexpr const char* kRelative = "models/stories260K.gguf";
+std::string find_bundled_file(const std::string& relative) {
   std::array<char, 4096> exe{};
   std::vector<fs::path> candidates;
   const ssize_t n = ::readlink("/proc/self/exe", exe.data(), exe.size() - 1);
   if (n > 0) {
     fs::path dir = fs::path(std::string(exe.data(), static_cast<size_t>(n))).parent_path();
-    for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) candidates.push_back(dir / kRelative);
+    for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) candidates.push_back(dir / relative);
   }
-  candidates.push_back(fs::path(PAGODA_SOURCE_DIR) / kRelative);
-  candidates.push_back(fs::current_path() / kRelative);
+  candidates.push_back(fs::path(PAGODA_SOURCE_DIR) / relative);
+  candidates.push_back(fs::current_path() / relative);
   for (const fs::path& p : candidates) {
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p.string();
   }
-  throw Error("the bundled model models/stories260K.gguf was not found; pass --model PATH");
+  return "";
+}
+
+std::string default_model_path() {
+  const std::string path = find_bundled_file("models/stories260K.gguf");
+  if (path.empty()) throw Error("the bundled model models/stories260K.gguf was not found; pass --model PATH");
+  return path;
+}
+
+std::string default_calibration_path() {
+  const std::string path = find_bundled_file("data/calibration/tinystories_calibration.txt");
+  if (path.empty())
+    throw Error("the bundled calibration text data/calibration/tinystories_calibration.txt was not found; pass "
+                "--calibration-file PATH");
+  return path;
 }
 
 }  // namespace pagoda::cli

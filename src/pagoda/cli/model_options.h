@@ -22,7 +22,12 @@ struct ModelOptions {
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing
 };
 
-// models/stories260K.gguf: next to the binary's build tree, in the source tree, or in ./models.
+// A file shipped with Pagoda (`relative` to the source tree): next to the binary's build tree, in the source
+// tree, or in the working directory; "" when none has it.
+std::string find_bundled_file(const std::string& relative);
+// models/stories260K.gguf, found as find_bundled_file does; an Error when it is missing.
 std::string default_model_path();
+// data/calibration/tinystories_calibration.txt, the default AWQ calibration text; an Error when it is missing.
+std::string default_calibration_path();
 
 }  // namespace pagoda::cli

@@ -35,6 +35,7 @@ class SafetensorsCheckpoint {
   // The string entries of every file's __metadata__ (e.g. torch's tied-weight aliases,
   // "model.embed_tokens.weight" -> "lm_head.weight"); null when absent.
   const std::string* metadata(const std::string& key) const;
+  const std::map<std::string, std::string>& metadata_entries() const { return metadata_; }
 
  private:
   std::map<std::string, SafetensorsTensor> tensors_;
