@@ -9,13 +9,16 @@
 namespace pagoda::cli {
 namespace {
 
-// Weights are grouped by dtype, quantized linears by scheme and group size ("int4-group g128").
+// Weights are grouped by dtype, quantized linears by scheme and group size ("int4-group g128"), with the
+// checkpoint format they were converted from when it has a name of its own ("Q4_K -> int4-group g32").
 void add_weight(std::map<std::string, std::pair<int64_t, int64_t>>& by_dtype, const Weight& w) {
-  const std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
-                                         : std::string(dtype_name(w.data.dtype));
+  std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
+                                   : std::string(dtype_name(w.data.dtype));
+  if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
+  if (!w.source_format.empty()) kind = fmt::format("{} -> {}", w.source_format, kind);
   auto& [count, bytes] = by_dtype[kind];
   count += w.num_rows() * w.cols();
-  bytes += w.nbytes();  // codes, scales, zeros and g_idx
+  bytes += w.nbytes();  // codes, scales, zeros or offsets, and g_idx
 }
 
 void run_inspect(const ModelOptions& o) {
@@ -33,7 +36,8 @@ void run_inspect(const ModelOptions& o) {
   fmt::print("parameters:    {} ({:.2f} M){}\n", c.num_parameters(), c.num_parameters() / 1e6,
              c.tie_word_embeddings ? ", tied embeddings" : "");
   for (const auto& [name, v] : by_dtype)
-    fmt::print("  {:<18} {:>14} params {:>10.2f} MiB\n", name, v.first, v.second / 1048576.0);
+    fmt::print("  {:<34} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, v.first, v.second / 1048576.0,
+               8.0 * static_cast<double>(v.second) / static_cast<double>(v.first));
   fmt::print("weights:       {:.2f} MiB\n", total_bytes / 1048576.0);
   fmt::print("context:       {} tokens; rope theta {}{}\n", c.max_position_embeddings, c.rope.theta,
              c.rope.type == RopeType::kLlama3 ? fmt::format(", llama3 scaling x{}", c.rope.factor) : "");
