@@ -150,6 +150,12 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id) {
   return std::nullopt;
 }
 
+std::optional<GgmlTypeInfo> ggml_type_by_name(std::string_view name) {
+  for (const GgmlTypeInfo& t : kTypes)
+    if (t.name == name) return t;
+  return std::nullopt;
+}
+
 std::string ggml_loadable_type_names() {
   std::string out;
   for (const GgmlTypeInfo& t : kTypes) {

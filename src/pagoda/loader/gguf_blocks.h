@@ -65,6 +65,8 @@ struct GgmlTypeInfo {
 
 // The info of type id `id`, or nullopt for an id ggml.h does not define.
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
+// The info of the type called `name` ("Q4_K"), or nullopt.
+std::optional<GgmlTypeInfo> ggml_type_by_name(std::string_view name);
 // The types Pagoda loads, for error messages: "F32, F16, BF16, Q4_0, ...".
 std::string ggml_loadable_type_names();
 // F32, F16 and BF16.
