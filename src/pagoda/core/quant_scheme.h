@@ -18,7 +18,8 @@
 namespace pagoda {
 
 enum class QuantScheme : uint8_t {
-  // The data's dtype says it all: F32, F16, BF16, or the self-contained GGML blocks Q8_0 / Q4_0.
+  // The data's dtype says it all: F32, F16, BF16, or the self-contained GGML blocks Q8_0 / Q4_0 (GGUF files'
+  // other block types, Q4_0 included, are converted at load to kInt4Group / kInt8Channel).
   kNone,
   // 4-bit codes with a scale and zero point per group of K: value = (q - z) * s.
   //   data   U8  [N, K/2]   two codes per byte along K, k even in the low nibble (k = 2j -> byte j & 0xf,
