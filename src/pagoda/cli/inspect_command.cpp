@@ -5,20 +5,56 @@
 
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/model_options.h"
+#include "pagoda/loader/gguf_blocks.h"
+#include "pagoda/loader/weight_mapping.h"
 
 namespace pagoda::cli {
 namespace {
 
-// Weights are grouped by dtype, quantized linears by scheme and group size ("int4-group g128").
-void add_weight(std::map<std::string, std::pair<int64_t, int64_t>>& by_dtype, const Weight& w) {
-  const std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
-                                         : std::string(dtype_name(w.data.dtype));
-  auto& [count, bytes] = by_dtype[kind];
-  count += w.num_rows() * w.cols();
-  bytes += w.nbytes();  // codes, scales, zeros and g_idx
+// The format of one weight: its dtype, or its scheme and group size with the file format it came from.
+std::string format_of(const Weight& w) {
+  std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
+                                   : std::string(dtype_name(w.data.dtype));
+  if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
+  if (!w.source_format.empty()) kind = fmt::format("{} -> {}", w.source_format, kind);
+  return kind;
 }
 
-void run_inspect(const ModelOptions& o) {
+// Weights are grouped by format: dtype, or scheme and group size ("int4-group g128"), with the checkpoint
+// format they were converted from when it has a name of its own ("Q4_K -> int4-group g32 +offsets").
+void add_weight(std::map<std::string, std::pair<int64_t, int64_t>>& by_dtype, const Weight& w) {
+  const std::string kind = format_of(w);
+  auto& [count, bytes] = by_dtype[kind];
+  count += w.num_rows() * w.cols();
+  bytes += w.nbytes();  // codes, scales, zeros or offsets, and g_idx
+}
+
+// --layers: every weight under its checkpoint name, with its format, shape, bytes and bits per weight
+// (in memory; for GGUF block types also in the file).
+void print_layers(const LoadedModel& m) {
+  ModelWeights copy;  // the slots point into it; then filled with the model's views, element by element
+  const std::vector<WeightSlot> slots = weight_slots(m.config, copy);
+  copy.embed_tokens = m.weights.embed_tokens;
+  for (size_t l = 0; l < copy.layers.size(); ++l) copy.layers[l] = m.weights.layers[l];
+  copy.final_norm = m.weights.final_norm;
+  copy.lm_head = m.weights.lm_head;
+  const bool gguf = m.format == "gguf";
+  for (const WeightSlot& slot : slots) {
+    const Weight& w = *slot.target;
+    const int64_t params = w.num_rows() * w.cols();
+    std::string file_bits;
+    if (const auto info = ggml_type_by_name(w.source_format))
+      file_bits = fmt::format(" (file {:.4g})", 8.0 * static_cast<double>(info->block_bytes) /
+                                                    static_cast<double>(info->block_elems));
+    const std::string shape = w.data.ndim == 1 ? fmt::format("[{}]", w.cols())
+                                               : fmt::format("[{}, {}]", w.num_rows(), w.cols());
+    fmt::print("  {:<36} {:<34} {:<14} {:>12} bytes {:6.3g} bits/weight{}\n",
+               gguf ? gguf_weight_name(slot) : hf_weight_name(slot), format_of(w), shape, w.nbytes(),
+               8.0 * static_cast<double>(w.nbytes()) / static_cast<double>(params), file_bits);
+  }
+}
+
+void run_inspect(const ModelOptions& o, bool layers) {
   const LoadedModel m = load_model(o.load_options());
   const ModelConfig& c = m.config;
   std::map<std::string, std::pair<int64_t, int64_t>> by_dtype;  // dtype -> (parameters, bytes)
@@ -33,13 +69,18 @@ void run_inspect(const ModelOptions& o) {
   fmt::print("parameters:    {} ({:.2f} M){}\n", c.num_parameters(), c.num_parameters() / 1e6,
              c.tie_word_embeddings ? ", tied embeddings" : "");
   for (const auto& [name, v] : by_dtype)
-    fmt::print("  {:<18} {:>14} params {:>10.2f} MiB\n", name, v.first, v.second / 1048576.0);
+    fmt::print("  {:<34} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, v.first, v.second / 1048576.0,
+               8.0 * static_cast<double>(v.second) / static_cast<double>(v.first));
   fmt::print("weights:       {:.2f} MiB\n", total_bytes / 1048576.0);
   fmt::print("context:       {} tokens; rope theta {}{}\n", c.max_position_embeddings, c.rope.theta,
              c.rope.type == RopeType::kLlama3 ? fmt::format(", llama3 scaling x{}", c.rope.factor) : "");
   fmt::print("kv cache:      {} bytes per token (fp32 on the CPU)\n",
              2LL * c.num_layers * c.num_kv_heads * c.head_dim * 4);
   fmt::print("tokenizer:     {}\n", m.tokenizer ? m.tokenizer->summary() : "none");
+  if (layers) {
+    fmt::print("weights by tensor:\n");
+    print_layers(m);
+  }
 }
 
 }  // namespace
@@ -49,7 +90,9 @@ void add_inspect_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: architecture, parameters, dtypes, tokenizer");
   cmd->add_option("model", opts->model, "HF safetensors directory or .gguf file (default: the bundled model)");
   cmd->add_option("--load-format", opts->load_format, "auto | dummy");
-  cmd->callback([opts] { run_inspect(*opts); });
+  auto layers = std::make_shared<bool>(false);
+  cmd->add_flag("--layers", *layers, "Also list every weight: format, shape, bytes and bits per weight");
+  cmd->callback([opts, layers] { run_inspect(*opts, *layers); });
 }
 
 }  // namespace pagoda::cli

@@ -1,5 +1,15 @@
 // QuantScheme: how a linear weight's bytes become values. Every scheme keeps rows by out_features (N), packed
-// along in_features (K), so slicing rows (RoPE pairs, fusion) moves data, scales and zeros together.
+// along in_features (K), so slicing rows (RoPE pairs, fusion) moves data, scales and zeros (or offsets)
+// together.
+//
+// Zero points or offsets. kInt4Group and kInt8Channel have two forms, told apart by which tensor the
+// Weight holds (never by the file format it came from):
+//   zeros   value = (q - z) * s     AWQ, GPTQ, compressed-tensors; GGUF Q4_0, Q5_0, Q6_K
+//   offsets value = q * s - offset  offsets F32 [N, groups], zeros empty: GGML's "scale and min" types
+//                                   (GGUF Q4_1, Q5_1: offset = -m; Q4_K, Q5_K: offset = dmin * m_sub), whose
+//                                   min is not a multiple of the scale (and whose scale may be 0 with a
+//                                   non-zero min), so no integer, or even finite, zero point exists
+// Both are evaluated in fp32 in that order, so that values equal the format's own dequantization bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -8,22 +18,29 @@
 namespace pagoda {
 
 enum class QuantScheme : uint8_t {
-  // The data's dtype says it all: F32, F16, BF16, or the self-contained GGML blocks Q8_0 / Q4_0.
+  // The data's dtype says it all: F32, F16, BF16, or the self-contained GGML blocks Q8_0 / Q4_0 (GGUF files'
+  // other block types, Q4_0 included, are converted at load to kInt4Group / kInt8Channel).
   kNone,
   // 4-bit codes with a scale and zero point per group of K: value = (q - z) * s.
   //   data   U8  [N, K/2]   two codes per byte along K, k even in the low nibble (k = 2j -> byte j & 0xf,
   //                         k = 2j + 1 -> byte j >> 4), as GGML's Q4 and most CPU/GPU unpackers read them
   //   scales F32 [N, groups] (groups = K / group_size)
   //   zeros  U8  [N, groups] one unsigned zero point per byte (0..15; GPTQ v1 can give 16); symmetric
-  //          formats store 8
+  //          formats store 8; empty in the offsets form
+  //   offsets F32 [N, groups] or empty (see above: GGUF Q4_1, Q4_K)
   //   g_idx  I32 [K] or empty: the group of each k when it is not k / group_size (GPTQ act-order)
   kInt4Group,
-  // Signed 8-bit codes: value = (q - z) * s.
-  //   data   I8  [N, K]
-  //   scales F32 [N, groups] (groups = 1 per channel, K / group_size otherwise)
-  //   zeros  I32 [N, groups] or empty (symmetric: z = 0); an unsigned zero point u (GPTQ: 1..256) is
-  //          stored as u - 128, so I32 and not I8
-  //   g_idx  I32 [K] or empty, as for kInt4Group
+  // Signed 8-bit codes: value = (q - z) * s, or q * s - offset.
+  //   data    I8  [N, K]
+  //   scales  F32 [N, groups] (groups = 1 per channel, K / group_size otherwise)
+  //   zeros   I32 [N, groups] or empty (symmetric: z = 0)
+  //   offsets F32 [N, groups] or empty (see above; then zeros is empty)
+  //   g_idx   I32 [K] or empty, as for kInt4Group
+  //   Unsigned codes u are stored shifted by a constant c, q = u - c, and their zero point by the same c
+  //   (z = u_z - c), which leaves (q - z) unchanged: GPTQ 8-bit has c = 128 (u_z 1..256, so zeros are I32,
+  //   not I8); GGUF's fixed-zero-point types use c = u_z (Q5_0: 16, Q6_K: 32), so they are symmetric and
+  //   keep no zeros. In the offsets form c = 0: the 5-bit codes of Q5_1 / Q5_K (0..31) are stored as they
+  //   are, one per byte.
   kInt8Channel,
   // FP8 codes with a scale per output row, or per row and group of K: value = f8e4m3_to_f32(q) * s.
   //   data   F8_E4M3 [N, K]

@@ -124,7 +124,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
 
   // The compute dtype: that of the attention weights when they are plain floats; F16 for quantised files.
   c.dtype = DType::kF16;
-  if (const GgufTensorInfo* q = f.find_tensor("blk.0.attn_q.weight"); q && !dtype_is_quantized(q->dtype))
+  if (const GgufTensorInfo* q = f.find_tensor("blk.0.attn_q.weight"); q && ggml_type_is_float(q->type))
     c.dtype = q->dtype;
 
   auto token = [&](const char* key) -> std::optional<TokenId> {

@@ -3,7 +3,9 @@
 #include "pagoda/loader/gguf_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -122,18 +124,6 @@ GgufValue read_value(Reader& r, uint32_t type, const std::string& key, int depth
   r.fail(fmt::format("metadata {}: unknown value type {}", key, type));
 }
 
-// GGML type id -> Pagoda dtype, for the types Pagoda computes with.
-std::optional<DType> dtype_from_ggml(uint32_t type) {
-  switch (type) {
-    case 0: return DType::kF32;
-    case 1: return DType::kF16;
-    case 2: return DType::kQ4_0;
-    case 8: return DType::kQ8_0;
-    case 30: return DType::kBF16;
-    default: return std::nullopt;
-  }
-}
-
 const char* value_kind(const GgufValue& v) {
   switch (v.index()) {
     case 0: case 1: return "integer";
@@ -213,15 +203,20 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
       ne[d] = static_cast<int64_t>(n);
     }
     const uint32_t ggml_type = r.read<uint32_t>("tensor type");
-    const auto dtype = dtype_from_ggml(ggml_type);
-    if (!dtype)
-      r.fail(fmt::format("tensor {} has unsupported GGML type {} (supported: F32, F16, BF16, Q8_0, Q4_0)", info.name,
-                         ggml_type));
-    info.dtype = *dtype;
-    if (ne[0] % dtype_block_elems(info.dtype) != 0)
+    const std::optional<GgmlTypeInfo> type = ggml_type_info(ggml_type);
+    if (!type)
+      r.fail(fmt::format("tensor {} has unsupported GGML type {} (supported: {})", info.name, ggml_type,
+                         ggml_loadable_type_names()));
+    if (!type->loadable())
+      r.fail(fmt::format("tensor {} has GGML type {} ({}), which Pagoda does not load (supported: {})", info.name,
+                         type->name, ggml_type, ggml_loadable_type_names()));
+    info.type = type->type;
+    info.dtype = ggml_type_dtype(type->type).value_or(DType::kU8);
+    if (ne[0] % type->block_elems != 0)
       r.fail(fmt::format("tensor {}: row length {} is not a multiple of the {} block size {}", info.name, ne[0],
-                         dtype_name(info.dtype), dtype_block_elems(info.dtype)));
-    info.nbytes = static_cast<size_t>(dtype_storage_bytes(info.dtype, static_cast<int64_t>(numel)));
+                         type->name, type->block_elems));
+    info.nbytes = static_cast<size_t>(numel / static_cast<uint64_t>(type->block_elems) *
+                                      static_cast<uint64_t>(type->block_bytes));
     info.shape.assign(ne.rbegin(), ne.rend());
     const uint64_t offset = r.read<uint64_t>("tensor data offset");
     if (offset % alignment != 0)
@@ -242,6 +237,19 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
       r.fail(fmt::format("tensor {}: data [{}, {}) lies outside the file ({} bytes)", info.name, data_start + off,
                          data_start + off + info.nbytes, file_size));
     info.data = file_->data() + data_start + off;
+  }
+  // No two tensors share bytes: a type or shape that does not match the data the writer laid out shows as
+  // a tensor running into the next one.
+  std::vector<size_t> order(tensors_.size());
+  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors_[a].data < tensors_[b].data; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const GgufTensorInfo& prev = tensors_[order[i - 1]];
+    const GgufTensorInfo& next = tensors_[order[i]];
+    if (prev.nbytes > 0 && prev.data + prev.nbytes > next.data)
+      r.fail(fmt::format("tensor {}: its {} bytes ({} [{}]) run into tensor {} (wrong type or shape?)", prev.name,
+                         prev.nbytes, ggml_type_info(static_cast<uint32_t>(prev.type))->name,
+                         fmt::join(prev.shape, ", "), next.name));
   }
 }
 

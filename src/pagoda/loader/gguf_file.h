@@ -12,6 +12,7 @@
 
 #include "pagoda/core/dtype.h"
 #include "pagoda/core/mapped_file.h"
+#include "pagoda/loader/gguf_blocks.h"
 
 namespace pagoda {
 
@@ -23,7 +24,9 @@ struct GgufArray {
 
 struct GgufTensorInfo {
   std::string name;
-  DType dtype;
+  GgmlType type;               // the stored GGML type (one Pagoda loads: gguf_blocks.h)
+  DType dtype;                 // the dtype naming those bytes (F32, F16, BF16, Q8_0, Q4_0); kU8 for the block
+                               // types that have none (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: read by decoders)
   std::vector<int64_t> shape;  // row-major: shape.back() is GGML's ne[0]
   const std::byte* data;       // into the mapping
   size_t nbytes;
@@ -32,7 +35,8 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   // Throws LoadError naming the path: bad magic, unsupported version, truncated header, tensor data
-  // outside the file, unsupported tensor type (named), duplicate tensor.
+  // outside the file or overlapping another tensor's, unsupported tensor type (named), a row length that is
+  // not whole blocks of its type, duplicate tensor.
   explicit GgufFile(const std::string& path);
 
   const std::string& path() const { return file_->path(); }

@@ -1,5 +1,6 @@
 // GGUF file -> LoadedModel. Weights are views into the mmap except Q/K (rows un-permuted into owned copies)
-// and Q4_0 tensors (dequantised to owned F16); Q8_0 stays Q8_0.
+// and the block-quantized tensors (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: converted to the internal
+// quantized kinds, gguf_quant.h); F32, F16, BF16 and Q8_0 stay as stored.
 #include "pagoda/loader/gguf_loader.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/loader/gguf_quant.h"
 #include "pagoda/loader/gguf_tokenizer.h"
 #include "pagoda/loader/progress_bar.h"
 #include "pagoda/loader/weight_mapping.h"
@@ -17,24 +19,16 @@
 namespace pagoda {
 namespace {
 
-// Rows of `t` into a new host tensor: dst row r = src row src_row(r); Q4_0 rows become F16.
+// Rows of `t` (a dtype used as stored) into a new host tensor: dst row r = src row src_row(r).
 template <typename RowMap>
 HostTensor copy_rows(const GgufTensorInfo& t, RowMap src_row) {
-  const DType out_dtype = t.dtype == DType::kQ4_0 ? DType::kF16 : t.dtype;
-  HostTensor out(out_dtype, std::span<const int64_t>(t.shape));
+  HostTensor out(t.dtype, std::span<const int64_t>(t.shape));
   const int64_t num_rows = t.shape.size() == 1 ? 1 : t.shape[0];
   const int64_t row_elems = t.shape.size() == 1 ? t.shape[0] : out.view().numel() / num_rows;
-  const int64_t src_row_bytes = dtype_storage_bytes(t.dtype, row_elems);
-  const int64_t dst_row_bytes = dtype_storage_bytes(out_dtype, row_elems);
+  const int64_t row_bytes = dtype_storage_bytes(t.dtype, row_elems);
   auto* dst = static_cast<std::byte*>(out.view().data);
-  for (int64_t r = 0; r < num_rows; ++r) {
-    const std::byte* src = t.data + src_row(r) * src_row_bytes;
-    if (t.dtype == DType::kQ4_0) {
-      dequantize_q4_0_to_f16(src, reinterpret_cast<uint16_t*>(dst + r * dst_row_bytes), row_elems);
-    } else {
-      std::memcpy(dst + r * dst_row_bytes, src, static_cast<size_t>(src_row_bytes));
-    }
-  }
+  for (int64_t r = 0; r < num_rows; ++r)
+    std::memcpy(dst + r * row_bytes, t.data + src_row(r) * row_bytes, static_cast<size_t>(row_bytes));
   return out;
 }
 
@@ -68,13 +62,17 @@ LoadedModel load_gguf_model(const std::string& path, const LoadOptions& options)
   uint64_t sink = 0;
   for (const WeightSlot& slot : slots) {
     const GgufTensorInfo& t = *file.find_tensor(gguf_weight_name(slot));
-    const bool is_q = slot.role == WeightRole::kWq;
-    if (is_q || slot.role == WeightRole::kWk) {
-      const int hd = c.head_dim;
+    const bool rope_rows = slot.role == WeightRole::kWq || slot.role == WeightRole::kWk;
+    const int hd = c.head_dim;
+    if (gguf_block_conversion(t.type)) {
+      // Block-quantized (Q4_0, Q4_K, ...): converted to the internal kinds, Q/K rows un-permuted on the way.
+      if (t.shape.size() != 2)
+        throw LoadError(path, fmt::format("tensor {} is {}: only 2-D weights may be block-quantized", t.name,
+                                          ggml_type_info(static_cast<uint32_t>(t.type))->name));
+      *slot.target = convert_gguf_blocks(
+          t, [&](int64_t r) { return rope_rows ? gguf_rope_row(r, hd) : r; }, model.owned);
+    } else if (rope_rows) {
       model.owned.push_back(copy_rows(t, [hd](int64_t r) { return gguf_rope_row(r, hd); }));
-      slot.target->data = model.owned.back().view();
-    } else if (t.dtype == DType::kQ4_0) {
-      model.owned.push_back(copy_rows(t, [](int64_t r) { return r; }));
       slot.target->data = model.owned.back().view();
     } else {
       // Read-only mapping; Weight views are never written through.

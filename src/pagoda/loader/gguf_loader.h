@@ -1,5 +1,6 @@
 // Loading a llama-architecture GGUF file: ModelConfig from llama.* metadata, weights (Q/K rows put back in
-// HF rotate-half order, Q4_0 dequantised to F16) and the embedded tokenizer.
+// HF rotate-half order, block-quantized tensors converted to the internal quantized kinds) and the embedded
+// tokenizer.
 #pragma once
 
 #include <memory>

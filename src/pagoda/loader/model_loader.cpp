@@ -90,10 +90,14 @@ LoadedModel load_model(const LoadOptions& options) {
   if (!options.tokenizer_path.empty()) use_tokenizer_from(options.tokenizer_path, model);
   const ModelConfig& c = model.config;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const Weight& embed = model.weights.embed_tokens;  // its format: the file's block type, scheme or dtype
+  const std::string_view embed_format = !embed.source_format.empty() ? embed.source_format
+                                        : embed.quantized()          ? quant_scheme_name(embed.scheme)
+                                                                     : dtype_name(embed.data.dtype);
   spdlog::info("loaded {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters, {} in "
                "{:.2f} s{}",
                model.source, model.format, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
-               static_cast<double>(c.num_parameters()) / 1e6, dtype_name(model.weights.embed_tokens.data.dtype), secs,
+               static_cast<double>(c.num_parameters()) / 1e6, embed_format, secs,
                model.tokenizer ? "" : " (no tokenizer)");
   return model;
 }

@@ -5,6 +5,7 @@
 // in_features, with their scales and zero points beside them.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "pagoda/core/quant_scheme.h"
@@ -13,16 +14,19 @@
 namespace pagoda {
 
 // A weight tensor. With QuantScheme::kNone, data's dtype is F32, F16, BF16, Q8_0 or Q4_0 (quantized blocks
-// run along in_features); otherwise data holds the codes and scales / zeros / g_idx the rest, in the
-// layouts core/quant_scheme.h gives.
+// run along in_features); otherwise data holds the codes and scales / zeros or offsets / g_idx the rest, in
+// the layouts core/quant_scheme.h gives.
 struct Weight {
   Tensor data;               // [N, K] (kInt4Group: [N, K/2]); norms [N]
   QuantScheme scheme = QuantScheme::kNone;
   Tensor scales{};           // F32 [N, groups]
-  Tensor zeros{};            // [N, groups], or empty when symmetric (kInt8Channel)
+  Tensor zeros{};            // [N, groups], or empty when symmetric (kInt8Channel) or with offsets
+  Tensor offsets{};          // F32 [N, groups]: value = q * s - offset, instead of zeros (quant_scheme.h)
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
+  std::string_view source_format;  // the checkpoint's own name for the format it was converted from ("Q4_K"),
+                                   // for `pagoda inspect`; static storage; empty when stored as it is used
 
   bool quantized() const { return scheme != QuantScheme::kNone; }
   // K: the columns of the unpacked [N, K] matrix.
@@ -34,12 +38,13 @@ struct Weight {
     w.data = data.rows(begin, count);
     if (!scales.empty()) w.scales = scales.rows(begin, count);
     if (!zeros.empty()) w.zeros = zeros.rows(begin, count);
+    if (!offsets.empty()) w.offsets = offsets.rows(begin, count);
     return w;
   }
-  // Bytes of data, scales, zeros and g_idx.
+  // Bytes of data, scales, zeros, offsets and g_idx.
   int64_t nbytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&data, &scales, &zeros, &g_idx})
+    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx})
       if (!t->empty()) n += t->nbytes();
     return n;
   }

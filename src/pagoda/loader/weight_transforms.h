@@ -1,5 +1,5 @@
-// Per-tensor conversions done while loading: undoing llama.cpp's Q/K row permutation, Q4_0 -> F16
-// dequantisation, and pre-faulting mmap'd weights.
+// Per-tensor conversions done while loading: undoing llama.cpp's Q/K row permutation and pre-faulting
+// mmap'd weights (GGUF block types: gguf_quant.h).
 #pragma once
 
 #include <cstddef>
@@ -11,9 +11,6 @@ namespace pagoda {
 // Returns the GGUF row that holds HF row `hf_row`: within a head of size head_dim, HF row j*(hd/2)+i is
 // GGUF row 2*i+j (i in [0, hd/2), j in {0, 1}).
 int64_t gguf_rope_row(int64_t hf_row, int head_dim);
-
-// `numel` values (a multiple of 32) of GGML Q4_0 blocks -> IEEE F16.
-void dequantize_q4_0_to_f16(const std::byte* src, uint16_t* dst, int64_t numel);
 
 // Reads one byte per page of [data, data + nbytes) so the first forward pass does not page-fault the
 // checkpoint in; returns a value that depends on the reads so they are not optimised away.

@@ -1,6 +1,7 @@
 // GgufFile: parsing of the bundled GGUF files, every value type, and rejection of malformed files.
 #include "pagoda/loader/gguf_file.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "test_files.h"
@@ -152,6 +153,29 @@ TEST(GgufFile, QuantizedTensorSizes) {
   EXPECT_EQ(f.find_tensor("h")->dtype, DType::kF16);
 }
 
+// The llama.cpp block types converted at load: sizes from ggml-common.h's block structs; no Pagoda dtype.
+TEST(GgufFile, BlockTypeSizes) {
+  TempDir dir;
+  GgufWriter w;
+  const struct { const char* name; uint32_t type; uint64_t row, block_bytes, block_elems; } kinds[] = {
+      {"q4_1", 3, 64, 20, 32},    {"q5_0", 6, 64, 22, 32},    {"q5_1", 7, 96, 24, 32},
+      {"q4_k", 12, 512, 144, 256}, {"q5_k", 13, 256, 176, 256}, {"q6_k", 14, 768, 210, 256},
+  };
+  for (const auto& k : kinds)
+    w.tensor(k.name, k.type, {2, k.row}, std::vector<uint8_t>(2 * k.row / k.block_elems * k.block_bytes, 0));
+  w.write(dir.file("blocks.gguf"));
+  GgufFile f(dir.file("blocks.gguf"));
+  for (const auto& k : kinds) {
+    const GgufTensorInfo* t = f.find_tensor(k.name);
+    ASSERT_NE(t, nullptr) << k.name;
+    EXPECT_EQ(static_cast<uint32_t>(t->type), k.type);
+    EXPECT_EQ(t->dtype, DType::kU8) << k.name;
+    EXPECT_EQ(t->nbytes, 2 * k.row / k.block_elems * k.block_bytes) << k.name;
+    EXPECT_EQ(t->shape, (std::vector<int64_t>{2, static_cast<int64_t>(k.row)}));
+  }
+  EXPECT_EQ(f.find_tensor("q4_k")->type, GgmlType::kQ4_K);
+}
+
 // ---- malformed files ----
 
 TEST(GgufFileErrors, BadMagic) {
@@ -237,10 +261,47 @@ TEST(GgufFileErrors, TensorOutsideFile) {
 TEST(GgufFileErrors, UnsupportedTensorType) {
   TempDir dir;
   GgufWriter w;
-  w.tensor("blk.3.ffn_down.weight", 12, {256}, std::vector<uint8_t>(144, 0));  // Q4_K
-  w.write(dir.file("q4k.gguf"));
-  test::expect_load_error([&] { GgufFile f(dir.file("q4k.gguf")); },
-                          {"q4k.gguf", "blk.3.ffn_down.weight", "unsupported GGML type 12"});
+  w.tensor("blk.3.ffn_down.weight", 99, {256}, std::vector<uint8_t>(144, 0));
+  w.write(dir.file("t99.gguf"));
+  test::expect_load_error([&] { GgufFile f(dir.file("t99.gguf")); },
+                          {"t99.gguf", "blk.3.ffn_down.weight", "unsupported GGML type 99", "Q4_K", "Q6_K"});
+  // Types ggml has and Pagoda does not load are named.
+  for (const auto& [type, name] : {std::pair{10u, "Q2_K"}, {11u, "Q3_K"}, {20u, "IQ4_NL"}, {9u, "Q8_1"}}) {
+    GgufWriter w2;
+    w2.tensor("blk.0.attn_q.weight", type, {256}, std::vector<uint8_t>(256, 0));
+    w2.write(dir.file("k.gguf"));
+    test::expect_load_error([&] { GgufFile f(dir.file("k.gguf")); },
+                            {"k.gguf", "blk.0.attn_q.weight", fmt::format("GGML type {} ({})", name, type),
+                             "does not load"});
+  }
+}
+
+TEST(GgufFileErrors, RowNotWholeBlocks) {
+  TempDir dir;
+  // Real files store rows that are not a multiple of 256 as Q5_0 / Q8_0: a k-quant row of 96 is corrupt.
+  const struct { uint32_t type; uint64_t row; const char* expect; } cases[] = {
+      {12, 96, "Q4_K block size 256"}, {13, 288, "Q5_K block size 256"}, {14, 128, "Q6_K block size 256"},
+      {6, 48, "Q5_0 block size 32"},   {3, 16, "Q4_1 block size 32"},
+  };
+  for (const auto& c : cases) {
+    GgufWriter w;
+    w.tensor("blk.1.ffn_up.weight", c.type, {4, c.row}, std::vector<uint8_t>(4096, 0));
+    w.write(dir.file("rows.gguf"));
+    test::expect_load_error([&] { GgufFile f(dir.file("rows.gguf")); },
+                            {"rows.gguf", "blk.1.ffn_up.weight", "row length", c.expect});
+  }
+}
+
+// A tensor whose type or shape claims more bytes than the writer laid out runs into the next tensor.
+TEST(GgufFileErrors, TensorBytesOverlapTheNext) {
+  TempDir dir;
+  GgufWriter w;
+  w.tensor("a", 12, {1, 256}, std::vector<uint8_t>(144, 0));  // Q4_K: 144 bytes
+  w.tensor("b", 0, {8}, std::vector<uint8_t>(32, 0));
+  w.override_last_offset(128);  // b starts inside a
+  w.write(dir.file("overlap.gguf"));
+  test::expect_load_error([&] { GgufFile f(dir.file("overlap.gguf")); },
+                          {"overlap.gguf", "tensor a", "144 bytes", "Q4_K", "run into tensor b"});
 }
 
 TEST(GgufFileErrors, DuplicateTensorAndMisalignedOffset) {

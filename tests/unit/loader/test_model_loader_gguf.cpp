@@ -1,5 +1,5 @@
 // load_model on GGUF files: stories260K, Q/K row un-permutation (row mapping and preserved attention
-// scores), Q8_0 kept / Q4_0 dequantised, llama3 rope recovered from rope_freqs, and GGUF model errors.
+// scores), Q8_0 kept / Q4_0 converted to int4 g32, llama3 rope recovered from rope_freqs, and GGUF model errors.
 #include <gtest/gtest.h>
 
 #include <numbers>
@@ -145,7 +145,7 @@ TEST(LoadGguf, UnpermutedWeightsPreserveAttentionScores) {
   }
 }
 
-TEST(LoadGguf, Q8KeptAndQ4Dequantised) {
+TEST(LoadGguf, Q8KeptAndQ4ConvertedToInt4Group) {
   TempDir dir;
   TinyGguf g;
   g.config = test::tiny_gguf_config();
@@ -182,13 +182,25 @@ TEST(LoadGguf, Q8KeptAndQ4Dequantised) {
     EXPECT_EQ(
         std::memcmp(static_cast<const uint8_t*>(l.wq.data.data) + r * 34, q8.data() + gguf_rope_row(r, 16) * 34, 34), 0)
         << r;
-  ASSERT_EQ(l.wk.data.dtype, DType::kF16);
-  ASSERT_EQ(l.wv.data.dtype, DType::kF16);
+  // Q4_0 becomes int4 g32 with zero point 8 and scale d (exact); K's rows un-permuted with their scales.
+  for (const Weight* w : {&l.wk, &l.wv}) {
+    ASSERT_EQ(w->scheme, QuantScheme::kInt4Group);
+    EXPECT_EQ(w->source_format, "Q4_0");
+    EXPECT_EQ(w->group_size, 32);
+    EXPECT_EQ(w->cols(), 32);
+    EXPECT_EQ(w->data.shape_string(), "[16, 16]");
+    EXPECT_EQ(w->scales.shape_string(), "[16, 1]");
+    EXPECT_EQ(w->zeros.shape_string(), "[16, 1]");
+    EXPECT_TRUE(w->offsets.empty());
+  }
+  auto value = [](const Weight& w, int r, int c) {
+    const int q = (w.data.ptr<const uint8_t>()[r * 16 + c / 2] >> (4 * (c % 2))) & 15;
+    return static_cast<float>(q - w.zeros.ptr<const uint8_t>()[r]) * w.scales.ptr<const float>()[r];
+  };
   for (int r = 0; r < 16; ++r) {
     for (int c = 0; c < 32; ++c) {
-      EXPECT_EQ(f16_to_f32(l.wv.data.ptr<const uint16_t>()[r * 32 + c]), q4_value(r, c));
-      EXPECT_EQ(f16_to_f32(l.wk.data.ptr<const uint16_t>()[r * 32 + c]),
-                q4_value(static_cast<int>(gguf_rope_row(r, 16)), c));
+      EXPECT_EQ(value(l.wv, r, c), q4_value(r, c));
+      EXPECT_EQ(value(l.wk, r, c), q4_value(static_cast<int>(gguf_rope_row(r, 16)), c));
     }
   }
 }
@@ -261,6 +273,21 @@ TEST(LoadGgufErrors, MissingAndMisshapenTensors) {
 
 // Found by fuzz_gguf: a block_count of 2,555,905 in a file of 11 tensors made the loader allocate 7.7 GB
 // of per-layer slots before it noticed the first missing tensor.
+// Block types hold linear weights; a norm stored as one (a file that lies) is a LoadError naming it.
+TEST(LoadGgufErrors, BlockQuantizedNormIsRefused) {
+  TempDir dir;
+  TinyGguf g;
+  g.config = test::tiny_gguf_config();
+  g.config.hidden_size = 32;
+  g.config.head_dim = 16;
+  g.config.intermediate_size = 32;
+  g.types = {{"blk.0.attn_norm.weight", 6}};  // Q5_0: one 22-byte block of 32
+  g.raw = {{"blk.0.attn_norm.weight", std::vector<uint8_t>(22, 0)}};
+  g.write(dir.file("norm.gguf"));
+  test::expect_load_error([&] { load(dir.file("norm.gguf")); },
+                          {"norm.gguf", "blk.0.attn_norm.weight", "Q5_0", "2-D"});
+}
+
 TEST(LoadGgufErrors, MoreLayersThanTheFileHoldsIsRefusedBeforeAllocating) {
   TempDir dir;
   TinyGguf g;

@@ -40,15 +40,19 @@ void CpuOps::reset_workspace() {
 
 void CpuOps::embedding(Tensor out, Tensor ids, const Weight& table) {
   const int64_t num_tokens = ids.dim(0);
-  const int64_t hidden = table.data.dim(1);
-  const int64_t vocab = table.data.dim(0);
+  const int64_t hidden = table.cols();
+  const int64_t vocab = table.num_rows();
   PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == hidden);
   const int64_t row_bytes = table.data.row_bytes();
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t id = ids.ptr<int32_t>()[t];
     PAGODA_CHECK(id >= 0 && id < vocab, "token id {} outside the vocabulary of {}", id, vocab);
-    cpu::dequantize_row(static_cast<const char*>(table.data.data) + id * row_bytes, table.data.dtype, hidden,
-                        out.ptr<float>() + t * hidden);
+    float* dst = out.ptr<float>() + t * hidden;
+    if (table.quantized()) {  // a quantized table (GGUF Q4_K, Q6_K, ...): the token's row, dequantized
+      cpu::dequantize_rows(table, id, 1, dst);
+    } else {
+      cpu::dequantize_row(static_cast<const char*>(table.data.data) + id * row_bytes, table.data.dtype, hidden, dst);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
-// Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s, or
-// fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
+// Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s,
+// q * s - offset, or fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
 // (linear_by_row_chunks) multiplies it with the activations. Readable first: the GPU gets kernels of its own.
 #include "pagoda/backend/cpu/linear_quant.h"
 
@@ -17,12 +17,23 @@ inline int64_t group_of(const Weight& w, int64_t k) {
   return w.g_idx.empty() ? k / w.group_size : w.g_idx.ptr<const int32_t>()[k];
 }
 
-// data U8 [N, K/2] (k even in the low nibble), scales F32 [N, groups], zeros U8 [N, groups].
+// data U8 [N, K/2] (k even in the low nibble), scales F32 [N, groups], and zeros U8 [N, groups] (value =
+// (q - z) * s) or offsets F32 [N, groups] (value = q * s - offset).
 void dequantize_int4_rows(const Weight& w, int64_t row, int64_t count, float* out) {
   const int64_t k = w.in_features, groups = w.scales.dim(1);
+  const bool offsets = !w.offsets.empty();
   for (int64_t r = row; r < row + count; ++r, out += k) {
     const uint8_t* codes = w.data.ptr<const uint8_t>() + r * (k / 2);
     const float* s = w.scales.ptr<const float>() + r * groups;
+    if (offsets) {
+      const float* m = w.offsets.ptr<const float>() + r * groups;
+      for (int64_t c = 0; c < k; ++c) {
+        const int32_t q = (codes[c / 2] >> (4 * (c % 2))) & 0xf;
+        const int64_t g = group_of(w, c);
+        out[c] = static_cast<float>(q) * s[g] - m[g];
+      }
+      continue;
+    }
     const uint8_t* z = w.zeros.ptr<const uint8_t>() + r * groups;
     for (int64_t c = 0; c < k; ++c) {
       const int32_t q = (codes[c / 2] >> (4 * (c % 2))) & 0xf;
@@ -32,12 +43,22 @@ void dequantize_int4_rows(const Weight& w, int64_t row, int64_t count, float* ou
   }
 }
 
-// data I8 [N, K], scales F32 [N, groups], zeros I32 [N, groups] or empty (symmetric).
+// data I8 [N, K], scales F32 [N, groups], and zeros I32 [N, groups] or empty (symmetric), or offsets F32
+// [N, groups] (value = q * s - offset).
 void dequantize_int8_rows(const Weight& w, int64_t row, int64_t count, float* out) {
   const int64_t k = w.in_features, groups = w.scales.dim(1);
+  const bool offsets = !w.offsets.empty();
   for (int64_t r = row; r < row + count; ++r, out += k) {
     const int8_t* codes = w.data.ptr<const int8_t>() + r * k;
     const float* s = w.scales.ptr<const float>() + r * groups;
+    if (offsets) {
+      const float* m = w.offsets.ptr<const float>() + r * groups;
+      for (int64_t c = 0; c < k; ++c) {
+        const int64_t g = group_of(w, c);
+        out[c] = static_cast<float>(codes[c]) * s[g] - m[g];
+      }
+      continue;
+    }
     const int32_t* z = w.zeros.empty() ? nullptr : w.zeros.ptr<const int32_t>() + r * groups;
     for (int64_t c = 0; c < k; ++c) {
       const int64_t g = group_of(w, c);

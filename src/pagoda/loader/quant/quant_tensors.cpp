@@ -91,6 +91,13 @@ void QuantWeightBuilder::set_zero(int64_t row, int64_t group, int32_t z) {
     static_cast<int32_t*>(zeros_)[i] = z;
 }
 
+void QuantWeightBuilder::use_offsets() {
+  PAGODA_CHECK(w_.zeros.empty(), "a quantized weight has zeros or offsets, not both");
+  const int64_t n = w_.data.dim(0);
+  w_.offsets = owned_.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups_}).view();  // [N, groups]
+  offsets_ = w_.offsets.ptr<float>();
+}
+
 void QuantWeightBuilder::set_g_idx(const SafetensorsTensor& g_idx, const std::string& name) {
   const int64_t k = w_.in_features;
   bool natural = true;

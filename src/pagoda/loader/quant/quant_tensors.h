@@ -47,6 +47,12 @@ class QuantWeightBuilder {
   void set_int8(int64_t row, int64_t col, int8_t q) { reinterpret_cast<int8_t*>(data_)[row * data_cols_ + col] = q; }
   void set_scale(int64_t row, int64_t group, float s) { scales_[row * groups_ + group] = s; }
   void set_zero(int64_t row, int64_t group, int32_t z);
+  // The offsets form (core/quant_scheme.h: value = q * s - offset), for a builder made without zeros.
+  void use_offsets();
+  void set_offset(int64_t row, int64_t group, float offset) { offsets_[row * groups_ + group] = offset; }
+  float* scales_row(int64_t row) { return scales_ + row * groups_; }
+  float* offsets_row(int64_t row) { return offsets_ + row * groups_; }
+  void set_source_format(std::string_view name) { w_.source_format = name; }
   // g_idx from the checkpoint; kept only when it differs from k / group_size. Out-of-range entries are a
   // LoadError naming `name`.
   void set_g_idx(const SafetensorsTensor& g_idx, const std::string& name);
@@ -61,6 +67,7 @@ class QuantWeightBuilder {
   int64_t data_cols_ = 0;
   float* scales_ = nullptr;
   void* zeros_ = nullptr;
+  float* offsets_ = nullptr;
   int64_t groups_ = 0;
 };
 
