@@ -182,13 +182,16 @@ TEST_P(CudaModel, GreedyFollowsTheReferenceImplementation) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel, ::testing::Values("stories260K", "tiny-llama3-hf", "tiny-mistral-spm-hf"));
 
-// The quantized checkpoints (tests/data/models/quant/): the CPU computes with the quantized weights, CUDA
-// (for now) with their bf16 dequantization made at upload.
+// The quantized checkpoints (tests/data/models/quant/) and llama.cpp's k-quant GGUF files
+// (tests/data/models/gguf-kquant/): the CPU computes with the quantized weights, CUDA (for now) with their
+// bf16 dequantization made at upload.
 class CudaQuantModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaQuantModel, LogitsMatchTheCpuBackendWithinBf16) { expect_logits_match_the_cpu_within_bf16(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                          ::testing::Values("quant/awq-w4-g128-gemm", "quant/gptq-w4-g64-asym-descact",
-                                           "quant/ct-w4a16-g128", "quant/ct-w8a16-channel", "quant/ct-fp8-dynamic"));
+                                           "quant/ct-w4a16-g128", "quant/ct-w8a16-channel", "quant/ct-fp8-dynamic",
+                                           "gguf-kquant/kq-256-Q4_K_M.gguf", "gguf-kquant/kq-256-Q5_K_M.gguf",
+                                           "gguf-kquant/tinystories-656k-Q4_K_M.gguf"));
 
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
 // token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its

@@ -1,34 +1,31 @@
-// The hook for llama.cpp's own reference outputs on real k-quant files: when
-// tests/data/refs/gguf_kquant_llamacpp.json exists, every model in it (a GGUF written by llama-quantize,
-// under tests/data/) is loaded and compared on the CPU with llama.cpp's top-8 logits, logsumexp and
-// greedy tokens; without the file the test is skipped. The JSON follows refs/quant_refs_part1.json:
-//   {"made_by": "...", "models": {"<name>": {"file": "models/gguf-kquant/x-Q4_K_M.gguf",
-//     "logit_tolerance": 0.05,            // optional: llama.cpp's CPU dot products quantize activations
-//                                         // (Q8_K), so its logits are not fp32-exact; default 0.05
-//     "generations": [{"prompt_ids": [...], "top8_ids": [[...] per position], "top8_logits": [[...]],
-//                      "logsumexp": [...], "greedy_ids": [...]}]}}}
-// top8_* and logsumexp are optional (greedy only).
+// GGUF files written by llama.cpp's own llama-quantize (tests/data/models/gguf-kquant/: Q4_K + Q6_K, Q5_K +
+// Q6_K, and the Q5_0 / Q8_0 fallbacks of a Q4_K_M file whose rows are not multiples of 256), against
+// llama.cpp's top-8 logits, logsumexp and greedy tokens on them (llamacpp_refs.json; how they were made is in
+// the folder's README). llama.cpp's CPU dot products quantize the activations (Q8_K / Q8_0) and Pagoda's
+// reference kernels do not, so logits agree to a tolerance, not to fp32 rounding.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <algorithm>
 
 #include "../model/golden_helpers.h"
-#include "pagoda/engine/llm.h"
 
 namespace pagoda {
 namespace {
 
 using testing::data_path;
 
-TEST(GgufKQuantGolden, MatchesLlamaCppWhenReferencesArePresent) {
-  const std::string refs_path = data_path("refs/gguf_kquant_llamacpp.json");
-  if (!std::filesystem::exists(refs_path)) GTEST_SKIP() << "no " << refs_path << " (llama.cpp references not added yet)";
-  const nlohmann::json refs = testing::read_json(refs_path);
+// Measured at most 0.32 (Q4_K_M) and 0.006 on the F32 file the k-quants were made from: the difference is
+// llama.cpp's 8-bit activations, which round each product's input by up to 1/254 of its block's maximum.
+constexpr double kLogitTolerance = 0.5;
+constexpr float kNearTie = 0.5f;
+
+TEST(GgufKQuantGolden, MatchesLlamaCpp) {
+  const nlohmann::json refs = testing::read_json(data_path("models/gguf-kquant/llamacpp_refs.json"));
   for (const auto& [name, ref] : refs["models"].items()) {
     SCOPED_TRACE(name);
-    const LoadOptions load{.model_path = data_path(ref["file"].get<std::string>()), .show_progress = false};
+    const LoadOptions load{.model_path = data_path("models/gguf-kquant/" + name + ".gguf"), .show_progress = false};
     const LoadedModel m = load_model(load);
-    const double tolerance = ref.value("logit_tolerance", 0.05);
+    const double tolerance = kLogitTolerance;
     const int64_t vocab = m.config.vocab_size;
     double max_diff = 0;
     for (const auto& gen : ref["generations"]) {
@@ -41,15 +38,28 @@ TEST(GgufKQuantGolden, MatchesLlamaCppWhenReferencesArePresent) {
     }
     std::printf("[ measured ] %s: max |logit - llama.cpp| over top-8 = %.3g\n", name.c_str(), max_diff);
 
-    LLM llm(LlmOptions{.load = load, .max_num_seqs = 8, .max_model_len = m.config.max_position_embeddings});
-    std::vector<GenerateRequest> requests;
-    for (const auto& gen : ref["generations"])
-      requests.push_back(testing::greedy_request(gen["prompt_ids"].get<std::vector<TokenId>>(),
-                                                 static_cast<int>(gen["greedy_ids"].size())));
-    const auto outputs = llm.generate(requests);
-    ASSERT_EQ(outputs.size(), requests.size());
-    for (size_t i = 0; i < outputs.size(); ++i)
-      EXPECT_EQ(outputs[i].output_ids, ref["generations"][i]["greedy_ids"].get<std::vector<TokenId>>()) << i;
+    // Greedy tokens, along llama.cpp's own history (its prompt and 24 greedy ids fed back): each token
+    // llama.cpp chose must be Pagoda's argmax there, or a near-tie (within kNearTie of Pagoda's maximum) that
+    // the activation rounding can flip; near-ties stay few.
+    int tokens = 0, near_ties = 0;
+    for (const auto& gen : ref["generations"]) {
+      std::vector<TokenId> ids = gen["prompt_ids"].get<std::vector<TokenId>>();
+      const auto greedy = gen["greedy_ids"].get<std::vector<TokenId>>();
+      const size_t prompt_len = ids.size();
+      ids.insert(ids.end(), greedy.begin(), greedy.end());
+      const std::vector<float> logits = testing::all_position_logits(m, ids, 64);
+      for (size_t g = 0; g < greedy.size(); ++g) {
+        const float* row = logits.data() + (prompt_len - 1 + g) * vocab;
+        const float best = *std::max_element(row, row + vocab);
+        ++tokens;
+        if (row[greedy[g]] == best) continue;
+        ++near_ties;
+        EXPECT_LT(best - row[greedy[g]], kNearTie) << "prompt of " << prompt_len << " tokens, generated token " << g;
+      }
+    }
+    std::printf("[ measured ] %s: %d of %d llama.cpp greedy tokens are Pagoda's argmax, the rest near-ties\n",
+                name.c_str(), tokens - near_ties, tokens);
+    EXPECT_LE(near_ties, tokens / 10) << "too many near-ties";
   }
 }
 
