@@ -105,15 +105,15 @@ def run(cmd, log):
     return r.stdout, r.stderr
 
 
-def pagoda_ppl(args, model, log):
-    out, _ = run([args.pagoda, "eval", "perplexity", "--model", model, "--text-file", args.text, "--ctx-size", "512",
+def pagoda_ppl(args, model, log, text=None):
+    out, _ = run([args.pagoda, "eval", "perplexity", "--model", model, "--text-file", text or args.text, "--ctx-size", "512",
                   "--chunks", str(args.chunks), "--json"], log)
     j = json.loads(out.strip().splitlines()[-1])
     return j["perplexity"], j.get("perplexity_stderr")
 
 
 def llama_ppl(args, gguf, log):
-    out, err = run([os.path.join(args.llama_cpp, "llama-perplexity"), "-m", gguf, "-f", args.text, "-c", "512",
+    out, err = run([os.path.join(args.llama_cpp, "llama-perplexity"), "-m", gguf, "-f", args.gguf_text or args.text, "-c", "512",
                     "-b", "512", "--chunks", str(args.chunks), "-t", str(os.cpu_count())], log)
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out + err)
     return float(m.group(1)), float(m.group(2))
@@ -127,6 +127,8 @@ def main():
     ap.add_argument("--hf", action="append", default=[], help="NAME=DIR of an unquantized F32 HF checkpoint")
     ap.add_argument("--gguf", action="append", default=[], help="NAME=FILE of an F32 (or F16) GGUF")
     ap.add_argument("--llama-cpp", help="folder with llama-quantize and llama-perplexity")
+    ap.add_argument("--gguf-text", help="the text for the GGUF rows (default --text); llama.cpp aborts on "
+                    "characters some vocabularies cannot byte-fall-back to, so pass a cleaned copy then")
     ap.add_argument("--chunks", type=int, default=60)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -134,8 +136,8 @@ def main():
     open(log, "w").close()
     rows = []
 
-    def add(model_name, variant, fmt, path, params, extra=None):
-        ppl, se = pagoda_ppl(args, path, log)
+    def add(model_name, variant, fmt, path, params, extra=None, text=None):
+        ppl, se = pagoda_ppl(args, path, log, text)
         row = {"model": model_name, "variant": variant, "format": fmt, "bits_per_weight": 8 * model_bytes(path) / params,
                "pagoda_perplexity": ppl, "pagoda_stderr": se}
         row.update(extra or {})
@@ -178,7 +180,7 @@ def main():
             if params is None:
                 params = os.path.getsize(src) / 4
             add(name, f"gguf {qtype}", f"GGUF {qtype} (llama-quantize)" if qtype != "F32" else "GGUF F32", path, params,
-                {"llama_cpp_perplexity": lppl, "llama_cpp_stderr": lse})
+                {"llama_cpp_perplexity": lppl, "llama_cpp_stderr": lse}, args.gguf_text)
 
     json.dump(rows, open(os.path.join(args.out, "quant_table.json"), "w"), indent=1)
     base = {}
