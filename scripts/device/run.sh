@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve]   (default: tests parity bench long)
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant]   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
@@ -9,7 +9,8 @@
 # serve: `pagoda serve` with the same model under `pagoda bench serve` (random 1,024 in / 128 out over
 # request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
 # decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
-# batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS.
+# batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS; quant: `pagoda eval
+# perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data.
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -134,6 +135,18 @@ PY
         echo "[${e:-as is}]"; grep -E "^\[ profile \]" "$OUT/profile_$i.log" | grep -vE "kernel \(batch"
       done
       note "profile: profile_*.log"
+      ;;
+    quant)  # perplexity on the GPU of every quantized test checkpoint (llama.cpp's convention, 60 chunks of 512)
+      text=tests/data/text/tinystories_valid_part1.txt
+      python3 -c "import sys; t=open('$text', encoding='utf-8').read(); open('/tmp/ascii.txt', 'w').write(''.join(c for c in t if ord(c) < 127))"
+      for m in tests/data/models/quant/tinystories-656k tests/data/models/quant/awq-w4-g128-gemm tests/data/models/quant/ct-fp8-dynamic \
+               tests/data/models/gguf-kquant/kq-256-Q4_K_M.gguf tests/data/models/gguf-kquant/kq-256-Q5_K_M.gguf \
+               tests/data/models/gguf-kquant/tinystories-656k-Q4_K_M.gguf; do
+        case "$m" in *.gguf) t=/tmp/ascii.txt; tok=() ;; *) t=$text; tok=(--tokenizer tests/data/models/quant/tinystories-656k) ;; esac
+        echo "$m: $(timeout 120 "$PAGODA" eval perplexity --device cuda --model "$m" "${tok[@]}" \
+          --text-file "$t" --ctx-size 512 --chunks 60 --json 2>>"$OUT/quant.log" | tail -1)"
+      done | tee "$OUT/quant.txt"
+      note "quant: perplexity on the GPU in $OUT/quant.txt"
       ;;
     serve)
       mkdir -p "$OUT/serve"
