@@ -18,7 +18,8 @@ OUT=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$OUT"
 [ -d device_bundle ] || tar -xJf device_bundle.tar.xz
 # The reference files kept compressed in the repository (tests/CMakeLists.txt unpacks them when configuring).
-for archive in tests/data/models/tiny-llama3-hf/tokenizer.json.tar.xz tests/data/tokenizers/ggml-vocab-llama3-rebuilt.gguf.tar.xz; do
+for archive in tests/data/models/tiny-llama3-hf/tokenizer.json.tar.xz tests/data/models/tiny-mistral-spm-hf/tokenizer.json.tar.xz \
+    tests/data/tokenizers/ggml-vocab-llama3-rebuilt.gguf.tar.xz; do
   [ -f "${archive%.tar.xz}" ] || tar -xJf "$archive" -C "$(dirname "$archive")"
 done
 stages=("$@")
