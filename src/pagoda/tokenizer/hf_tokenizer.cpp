@@ -43,6 +43,8 @@ class HfReader {
 
   // A token id from the file: an integer in [0, id_limit_), else a LoadError naming `what`.
   TokenId token_id(const json& j, const std::string& what) const;
+  // j[key] as a count of characters (Strip's start and stop): absent is 0, else an integer in [0, 2^20].
+  int count_field(const json& j, const char* key, const std::string& what) const;
 
   void read_model(const json& model, TokenizerJson& file);
   void read_added_tokens(const json& added);
@@ -82,6 +84,15 @@ TokenId HfReader::token_id(const json& j, const std::string& what) const {
     fail(fmt::format("{}: the id {} is outside [0, {}), the tokens this file defines", what, j.dump(), id_limit_));
   }
   return static_cast<TokenId>(j.get<int64_t>());
+}
+
+int HfReader::count_field(const json& j, const char* key, const std::string& what) const {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() || (it->is_number_unsigned() ? it->get<uint64_t>() > (1u << 20)
+                                                             : (it->get<int64_t>() < 0 || it->get<int64_t>() > (1 << 20))))
+    fail(fmt::format("{}: {} must be an integer in [0, {}], got {}", what, key, 1 << 20, it->dump()));
+  return static_cast<int>(it->get<int64_t>());
 }
 
 void HfReader::read_model(const json& model, TokenizerJson& file) {
@@ -224,8 +235,8 @@ void HfReader::read_decoder(const json& j) {
   } else if (type == "Fuse") {
     spec_.decoder.push_back({.kind = Kind::kFuse});
   } else if (type == "Strip") {
-    spec_.decoder.push_back({Kind::kStrip, {}, j.value("content", std::string(" ")), j.value("start", 0),
-                             j.value("stop", 0)});
+    spec_.decoder.push_back({Kind::kStrip, {}, j.value("content", std::string(" ")),
+                             count_field(j, "start", "Strip decoder"), count_field(j, "stop", "Strip decoder")});
   } else if (type == "Metaspace") {
     DecoderStep step{.kind = Kind::kMetaspace, .pattern = j.value("replacement", std::string("\u2581"))};
     std::string scheme = j.value("prepend_scheme", std::string(flag(j, "add_prefix_space", true) ? "always" : "never"));

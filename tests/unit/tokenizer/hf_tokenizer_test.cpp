@@ -241,6 +241,15 @@ TEST_F(MalformedTokenizerJson, AddedTokenIdMustBeAnIntegerInRange) {
   expect_load_error("-1 is outside");
 }
 
+// Found by fuzz_tokenizer_json: a Strip decoder's start of 1.7e54 was converted to int (undefined behaviour).
+TEST_F(MalformedTokenizerJson, StripDecoderCountsMustBeSmallIntegers) {
+  for (const char* start : {"1666666666666666666666666666666666666666666666666666666", "-1", "1.5", "2000000"}) {
+    write(std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
+                          "decoder": {"type": "Strip", "content": " ", "stop": 0, "start": )") + start + "}}");
+    expect_load_error("Strip decoder: start must be an integer in [0, 1048576]");
+  }
+}
+
 TEST_F(MalformedTokenizerJson, TemplateSpecialTokenIdMustBeInRange) {
   write(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
             "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}],
