@@ -7,7 +7,7 @@ ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request
 
-.PHONY: deps configure build test test-cuda serve asan tsan fuzz clean
+.PHONY: deps configure build test test-cuda serve asan tsan sanitizers fuzz clean
 
 deps:
 	./scripts/setup-deps.sh
@@ -33,8 +33,11 @@ test-cuda: deps
 serve: build
 	$(BUILD_DIR)/bin/pagoda serve $(ARGS)
 
-asan:
-	$(MAKE) test PRESET=asan
+# The unit and e2e suites under AddressSanitizer + UndefinedBehaviorSanitizer (no GPU build, no fuzzing).
+asan: deps
+	cmake --preset asan >/dev/null
+	cmake --build build/asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
 # The engine and server tests, and the server e2e tests, under ThreadSanitizer (one OpenMP thread: libgomp
 # is not instrumented, and its barriers would be reported).
@@ -44,6 +47,9 @@ tsan: deps
 	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --test-dir build/tsan -j $(JOBS) --output-on-failure -L unit
 	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build/tsan --output-on-failure -R "e2e.test_server"
+
+# What CI runs after `make test`: both sanitizer suites.
+sanitizers: asan tsan
 
 # libFuzzer targets (clang, ASan + UBSan), FUZZ_SECONDS each; findings land in build/fuzz/artifacts/.
 fuzz: deps

@@ -175,7 +175,14 @@ def main():
         for qtype in ("F32", "Q8_0", "Q4_0", "Q4_K_M"):
             path = src if qtype == "F32" else os.path.join(args.out, f"{name}-{qtype}.gguf")
             if qtype != "F32":
-                run([os.path.join(args.llama_cpp, "llama-quantize"), src, path, qtype], log)
+                try:
+                    run([os.path.join(args.llama_cpp, "llama-quantize"), src, path, qtype], log)
+                except SystemExit as e:  # e.g. rows that are not whole blocks: llama.cpp has no fallback for them
+                    reason = re.findall(r"tensor cols [^\n]*? required for \w+", str(e) + open(log).read())
+                    rows.append({"model": name, "variant": f"gguf {qtype}", "format": f"GGUF {qtype} (llama-quantize)",
+                                 "error": "llama-quantize refuses: " + (reason[-1].split("llama_")[0] if reason else "see the log")})
+                    print(json.dumps(rows[-1]), flush=True)
+                    continue
             lppl, lse = llama_ppl(args, path, log)
             if params is None:
                 params = os.path.getsize(src) / 4
@@ -185,11 +192,14 @@ def main():
     json.dump(rows, open(os.path.join(args.out, "quant_table.json"), "w"), indent=1)
     base = {}
     for r in rows:
-        if r["variant"] in ("fp32", "gguf F32"):
+        if r["variant"] in ("fp32", "gguf F32") and "error" not in r:
             base[(r["model"], r["variant"].startswith("gguf"))] = r["pagoda_perplexity"]
     lines = ["| model | variant | format | bits / weight | Pagoda perplexity | vs fp32 | llama.cpp perplexity | Pagoda / llama.cpp |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['variant']} | {r['format']} | – | {r['error']} | – | – | – |")
+            continue
         b = base.get((r["model"], r["variant"].startswith("gguf")))
         vs = f"{100 * (r['pagoda_perplexity'] / b - 1):+.2f}%" if b and r["variant"] not in ("fp32", "gguf F32") else "–"
         l = r.get("llama_cpp_perplexity")

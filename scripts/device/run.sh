@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant]   (default: tests parity bench long)
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [fuzz]
+#   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
 # transformers; bench: Llama-3-8B-shaped dummy weights, bf16: batch-1 decode at 128 and 2,048 context, a
@@ -10,7 +11,10 @@
 # request rates up to saturation, and a shared-prefix run), with plots and the GPU timeline; sweep: batch-1
 # decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
 # batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS; quant: `pagoda eval
-# perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data.
+# perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data;
+# fuzz: the fuzz targets of build/devfuzz (scripts/device/fuzz_bundle.sh) on the host's cores, FUZZ_JOBS
+# ("target=N ...", default 2 of each) processes for FUZZ_SECONDS (default 300) each, in the background of
+# the stages after it: counts in $OUT/fuzz_counts.txt, findings and logs in $OUT/fuzz.tar.xz.
 # Details go to $OUT (JSON and logs); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,6 +44,7 @@ export LD_LIBRARY_PATH="$PWD/device_bundle/lib:${cublas_dirs}:${LD_LIBRARY_PATH:
 export PAGODA_TEST_DATA_DIR="$PWD/tests/data"
 PAGODA=$PWD/device_bundle/bin/pagoda
 summary=()
+fuzz_pids=()
 note() { summary+=("$1"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader >"$OUT/gpu.txt" 2>&1
@@ -149,6 +154,20 @@ PY
       done | tee "$OUT/quant.txt"
       note "quant: perplexity on the GPU in $OUT/quant.txt"
       ;;
+    fuzz)
+      mkdir -p build/devfuzz/bin "$OUT/fuzz" && tar -xJf build/devfuzz/fuzzbins.tar.xz -C build/devfuzz/bin
+      for spec in ${FUZZ_JOBS:-$(cd build/devfuzz/bin && for t in *; do echo "$t=2"; done)}; do
+        t=${spec%=*}
+        mkdir -p "build/devfuzz/work/$t"
+        for i in $(seq 1 "${spec#*=}"); do
+          nice -n 5 "build/devfuzz/bin/$t" -max_total_time="${FUZZ_SECONDS:-300}" -timeout=10 -rss_limit_mb=2048 \
+            -print_final_stats=1 -seed=$((7919 * i + 17)) -artifact_prefix="$OUT/fuzz/$t-$i-" "build/devfuzz/work/$t" \
+            "fuzz/corpus/$t" >"$OUT/fuzz/$t.$i.log" 2>&1 &
+          fuzz_pids+=($!)
+        done
+      done
+      note "fuzz: ${#fuzz_pids[@]} processes in the background"
+      ;;
     serve)
       mkdir -p "$OUT/serve"
       PORT=8123
@@ -186,9 +205,17 @@ print(f'server: {len(t)} requests, {p} prompt tokens, {c} from the prefix cache 
       ;;
   esac
 done
+if [ ${#fuzz_pids[@]} -gt 0 ]; then
+  wait "${fuzz_pids[@]}"
+  for f in "$OUT"/fuzz/*.log; do
+    echo "$(basename "$f" .log) $(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$f" | grep -oE '[0-9]+$' | tail -1)"
+  done >"$OUT/fuzz_counts.txt"
+  found=$(find "$OUT/fuzz" -type f ! -name '*.log' | wc -l)
+  note "fuzz: $(awk '{split($1, a, "."); n[a[1]] += $2} END {for (t in n) printf "%s %d  ", t, n[t]}' "$OUT/fuzz_counts.txt")executions; $found findings"
+fi
 # At most 8 files come back: everything goes into one archive, the key results beside it.
 tar -czf "$OUT/details.tgz" -C "$OUT" --exclude=details.tgz . 2>/dev/null
-( cd "$OUT" && for f in *; do case $f in details.tgz|hf_parity.json|gtest.log) ;; *) rm -f "$f" ;; esac; done )
+( cd "$OUT" && for f in *; do case $f in details.tgz|hf_parity.json|gtest.log|fuzz_counts.txt) ;; *) rm -rf "$f" ;; esac; done )
 echo "---- summary ----"
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/hf_parity.log" ] && tail -6 "$OUT/hf_parity.log"
