@@ -142,6 +142,15 @@ void parse_compressed_tensors(const QuantFields& f, QuantConfig& q) {
   q.not_converted = f.strings("ignore");
 }
 
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw LoadError(path, std::string("bad JSON: ") + e.what());
+  }
+}
+
 // ModelOpt: hf_quant_config.json's {"quantization": {"quant_algo", "exclude_modules", "kv_cache_quant_algo"}},
 // or config.json's {"quant_method": "modelopt", "quant_algo", "ignore"} (vLLM modelopt.py ModelOptQuantConfigBase).
 void parse_modelopt(const QuantFields& f, QuantConfig& q, bool hf_quant_config) {
@@ -196,26 +205,14 @@ QuantConfig parse_quant_config(const std::string& config_path, const std::string
       requested != "compressed-tensors" && requested != "modelopt" && requested != "fp8")
     throw LoadError(config_path, fmt::format("unknown quantization \"{}\" (expected awq, gptq, compressed-tensors, "
                                              "modelopt, fp8 or none)", requested));
-  std::ifstream in(config_path, std::ios::binary);
-  json root;
-  try {
-    root = json::parse(in);
-  } catch (const json::exception& e) {
-    throw LoadError(config_path, std::string("bad JSON: ") + e.what());
-  }
+  const json root = read_json_file(config_path);
   QuantConfig q;
   const auto it = root.is_object() ? root.find("quantization_config") : root.end();
   const std::filesystem::path modelopt_path = std::filesystem::path(config_path).parent_path() / "hf_quant_config.json";
   std::error_code ec;
   if ((it == root.end() || it->is_null()) && std::filesystem::exists(modelopt_path, ec)) {
     const std::string path = modelopt_path.string();
-    std::ifstream mf(path, std::ios::binary);
-    json modelopt;
-    try {
-      modelopt = json::parse(mf);
-    } catch (const json::exception& e) {
-      throw LoadError(path, std::string("bad JSON: ") + e.what());
-    }
+    const json modelopt = read_json_file(path);
     if (!modelopt.is_object()) throw LoadError(path, "must be a JSON object");
     q.method = QuantMethod::kModelOpt;
     q.name = "modelopt";
