@@ -20,7 +20,7 @@ struct LlmOptions {
   bool enforce_eager = false;            // CUDA: no graphs
   // Plan step N+1 while step N runs (EngineOptions::async_scheduling). Unset: on for CUDA; off for the
   // CPU, whose steps are done when launched, so planning ahead would only delay each event by a step.
-  std::optional<bool> async_scheduling;
+  std::optional<bool> async_scheduling{};
   int num_threads = 0;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

@@ -119,8 +119,9 @@ void expect_same_outputs(const Model& m, bool with_synchronous_requests) {
   const uint64_t min_overlapped = with_synchronous_requests ? 5 : async.stats.num_steps / 2;
   EXPECT_GE(static_cast<uint64_t>(async.num_overlapped_steps), min_overlapped)
       << "of " << async.stats.num_steps << " steps";
-  if (with_synchronous_requests)
+  if (with_synchronous_requests) {
     EXPECT_LT(static_cast<uint64_t>(async.num_overlapped_steps), async.stats.num_steps * 9 / 10) << "no step was drained";
+  }
   for (const Run* run : {&sync, &async}) {
     EXPECT_GT(run->stats.num_preemptions, 0u) << "the KV pool was meant to force preemption";
     EXPECT_GT(run->stats.prefix_cache_hits, 0u);
