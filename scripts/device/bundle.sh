@@ -18,6 +18,7 @@ for binary in device_bundle/bin/*; do ldd "$binary"; done | awk '/=> \//{print $
   esac
 done
 git rev-parse HEAD >device_bundle/COMMIT
-# The working tree travels too (about 52 MB of it is test data) under a 64 MiB limit: carry it compressed.
-tar -cJf device_bundle.tar.xz device_bundle
+# The working tree travels too (about 57 MB of it is test data) under a 64 MiB limit: carry it compressed.
+# xz -9's 64 MiB dictionary spans both binaries, whose kernels are the same code: 6 MB instead of 9.5 at -6.
+tar -cf - device_bundle | xz -9e -T2 >device_bundle.tar.xz
 du -sh device_bundle device_bundle.tar.xz

@@ -27,11 +27,16 @@ struct Weight {
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
   std::string_view source_format;  // the checkpoint's own name for the format it was converted from ("Q4_K"),
                                    // for `pagoda inspect`; static storage; empty when stored as it is used
+  // Set by the CUDA backend (Ops::prepare_weights) when data and scales hold the tensor-core GEMV's tile layout
+  // (backend/mma_layout/quant_tiles.h) rather than rows: data U8 codes, scales F32 params, out_features N.
+  bool tiled = false;
+  bool tiled_offsets = false;  // the tiles' offsets form (value = q * s - m) rather than zeros
+  int64_t out_features = 0;
 
   bool quantized() const { return scheme != QuantScheme::kNone; }
   // K: the columns of the unpacked [N, K] matrix.
   int64_t cols() const { return quantized() ? in_features : data.dim(data.ndim - 1); }
-  int64_t num_rows() const { return data.ndim == 1 ? 1 : data.dim(0); }
+  int64_t num_rows() const { return tiled ? out_features : data.ndim == 1 ? 1 : data.dim(0); }
   // Rows [begin, begin + count) of every per-row tensor, as a view (g_idx is per K, so shared).
   Weight rows(int64_t begin, int64_t count) const {
     Weight w = *this;

@@ -19,6 +19,7 @@
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
+#include "pagoda/kernels/quant_gemv.h"
 
 namespace pagoda {
 
@@ -50,6 +51,21 @@ int row_elems(const Tensor& t) {
   int64_t n = 1;
   for (int i = 1; i < t.ndim; ++i) n *= t.shape[i];
   return static_cast<int>(n);
+}
+
+// The device view of a tiled weight (Weight::tiled: prepare_weights packed it).
+kernels::QuantMatrix quant_matrix(const Weight& w) {
+  kernels::QuantMatrix m;
+  m.codes = w.data.data;
+  m.params = w.scales.ptr<const float>();
+  m.shape.codes = w.scheme == QuantScheme::kInt4Group   ? TileCodes::kU4
+                  : w.scheme == QuantScheme::kInt8Channel ? TileCodes::kI8
+                                                          : TileCodes::kE4M3;
+  m.shape.offsets = w.tiled_offsets;
+  m.shape.n = w.out_features;
+  m.shape.k = w.in_features;
+  m.shape.group_size = w.group_size;
+  return m;
 }
 
 // Decode graphs exist for these padded batch sizes: 1, 2, 4, 8, then steps of 8.
@@ -218,19 +234,35 @@ void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& 
 }
 
 void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
-  const int T = rows_of(x), N = static_cast<int>(w.data.dim(0)), K = static_cast<int>(w.data.dim(1));
+  const int T = rows_of(x), N = static_cast<int>(w.num_rows()), K = static_cast<int>(w.cols());
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
                w.data.shape_string(), out.shape_string());
   if (T == 0) return;
-  if (kernels::skinny_gemm_supported(x.data, w.data.data, T, N, K)) {
-    kernels::skinny_gemm(bf(out), bf(x), bf(w.data), T, N, K, impl_->stream);
-    return;
+  const bf16* weights = nullptr;  // bf16 [N, K]
+  if (w.tiled) {
+    const kernels::QuantMatrix m = quant_matrix(w);
+    if (kernels::quant_gemv_supported(x.data, m, T)) {
+      kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
+      return;
+    }
+    // Many tokens: a bf16 copy of this one weight in the scratch matrix, then the tensor-core GEMM. (Its cost,
+    // a write and a read of N x K bf16, is small beside the GEMM's once T is in the hundreds.)
+    PAGODA_CHECK(impl_->dequant_scratch.size() >= static_cast<size_t>(N) * K * sizeof(uint16_t),
+                 "the dequantization scratch is smaller than a {} x {} weight", N, K);
+    auto* scratch = static_cast<bf16*>(impl_->dequant_scratch.data());
+    kernels::dequantize_tiles_bf16(scratch, m, impl_->stream);
+    weights = scratch;
+  } else {
+    if (kernels::skinny_gemm_supported(x.data, w.data.data, T, N, K)) {
+      kernels::skinny_gemm(bf(out), bf(x), bf(w.data), T, N, K, impl_->stream);
+      return;
+    }
+    weights = bf(w.data);
   }
   // Column-major view: out^T [N, T] = W [K, N]^T · x^T [K, T].
   const float alpha = 1.0f, beta = 0.0f;
-  check_cublas(cublasGemmEx(impl_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, bf(w.data), CUDA_R_16BF, K,
-                            bf(x), CUDA_R_16BF, K, &beta, bf(out), CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublasGemmEx(impl_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, weights, CUDA_R_16BF, K, bf(x),
+                            CUDA_R_16BF, K, &beta, bf(out), CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
 }
 
@@ -247,15 +279,20 @@ void CudaOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forw
 void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer,
                              const ForwardBatch& batch, const RopeParams& params) {
   // wqkv: Q, K, V stacked, each Q and K head in RoPE pairs (weight_upload.cpp).
-  const int T = rows_of(x), K = row_elems(x), N = static_cast<int>(wqkv.data.dim(0));
+  const int T = rows_of(x), K = row_elems(x), N = static_cast<int>(wqkv.num_rows());
   const int nh = static_cast<int>(q_out.dim(1)), nkv = cache.spec.num_kv_heads, hd = cache.spec.head_dim;
-  PAGODA_CHECK(N == (nh + 2 * nkv) * hd && wqkv.data.dim(1) == K, "qkv_rope_store: x {} wqkv {} q_out {}",
+  PAGODA_CHECK(N == (nh + 2 * nkv) * hd && wqkv.cols() == K, "qkv_rope_store: x {} wqkv {} q_out {}",
                x.shape_string(), wqkv.data.shape_string(), q_out.shape_string());
   if (T == 0) return;
   const float* inv_freq = impl_->device_inv_freq(params);
-  if (kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {  // decode: RoPE in the GEMM's epilogue
-    const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                                   i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
+  const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                                 i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
+  // Decode: RoPE and the KV store in the GEMM's epilogue.
+  if (wqkv.tiled && kernels::quant_gemv_supported(x.data, quant_matrix(wqkv), T)) {
+    kernels::quant_gemv_qkv_rope(o, bf(x), quant_matrix(wqkv), T, impl_->stream);
+    return;
+  }
+  if (!wqkv.tiled && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
     kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
     return;
   }
@@ -327,11 +364,15 @@ void CudaOps::silu_mul(Tensor out, Tensor gate, Tensor up) {
 
 void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   // w_gate_up [2I, H] interleaves gate and up rows (weight_upload.cpp).
-  const int T = rows_of(x), N = static_cast<int>(w_gate_up.data.dim(0)), K = static_cast<int>(w_gate_up.data.dim(1));
+  const int T = rows_of(x), N = static_cast<int>(w_gate_up.num_rows()), K = static_cast<int>(w_gate_up.cols());
   PAGODA_CHECK(N % 2 == 0 && row_elems(x) == K && row_elems(out) == N / 2 && rows_of(out) == T,
                "gate_up_silu: x {} w {} out {}", x.shape_string(), w_gate_up.data.shape_string(), out.shape_string());
   if (T == 0) return;
-  if (kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
+  if (w_gate_up.tiled && kernels::quant_gemv_supported(x.data, quant_matrix(w_gate_up), T)) {
+    kernels::quant_gemv_silu(bf(out), bf(x), quant_matrix(w_gate_up), T, impl_->stream);
+    return;
+  }
+  if (!w_gate_up.tiled && kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
     kernels::skinny_gemm_silu(bf(out), bf(x), bf(w_gate_up.data), T, N / 2, K, impl_->stream);
     return;
   }

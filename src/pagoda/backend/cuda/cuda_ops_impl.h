@@ -91,6 +91,7 @@ struct CudaOps::Impl {
   bool graph_shapes = false;  // decode attention sized for max_model_len (graph capture and its warm-up)
 
   std::vector<cuda::DeviceBuffer> weight_storage;
+  cuda::DeviceBuffer dequant_scratch;  // bf16 [N, K] of the largest tiled weight (CudaOps::linear, large T)
   std::map<const void*, cuda::DeviceBuffer> kv_storage;  // by the cache's first K pointer
   std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
 

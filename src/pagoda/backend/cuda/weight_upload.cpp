@@ -1,19 +1,23 @@
-// CudaOps::prepare_weights: every weight to the device as bf16, tensor by tensor straight from the
-// checkpoint's mapping (no host copy of the whole model), with QKV and gate-up fused into one matrix each
-// so that a layer runs two GEMMs fewer. The row orders let one GEMM warp hold both halves of what the
-// epilogue combines: Q, K and V are stacked, with the rows of each Q and K head in RoPE pairs (element i,
-// element i + head_dim / 2, ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j,
-// gate_j+1, ...: kernels::skinny_gemm_silu). Quantized weights (QuantScheme) are dequantized to bf16 on the
-// host a slab of rows at a time, like any other non-bf16 dtype (cpu::dequantize_rows): the GPU has no
-// kernels for those schemes yet.
+// CudaOps::prepare_weights: every weight to the device, tensor by tensor straight from the checkpoint's
+// mapping (no host copy of the whole model), with QKV and gate-up fused into one matrix each so that a layer
+// runs two GEMMs fewer. The row orders let one GEMM warp hold both halves of what the epilogue combines: Q,
+// K and V are stacked, with the rows of each Q and K head in RoPE pairs (element i, element i + head_dim / 2,
+// ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j, gate_j+1, ...:
+// kernels::skinny_gemm_silu). Quantized linears (QuantScheme, and GGUF Q8_0) stay quantized: their rows, in
+// the same orders, are packed into the tensor-core GEMV's tiles (backend/mma_layout/quant_tiles.h) one
+// weight at a time. Everything else, and quantized weights the tiles cannot hold (act-order g_idx, fused
+// parts of different schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
+#include "pagoda/backend/mma_layout/quant_tiles.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/loader/progress_bar.h"
 
@@ -65,6 +69,43 @@ void upload_bf16(uint16_t* dst, const Weight& src, int64_t row_stride, cuda::Pin
 // Elements of the unpacked [rows, cols] weight (what its bf16 copy holds).
 int64_t elems_of(const Weight& w) { return w.num_rows() * w.cols(); }
 
+bool is_quantized_linear(const Weight& w) { return w.quantized() || w.data.dtype == DType::kQ8_0; }
+
+// Whether the rows of `parts` go up as tiles; logs why not when they are quantized but cannot.
+bool tile_parts(std::span<const Weight* const> parts) {
+  for (const Weight* w : parts)
+    if (!is_quantized_linear(*w)) return false;
+  const std::string why = quant_tiles_unsupported(parts);
+  if (why.empty()) return true;
+  spdlog::warn("a quantized weight goes to the GPU as bf16: {}", why);
+  return false;
+}
+
+// The device Weight of packed tiles: codes and params in two device allocations of `storage`.
+Weight upload_tiles(const HostQuantTiles& tiles, const Weight& like, std::vector<cuda::DeviceBuffer>& storage) {
+  const QuantTilesShape& s = tiles.shape;
+  storage.emplace_back(tiles.codes.size());
+  PAGODA_CUDA_CHECK(cudaMemcpy(storage.back().data(), tiles.codes.data(), tiles.codes.size(), cudaMemcpyHostToDevice));
+  const int64_t code_dims[] = {static_cast<int64_t>(tiles.codes.size())};
+  Weight w;
+  w.data = Tensor::from_span(storage.back().data(), DType::kU8, code_dims, Device::kCuda);
+  storage.emplace_back(tiles.params.size() * sizeof(float));
+  PAGODA_CUDA_CHECK(cudaMemcpy(storage.back().data(), tiles.params.data(), tiles.params.size() * sizeof(float),
+                               cudaMemcpyHostToDevice));
+  const int64_t param_dims[] = {static_cast<int64_t>(tiles.params.size())};
+  w.scales = Tensor::from_span(storage.back().data(), DType::kF32, param_dims, Device::kCuda);
+  w.scheme = s.codes == TileCodes::kU4 ? QuantScheme::kInt4Group
+             : s.codes == TileCodes::kI8 ? QuantScheme::kInt8Channel
+                                         : QuantScheme::kFp8Channel;
+  w.group_size = s.group_size;
+  w.in_features = s.k;
+  w.source_format = like.source_format;
+  w.tiled = true;
+  w.tiled_offsets = s.offsets;
+  w.out_features = s.n;
+  return w;
+}
+
 }  // namespace
 
 ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
@@ -91,15 +132,52 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     upload_bf16(static_cast<uint16_t*>(dst.data) + first * cols, src, step * cols, staging, m.stream);
     bar.advance(2 * elems_of(src));
   };
+  // Rows of quantized weights, in the fused order, as tiles.
+  int64_t device_bytes = 0, largest_tiled = 0;
+  auto upload_tiled = [&](std::span<const TileRowSource> rows, const Weight& like) {
+    const HostQuantTiles tiles = pack_quant_tiles(rows);
+    for (size_t i = 0; i < rows.size(); ++i) bar.advance(2 * rows[i].weight->cols());
+    device_bytes += static_cast<int64_t>(tiles.codes.size() + tiles.params.size() * sizeof(float));
+    largest_tiled = std::max(largest_tiled, tiles.shape.n * tiles.shape.k);
+    return upload_tiles(tiles, like, m.weight_storage);
+  };
+  auto all_rows = [](const Weight& w) {
+    std::vector<TileRowSource> rows;
+    for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
+    return rows;
+  };
   auto upload = [&](const Weight& src) {
+    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src})) return upload_tiled(all_rows(src), src);
     Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
     put_rows(dst, 0, 1, src);
+    device_bytes += dst.nbytes();
+    return Weight{dst};
+  };
+  // Embedding rows are gathered, not multiplied: always bf16.
+  auto upload_bf16_weight = [&](const Weight& src) {
+    Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
+    put_rows(dst, 0, 1, src);
+    device_bytes += dst.nbytes();
     return Weight{dst};
   };
   // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
   // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
   auto upload_qkv = [&](const LayerWeights& h) {
     const int64_t hd = config.head_dim;
+    if (tile_parts(std::vector<const Weight*>{&h.wq, &h.wk, &h.wv})) {
+      std::vector<TileRowSource> rows;
+      for (const Weight* part : {&h.wq, &h.wk}) {
+        const int64_t n = part->num_rows();
+        PAGODA_CHECK(hd % 2 == 0 && n % hd == 0, "RoPE rows {} do not hold heads of {}", n, hd);
+        for (int64_t head = 0; head < n; head += hd)
+          for (int64_t i = 0; i < hd / 2; ++i) {
+            rows.push_back({part, head + i});
+            rows.push_back({part, head + hd / 2 + i});
+          }
+      }
+      for (int64_t r = 0; r < h.wv.num_rows(); ++r) rows.push_back({&h.wv, r});
+      return upload_tiled(rows, h.wq);
+    }
     Tensor dst = allocate(h.wq.num_rows() + h.wk.num_rows() + h.wv.num_rows(), h.wq.cols(), 2);
     int64_t row = 0;
     for (const Weight* part : {&h.wq, &h.wk}) {
@@ -112,20 +190,30 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
       row += rows;
     }
     put_rows(dst, row, 1, h.wv);
+    device_bytes += dst.nbytes();
     return Weight{dst};
   };
   // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
   auto upload_gate_up = [&](const LayerWeights& h) {
     PAGODA_CHECK(h.w_gate.num_rows() == h.w_up.num_rows(), "gate and up differ in out_features");
+    if (tile_parts(std::vector<const Weight*>{&h.w_gate, &h.w_up})) {
+      std::vector<TileRowSource> rows;
+      for (int64_t j = 0; j < h.w_gate.num_rows(); ++j) {
+        rows.push_back({&h.w_gate, j});
+        rows.push_back({&h.w_up, j});
+      }
+      return upload_tiled(rows, h.w_gate);
+    }
     Tensor dst = allocate(2 * h.w_gate.num_rows(), h.w_gate.cols(), 2);
     put_rows(dst, 0, 2, h.w_gate);
     put_rows(dst, 1, 2, h.w_up);
+    device_bytes += dst.nbytes();
     return Weight{dst};
   };
 
   // The fused layers keep no views of their parts (wq ... w_up): their row orders are the kernels'.
   ModelWeights dev;
-  dev.embed_tokens = upload(host.embed_tokens);
+  dev.embed_tokens = upload_bf16_weight(host.embed_tokens);
   dev.layers.resize(host.layers.size());
   for (size_t l = 0; l < host.layers.size(); ++l) {
     const LayerWeights& h = host.layers[l];
@@ -140,7 +228,14 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   dev.final_norm = upload(host.final_norm);
   dev.lm_head = host.lm_head.data.data == host.embed_tokens.data.data ? dev.embed_tokens : upload(host.lm_head);
   bar.finish();
-  spdlog::info("weights on the GPU: {:.2f} GiB (bf16; QKV and gate-up fused)", static_cast<double>(total) / (1 << 30));
+  // Large token counts multiply tiled weights as bf16 copies made one GEMM at a time (CudaOps::linear): one
+  // scratch matrix of the largest, allocated now so that it is counted before the KV cache is sized.
+  if (largest_tiled > 0) m.dequant_scratch = cuda::DeviceBuffer(static_cast<size_t>(largest_tiled) * sizeof(uint16_t));
+  spdlog::info("weights on the GPU: {:.2f} GiB (QKV and gate-up fused; quantized linears in tiles){}",
+               static_cast<double>(device_bytes) / (1 << 30),
+               largest_tiled > 0 ? fmt::format(", plus a {:.0f} MiB dequantization scratch",
+                                               static_cast<double>(largest_tiled) * 2 / (1 << 20))
+                                 : "");
   return dev;
 }
 

@@ -1,0 +1,430 @@
+// Quantized decode GEMMs (quant_gemv.h) on the tensor cores, and the dequantization for large T.
+//
+// A warp owns one tile of 16 rows and walks it along K (a slice of K when the GPU is short of warps, as in
+// gemv.cu). Per iteration it issues 8 16-byte code loads per lane back to back (8 chunks of 64 columns for
+// 4-bit codes, 4 for 8-bit ones), skipping L1, then copies the params of the groups those chunks touch into
+// shared memory. Each k-step of 16 columns then:
+//  - turns the lane's 8 codes into bf16 MMA registers: 4-bit codes by OR-ing them into the mantissa of 128.0
+//    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
+//    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
+//  - reads the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through L1, as the
+//    layout permutes the MMA's columns) and runs mma.sync m16n8k16 into the group's fp32 sums.
+// At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
+// the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
+// group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
+// fragment). Tokens past T are zero activations; padding rows are zero params and never stored.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/gemm_epilogue.cuh"
+#include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/quant_gemv.h"
+
+namespace pagoda::kernels {
+namespace {
+
+constexpr int kWarps = 4;  // per block
+constexpr int kThreads = kWarps * 32;
+constexpr int kLoadsPerLane = 8;        // 16-byte code loads in flight per lane
+constexpr int64_t kTargetWarps = 1024;  // split K below this many warps
+constexpr int kMinChunksPerSlice = 8;   // a K slice is at least this many chunks (512 columns)
+
+// The matrix as the kernel sees it (QuantTilesShape in ints).
+struct Tiles {
+  const uint4* codes;
+  const float2* params;  // [tiles][groups][16] {s, z or m}
+  int n, k, tiles, chunks, groups, steps_per_group;
+  bool offsets;
+};
+
+__device__ __forceinline__ uint4 load_codes(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ uint32_t hsub2_bf16(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 d =
+      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&d);
+}
+
+// c += a · b: A 16 x 16 bf16 (rows x k), B 16 x 8 bf16 (k x tokens), C 16 x 8 fp32.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// How each code width becomes MMA registers (quant_tiles.h gives the register order). Zero: the per-row
+// constants of the current group for rows p (lo) and p + 8 (hi); fragment: k-step s of the chunk's vectors.
+template <TileCodes C>
+struct Codes;
+
+template <>
+struct Codes<TileCodes::kU4> {
+  static constexpr int kVectors = 1;
+  struct Zero {
+    uint32_t lo, hi;  // bf16x2 (128 + z, 128 + z)
+  };
+  __device__ static Zero zero(float z_lo, float z_hi) {
+    return {pack_bf16x2(128.0f + z_lo, 128.0f + z_lo), pack_bf16x2(128.0f + z_hi, 128.0f + z_hi)};
+  }
+  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
+    const uint32_t w = word_of(v[0], s);
+    a[0] = hsub2_bf16((w & 0x000f000fu) | 0x43004300u, z.lo);
+    a[1] = hsub2_bf16(((w >> 4) & 0x000f000fu) | 0x43004300u, z.hi);
+    a[2] = hsub2_bf16(((w >> 8) & 0x000f000fu) | 0x43004300u, z.lo);
+    a[3] = hsub2_bf16(((w >> 12) & 0x000f000fu) | 0x43004300u, z.hi);
+  }
+};
+
+// Byte i of u as 2^23 + byte, in fp32.
+__device__ __forceinline__ float magic_byte(uint32_t u, int i) {
+  return __int_as_float(static_cast<int>(__byte_perm(u, 0x4b000000u, 0x7440u | static_cast<unsigned>(i))));
+}
+
+template <>
+struct Codes<TileCodes::kI8> {
+  static constexpr int kVectors = 2;
+  struct Zero {
+    float lo, hi;  // 2^23 + 128 + z
+  };
+  __device__ static Zero zero(float z_lo, float z_hi) { return {8388736.0f + z_lo, 8388736.0f + z_hi}; }
+  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
+    const uint4& vec = v[s / 2];
+    const uint32_t lo = word_of(vec, (s % 2) * 2) ^ 0x80808080u, hi = word_of(vec, (s % 2) * 2 + 1) ^ 0x80808080u;
+    a[0] = pack_bf16x2(magic_byte(lo, 0) - z.lo, magic_byte(lo, 1) - z.lo);
+    a[1] = pack_bf16x2(magic_byte(hi, 0) - z.hi, magic_byte(hi, 1) - z.hi);
+    a[2] = pack_bf16x2(magic_byte(lo, 2) - z.lo, magic_byte(lo, 3) - z.lo);
+    a[3] = pack_bf16x2(magic_byte(hi, 2) - z.hi, magic_byte(hi, 3) - z.hi);
+  }
+};
+
+// Byte i of w (an e4m3 code) as fp32: exponent and mantissa moved under fp32's, times 2^(127 - 7).
+__device__ __forceinline__ float e4m3_byte(uint32_t w, int i) {
+  const uint32_t b = (w >> (8 * i)) & 0xffu;
+  const float magnitude = __int_as_float(static_cast<int>((b & 0x7fu) << 20)) * 0x1p120f;
+  return __int_as_float(__float_as_int(magnitude) | static_cast<int>((b & 0x80u) << 24));
+}
+
+template <>
+struct Codes<TileCodes::kE4M3> {
+  static constexpr int kVectors = 2;
+  struct Zero {};
+  __device__ static Zero zero(float, float) { return {}; }
+  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero&) {
+    const uint4& vec = v[s / 2];
+    const uint32_t lo = word_of(vec, (s % 2) * 2), hi = word_of(vec, (s % 2) * 2 + 1);
+    a[0] = pack_bf16x2(e4m3_byte(lo, 0), e4m3_byte(lo, 1));
+    a[1] = pack_bf16x2(e4m3_byte(hi, 0), e4m3_byte(hi, 1));
+    a[2] = pack_bf16x2(e4m3_byte(lo, 2), e4m3_byte(lo, 3));
+    a[3] = pack_bf16x2(e4m3_byte(hi, 2), e4m3_byte(hi, 3));
+  }
+};
+
+// The sum of a lane's four activations (two bf16x2 words).
+__device__ __forceinline__ float sum4(uint2 b) {
+  return (__uint_as_float(b.x << 16) + __uint_as_float(b.x & 0xffff0000u)) +
+         (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
+}
+
+// out [T, N] (or the epilogue's outputs) from x [T, K] and the tiles; TT token tiles of 8. Block = kWarps
+// warps = kWarps / splits tiles, each tile's chunks cut into `splits` slices (one warp per slice).
+template <TileCodes C, int TT, Epilogue E>
+__global__ void __launch_bounds__(kThreads)
+    quant_gemv_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
+                      const QkvRopeOutput rope) {
+  using Cd = Codes<C>;
+  constexpr int V = Cd::kVectors;
+  constexpr int U = kLoadsPerLane / V;  // chunks per iteration
+  constexpr int kSteps = 4 * U;         // k-steps per iteration: at most this many groups
+  __shared__ float2 group_params[kWarps][kSteps][kTileRows];
+  __shared__ float partial[kWarps][TT * 4][32];
+
+  pdl_grid_sync();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int p = lane / 4, t = lane % 4;  // fragment row and column group
+  const int slice = warp % splits;
+  const int tile_index = blockIdx.x * (kWarps / splits) + warp / splits;
+  const int tile = min(tile_index, w.tiles - 1);  // past the last tile: recompute it, store nothing
+  const int c_begin = static_cast<int>(static_cast<int64_t>(w.chunks) * slice / splits);
+  const int c_end = static_cast<int>(static_cast<int64_t>(w.chunks) * (slice + 1) / splits);
+  const int ksteps = w.k / kTileStepCols;
+  const int step_begin = 4 * c_begin, step_end = min(4 * c_end, ksteps);
+  const int spg = w.steps_per_group;
+  const uint4* codes = w.codes + static_cast<int64_t>(tile) * w.chunks * V * 32 + lane;
+  const float2* params = w.params + static_cast<int64_t>(tile) * w.groups * kTileRows;
+  const bf16* xt[TT];  // the lane's token row of each token tile, or null past T
+#pragma unroll
+  for (int tt = 0; tt < TT; ++tt) {
+    const int token = 8 * tt + p;
+    xt[tt] = token < num_tokens ? x + static_cast<int64_t>(token) * w.k + 4 * t : nullptr;
+  }
+
+  float acc[TT][4], part[TT][4], xsum[TT];
+#pragma unroll
+  for (int tt = 0; tt < TT; ++tt) {
+    xsum[tt] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[tt][i] = part[tt][i] = 0.0f;
+  }
+  typename Cd::Zero zero = Cd::zero(0.0f, 0.0f);
+
+  for (int c = c_begin; c < c_end; c += U) {  // warp-uniform
+    uint4 wv[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        wv[u][v] = c + u < c_end ? load_codes(codes + (static_cast<int64_t>(c + u) * V + v) * 32) : make_uint4(0, 0, 0, 0);
+    }
+    const int first_step = 4 * c, last_step = min(4 * (c + U), step_end) - 1;
+    const int g_first = first_step / spg, num_groups = last_step / spg - g_first + 1;
+    __syncwarp();  // the previous iteration's reads of group_params are done
+    for (int i = lane; i < num_groups * kTileRows; i += 32)
+      group_params[warp][i / kTileRows][i % kTileRows] = params[(g_first + i / kTileRows) * kTileRows + i % kTileRows];
+    __syncwarp();
+
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int step = 4 * (c + u) + s;
+        if (step > last_step) break;  // warp-uniform
+        const int gi = step / spg - g_first;
+        if (!w.offsets && (step % spg == 0 || step == step_begin))
+          zero = Cd::zero(group_params[warp][gi][p].y, group_params[warp][gi][p + 8].y);
+        uint32_t a[4];
+        Cd::fragment(a, wv[u], s, zero);
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt) {
+          uint2 b = make_uint2(0, 0);
+          if (xt[tt]) b = __ldg(reinterpret_cast<const uint2*>(xt[tt] + step * kTileStepCols));
+          mma_bf16(part[tt], a, b.x, b.y);
+          if (w.offsets) xsum[tt] += sum4(b);
+        }
+        if ((step + 1) % spg == 0 || step + 1 == step_end) {  // the group's (or the slice's) last k-step
+          const float2 lo = group_params[warp][gi][p], hi = group_params[warp][gi][p + 8];
+#pragma unroll
+          for (int tt = 0; tt < TT; ++tt) {
+            acc[tt][0] += lo.x * part[tt][0];
+            acc[tt][1] += lo.x * part[tt][1];
+            acc[tt][2] += hi.x * part[tt][2];
+            acc[tt][3] += hi.x * part[tt][3];
+            if (w.offsets) {  // - m * (sum of x over the group) of tokens 2t and 2t + 1
+              float q = xsum[tt] + __shfl_xor_sync(0xffffffffu, xsum[tt], 1);
+              q += __shfl_xor_sync(0xffffffffu, q, 2);  // lanes of quad p: token 8tt + p
+              const float x0 = __shfl_sync(0xffffffffu, q, 8 * t), x1 = __shfl_sync(0xffffffffu, q, 8 * t + 4);
+              acc[tt][0] -= lo.y * x0;
+              acc[tt][1] -= lo.y * x1;
+              acc[tt][2] -= hi.y * x0;
+              acc[tt][3] -= hi.y * x1;
+              xsum[tt] = 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) part[tt][i] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+
+  if (splits > 1) {  // uniform over the block
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][tt * 4 + i][lane] = acc[tt][i];
+    }
+    __syncthreads();
+    if (slice != 0) return;
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float sum = 0.0f;
+        for (int sl = 0; sl < splits; ++sl) sum += partial[warp + sl][tt * 4 + i][lane];
+        acc[tt][i] = sum;
+      }
+    }
+  }
+  if (tile_index >= w.tiles) return;
+
+  // Lane (p, t) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for tokens 2t and 2t + 1.
+  const int row = tile * kTileRows + 2 * p;
+#pragma unroll
+  for (int tt = 0; tt < TT; ++tt) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int token = 8 * tt + 2 * t + j;
+      if (token >= num_tokens) continue;
+      if constexpr (E == Epilogue::kPlain) {
+        store_rows<E>(out, rope, w.n, token, row, acc[tt][j], 0.0f);
+        store_rows<E>(out, rope, w.n, token, row + 1, acc[tt][2 + j], 0.0f);
+      } else {
+        store_rows<E>(out, rope, w.n, token, row, acc[tt][j], acc[tt][2 + j]);
+      }
+    }
+  }
+}
+
+Tiles tiles_of(const QuantMatrix& m) {
+  const QuantTilesShape& s = m.shape;
+  const int64_t spg = s.group_size >= s.k ? (s.k + kTileStepCols - 1) / kTileStepCols : s.group_size / kTileStepCols;
+  return Tiles{static_cast<const uint4*>(m.codes),
+               reinterpret_cast<const float2*>(m.params),
+               static_cast<int>(s.n),
+               static_cast<int>(s.k),
+               static_cast<int>(s.tiles()),
+               static_cast<int>(s.chunks()),
+               static_cast<int>(s.groups()),
+               static_cast<int>(std::max<int64_t>(1, spg)),
+               s.offsets};
+}
+
+template <TileCodes C, int TT, Epilogue E>
+void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
+            cudaStream_t stream) {
+  const Tiles w = tiles_of(m);
+  int splits = 1;
+  while (splits < kWarps && static_cast<int64_t>(w.tiles) * splits < kTargetWarps &&
+         w.chunks / (2 * splits) >= kMinChunksPerSlice)
+    splits *= 2;
+  const int64_t tiles_per_block = kWarps / splits;
+  const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
+  constexpr const char* name = E == Epilogue::kPlain  ? "quant_gemv"
+                               : E == Epilogue::kSilu ? "quant_gemv_silu"
+                                                      : "quant_gemv_qkv_rope";
+  launch_kernel(name, quant_gemv_kernel<C, TT, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w,
+                num_tokens, splits, rope);
+}
+
+template <Epilogue E>
+void dispatch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
+              cudaStream_t stream) {
+  const bool two = num_tokens > 8;
+  switch (m.shape.codes) {
+    case TileCodes::kU4:
+      return two ? launch<TileCodes::kU4, 2, E>(out, x, m, num_tokens, rope, stream)
+                 : launch<TileCodes::kU4, 1, E>(out, x, m, num_tokens, rope, stream);
+    case TileCodes::kI8:
+      return two ? launch<TileCodes::kI8, 2, E>(out, x, m, num_tokens, rope, stream)
+                 : launch<TileCodes::kI8, 1, E>(out, x, m, num_tokens, rope, stream);
+    case TileCodes::kE4M3:
+      return two ? launch<TileCodes::kE4M3, 2, E>(out, x, m, num_tokens, rope, stream)
+                 : launch<TileCodes::kE4M3, 1, E>(out, x, m, num_tokens, rope, stream);
+  }
+}
+
+void check_supported(const bf16* x, const QuantMatrix& m, int num_tokens, const char* what) {
+  if (!quant_gemv_supported(x, m, num_tokens))
+    throw_cuda_error(cudaErrorInvalidValue, what, __FILE__, __LINE__);
+}
+
+// One thread per 16-byte code vector: its 32 (4-bit) or 16 (8-bit) values to out [N, K].
+template <TileCodes C>
+__global__ void dequantize_tiles_kernel(bf16* __restrict__ out, const Tiles w) {
+  pdl_grid_sync();
+  constexpr int V = Codes<C>::kVectors;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t vectors = static_cast<int64_t>(w.tiles) * w.chunks * V * 32;
+  if (index >= vectors) return;
+  const int lane = static_cast<int>(index % 32);
+  const int v = static_cast<int>((index / 32) % V);
+  const int64_t chunk = (index / (32 * V)) % w.chunks, tile = index / (32 * V * w.chunks);
+  const int p = lane / 4, t = lane % 4;
+  const uint4 vec = w.codes[index];
+  const int group_cols = w.steps_per_group * kTileStepCols;
+  // The vector's k-steps: all 4 of the chunk (4-bit) or steps 2v, 2v + 1 (8-bit).
+  for (int s = V == 1 ? 0 : 2 * v; s < (V == 1 ? 4 : 2 * v + 2); ++s) {
+    const int64_t col0 = (chunk * 4 + s) * kTileStepCols + 4 * t;
+    if (col0 >= w.k) break;
+    const float2* param = w.params + (tile * w.groups + col0 / group_cols) * kTileRows;
+    for (int upper = 0; upper < 2; ++upper) {
+      const int64_t row = tile * kTileRows + 2 * p + upper;  // position p + 8 * upper
+      if (row >= w.n) continue;
+      const float2 sz = param[p + 8 * upper];
+      float value[4];
+      for (int i = 0; i < 4; ++i) {
+        float q;
+        if constexpr (C == TileCodes::kU4) {
+          const int bit = (i % 2) * 16 + 4 * ((i / 2) * 2 + upper);
+          q = static_cast<float>((word_of(vec, s) >> bit) & 0xfu);
+        } else {
+          const uint32_t word = word_of(vec, (s % 2) * 2 + upper);
+          q = C == TileCodes::kI8 ? static_cast<float>(static_cast<int8_t>((word >> (8 * i)) & 0xffu))
+                                  : e4m3_byte(word, i);
+        }
+        // As quant_tile_value: no contraction into an FMA, so values equal the CPU reference's.
+        value[i] = C == TileCodes::kE4M3 ? __fmul_rn(q, sz.x)
+                   : w.offsets           ? __fsub_rn(__fmul_rn(q, sz.x), sz.y)
+                                         : __fmul_rn(__fsub_rn(q, sz.y), sz.x);
+      }
+      const uint2 packed = make_uint2(pack_bf16x2(value[0], value[1]), pack_bf16x2(value[2], value[3]));
+      *reinterpret_cast<uint2*>(out + row * w.k + col0) = packed;
+    }
+  }
+}
+
+}  // namespace
+
+bool quant_gemv_supported(const void* x, const QuantMatrix& w, int num_tokens) {
+  const QuantTilesShape& s = w.shape;
+  return num_tokens >= 1 && num_tokens <= kQuantGemvMaxTokens && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
+         (s.group_size >= s.k || s.group_size % kTileStepCols == 0) && reinterpret_cast<uintptr_t>(x) % 8 == 0 &&
+         w.codes && w.params && s.tiles() < (int64_t{1} << 31);
+}
+
+void quant_gemv(bf16* out, const bf16* x, const QuantMatrix& w, int num_tokens, cudaStream_t stream) {
+  if (num_tokens <= 0) return;
+  check_supported(x, w, num_tokens, "quant_gemv: shape or alignment not supported");
+  dispatch<Epilogue::kPlain>(out, x, w, num_tokens, QkvRopeOutput{}, stream);
+}
+
+void quant_gemv_silu(bf16* out, const bf16* x, const QuantMatrix& w_gate_up, int num_tokens, cudaStream_t stream) {
+  if (num_tokens <= 0) return;
+  check_supported(x, w_gate_up, num_tokens, "quant_gemv_silu: shape or alignment not supported");
+  if (w_gate_up.shape.n % 2 != 0)
+    throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_silu: odd gate-up rows", __FILE__, __LINE__);
+  dispatch<Epilogue::kSilu>(out, x, w_gate_up, num_tokens, QkvRopeOutput{}, stream);
+}
+
+void quant_gemv_qkv_rope(const QkvRopeOutput& o, const bf16* x, const QuantMatrix& w_qkv, int num_tokens,
+                         cudaStream_t stream) {
+  if (num_tokens <= 0) return;
+  check_supported(x, w_qkv, num_tokens, "quant_gemv_qkv_rope: shape or alignment not supported");
+  if (w_qkv.shape.n != static_cast<int64_t>(o.num_heads + 2 * o.num_kv_heads) * o.head_dim || o.head_dim % 2 != 0)
+    throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_qkv_rope: rows do not match the heads", __FILE__, __LINE__);
+  dispatch<Epilogue::kRope>(nullptr, x, w_qkv, num_tokens, o, stream);
+}
+
+void dequantize_tiles_bf16(bf16* out, const QuantMatrix& m, cudaStream_t stream) {
+  const Tiles w = tiles_of(m);
+  const int64_t vectors = static_cast<int64_t>(w.tiles) * w.chunks * tile_vectors_per_chunk(m.shape.codes) * 32;
+  if (vectors == 0) return;
+  const unsigned blocks = static_cast<unsigned>((vectors + 255) / 256);
+  switch (m.shape.codes) {
+    case TileCodes::kU4: return launch_kernel("dequantize_tiles", dequantize_tiles_kernel<TileCodes::kU4>, blocks, 256, 0, stream, out, w);
+    case TileCodes::kI8: return launch_kernel("dequantize_tiles", dequantize_tiles_kernel<TileCodes::kI8>, blocks, 256, 0, stream, out, w);
+    case TileCodes::kE4M3:
+      return launch_kernel("dequantize_tiles", dequantize_tiles_kernel<TileCodes::kE4M3>, blocks, 256, 0, stream, out, w);
+  }
+}
+
+}  // namespace pagoda::kernels

@@ -1,0 +1,240 @@
+// GPU tests of the quantized decode GEMMs (kernels/quant_gemv.h) on every form of the internal
+// representation, packed by backend/mma_layout: against a float64 reference of the CPU's fp32 values for
+// every token count 1..16 and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
+// only, groups of 16 to K); the SwiGLU and RoPE epilogues equal the plain kernel followed by the unfused
+// steps, bit for bit; the large-T dequantization equals the CPU values rounded to bf16. A bandwidth table
+// on Llama-3-8B's shapes is printed under PAGODA_PROFILE=1.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "../backend/random_quant_weight.h"
+#include "cuda_test_util.h"
+#include "pagoda/backend/mma_layout/quant_tiles.h"
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/quant_gemv.h"
+
+namespace pagoda {
+namespace {
+
+using test::DeviceArray;
+using test::QuantForm;
+using test::RandomQuantWeight;
+namespace k = kernels;
+
+k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
+
+std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = f32_to_bf16(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
+  }
+  return v;
+}
+
+std::vector<TileRowSource> all_rows(const Weight& w) {
+  std::vector<TileRowSource> rows;
+  for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
+  return rows;
+}
+
+// Packed tiles on the device.
+struct DeviceTiles {
+  explicit DeviceTiles(const HostQuantTiles& t) : codes(t.codes), params(t.params) {
+    m.codes = codes.get();
+    m.params = params.get();
+    m.shape = t.shape;
+  }
+  DeviceArray<uint8_t> codes;
+  DeviceArray<float> params;
+  k::QuantMatrix m;
+};
+
+// The offset or zero of (row, col)'s group, read from the documented params layout (quant_tiles.h).
+float param_zm(const HostQuantTiles& t, int64_t row, int64_t col) {
+  const int r = static_cast<int>(row % kTileRows), p = r % 2 == 0 ? r / 2 : r / 2 + 8;
+  return t.params[static_cast<size_t>((((row / kTileRows) * t.shape.groups() + col / t.shape.group_size) * kTileRows + p) * 2 + 1)];
+}
+
+struct Case {
+  QuantForm form;
+  int n, k, group;
+};
+
+// Forms x shapes: N odd and below a tile, K a multiple of 16 only, the GGUF group sizes (16, 32), AWQ/GPTQ's
+// (64, 128), per channel, FP8 blocks that do not divide K, and Llama's 4096 x 4096 (K split between warps).
+const Case kCases[] = {
+    {QuantForm::kInt4Zeros, 4096, 4096, 128}, {QuantForm::kInt4Zeros, 37, 208, 16},
+    {QuantForm::kInt4Zeros, 100, 1024, 64},   {QuantForm::kInt4Offsets, 70, 544, 32},
+    {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 128},
+    {QuantForm::kInt8Offsets, 24, 96, 32},    {QuantForm::kInt8Symmetric, 200, 2048, 2048},
+    {QuantForm::kFp8, 96, 4112, 4112},        {QuantForm::kFp8, 40, 336, 128},
+    {QuantForm::kQ8_0, 64, 4096, 32},         {QuantForm::kInt4Zeros, 8, 16, 16},
+};
+
+TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n + c.k);
+    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    std::vector<float> values(static_cast<size_t>(c.n) * c.k), zm(values.size());
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t col = 0; col < c.k; ++col) {
+        values[r * c.k + col] = quant_tile_value(tiles, r, col);
+        zm[r * c.k + col] = tiles.shape.offsets ? std::fabs(param_zm(tiles, r, col)) : 0.0f;
+      }
+    const auto x = random_bf16(size_t{16} * c.k, c.k);
+    DeviceArray<uint16_t> d_x(x), d_out(size_t{16} * c.n);
+    for (int T = 1; T <= k::kQuantGemvMaxTokens; T += (T < 9 ? 1 : 7)) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
+                                        << c.group << " T " << T);
+      ASSERT_TRUE(k::quant_gemv_supported(d_x.get(), dev.m, T));
+      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, size_t{16} * c.n * 2));
+      k::quant_gemv(bf(d_out.get()), bf(d_x.get()), dev.m, T, nullptr);
+      const auto got = d_out.download(static_cast<size_t>(T) * c.n);
+      int bad = 0;
+      for (int t = 0; t < T; ++t)
+        for (int64_t r = 0; r < c.n; r += c.n >= 1024 ? 13 : 1) {  // large N: a sample of rows
+          double want = 0, mag = 0;
+          for (int64_t col = 0; col < c.k; ++col) {
+            const double xv = bf16_to_f32(x[t * c.k + col]), v = values[r * c.k + col];
+            want += xv * v;
+            mag += std::fabs(xv) * (std::fabs(v) + 2.0 * zm[r * c.k + col]);  // offsets: s q x and m x terms
+          }
+          const double g = bf16_to_f32(got[t * c.n + r]);
+          // bf16 output (half a step: 2^-9 relative) and fp32 sums on the tensor cores.
+          if (!(std::fabs(g - want) <= 0.0040 * std::fabs(want) + 1e-4 * mag + 1e-6) && ++bad <= 3)
+            ADD_FAILURE() << "token " << t << " row " << r << ": got " << g << ", want " << want;
+        }
+      ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
+TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt4Offsets, QuantForm::kInt8Symmetric, QuantForm::kFp8}) {
+    // QKV of a small GQA model: 4 query heads, 2 KV heads of 32.
+    const int nh = 4, nkv = 2, hd = 32, kk = 256, n = (nh + 2 * nkv) * hd, num_slots = 32, row = nkv * hd;
+    RandomQuantWeight rw(form, n, kk, form == QuantForm::kFp8 ? kk : 32, 77);
+    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    std::vector<float> inv_freq(hd / 2);
+    for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
+    DeviceArray<float> d_inv(inv_freq);
+    for (const int T : {1, 6, 11, 16}) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(form) << " T " << T);
+      const auto x = random_bf16(static_cast<size_t>(T) * kk, T);
+      DeviceArray<uint16_t> d_x(x), d_plain(static_cast<size_t>(T) * n), d_silu(static_cast<size_t>(T) * n / 2),
+          d_silu_ref(static_cast<size_t>(T) * n / 2);
+      k::quant_gemv(bf(d_plain.get()), bf(d_x.get()), dev.m, T, nullptr);
+      k::quant_gemv_silu(bf(d_silu.get()), bf(d_x.get()), dev.m, T, nullptr);
+      k::silu_mul_interleaved(bf(d_silu_ref.get()), bf(d_plain.get()), T, n / 2, nullptr);
+      EXPECT_EQ(d_silu.download(), d_silu_ref.download()) << "SwiGLU";
+
+      std::vector<int32_t> positions(T), slots(T);
+      for (int t = 0; t < T; ++t) {
+        positions[t] = 97 * t + 3;
+        slots[t] = t == 1 ? -1 : (3 * t + 1) % num_slots;
+      }
+      DeviceArray<int32_t> d_pos(positions), d_slots(slots);
+      std::vector<std::vector<uint16_t>> results;
+      for (const bool fused : {true, false}) {
+        DeviceArray<uint16_t> q(static_cast<size_t>(T) * nh * hd), kc(size_t{num_slots} * row), vc(size_t{num_slots} * row);
+        PAGODA_CUDA_CHECK(cudaMemset(kc.get(), 0x7f, size_t{num_slots} * row * 2));
+        PAGODA_CUDA_CHECK(cudaMemset(vc.get(), 0x7f, size_t{num_slots} * row * 2));
+        const k::QkvRopeOutput o{bf(q.get()), bf(kc.get()), bf(vc.get()), d_pos.get(), d_slots.get(), d_inv.get(),
+                                 1.0f, nh, nkv, hd};
+        if (fused) {
+          k::quant_gemv_qkv_rope(o, bf(d_x.get()), dev.m, T, nullptr);
+        } else {
+          k::qkv_rope_store(o.q_out, bf(d_plain.get()), o.k_cache, o.v_cache, o.positions, o.slot_mapping, o.inv_freq,
+                            o.scaling, T, nh, nkv, hd, nullptr);
+        }
+        results.push_back(q.download());
+        results.push_back(kc.download());
+        results.push_back(vc.download());
+      }
+      EXPECT_EQ(results[0], results[3]) << "q_out";
+      EXPECT_EQ(results[1], results[4]) << "k cache";
+      EXPECT_EQ(results[2], results[5]) << "v cache";
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST(QuantGemv, DequantizedTilesAreTheCpuValuesInBf16) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k);
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n * 3 + c.k);
+    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    DeviceArray<uint16_t> d_out(static_cast<size_t>(c.n) * c.k);
+    k::dequantize_tiles_bf16(bf(d_out.get()), dev.m, nullptr);
+    const auto got = d_out.download();
+    int bad = 0;
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t col = 0; col < c.k; ++col)
+        if (got[r * c.k + col] != f32_to_bf16(quant_tile_value(tiles, r, col)) && ++bad <= 3)
+          ADD_FAILURE() << "row " << r << " col " << col;
+    ASSERT_EQ(bad, 0);
+  }
+}
+
+double time_ms(int iters, const std::function<void()>& call) {
+  for (int i = 0; i < 3; ++i) call();
+  cudaEvent_t start, stop;
+  PAGODA_CUDA_CHECK(cudaEventCreate(&start));
+  PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
+  PAGODA_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) call();
+  PAGODA_CUDA_CHECK(cudaEventRecord(stop));
+  PAGODA_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iters;
+}
+
+// Llama-3-8B's fused QKV, O, fused gate-up and down in W4 g128, int8 per channel and FP8 per channel: GB/s of
+// codes and params streamed per call (several copies cycled, so every call reads HBM, not L2).
+TEST(QuantGemv, PrintsBandwidthOnLlamaShapes) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  PAGODA_SKIP_UNLESS_PROFILING();
+  struct Shape { int n, k; };
+  for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt8Symmetric, QuantForm::kFp8}) {
+    for (const Shape s : {Shape{6144, 4096}, Shape{4096, 4096}, Shape{28672, 4096}, Shape{4096, 14336}}) {
+      RandomQuantWeight rw(form, s.n, s.k, form == QuantForm::kInt4Zeros ? 128 : s.k, 5);
+      const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+      const size_t bytes = tiles.codes.size() + tiles.params.size() * sizeof(float);
+      const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+      std::vector<std::unique_ptr<DeviceTiles>> devs;
+      for (int i = 0; i < copies; ++i) devs.push_back(std::make_unique<DeviceTiles>(tiles));
+      DeviceArray<uint16_t> d_x(random_bf16(size_t{16} * s.k, 9)), d_out(size_t{16} * s.n);
+      for (const int T : {1, 2, 4, 8, 16}) {
+        int call = 0;
+        const double ms = time_ms(20 * copies, [&] {
+          k::quant_gemv(bf(d_out.get()), bf(d_x.get()), devs[call++ % copies]->m, T, nullptr);
+        });
+        std::printf("[ quant   ] %-14s T=%2d N=%6d K=%6d: %8.2f us, %7.1f GB/s\n", test::quant_form_name(form), T, s.n,
+                    s.k, ms * 1e3, static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+      }
+    }
+  }
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace pagoda
