@@ -1,18 +1,24 @@
 // Quantized decode GEMMs (quant_gemv.h) on the tensor cores, and the dequantization for large T.
 //
 // A warp owns one tile of 16 rows and walks it along K (a slice of K when the GPU is short of warps, as in
-// gemv.cu). Per iteration it issues 8 16-byte code loads per lane back to back (8 chunks of 64 columns for
-// 4-bit codes, 4 for 8-bit ones), skipping L1, then copies the params of the groups those chunks touch into
-// shared memory. Each k-step of 16 columns then:
+// gemv.cu). Loads run one iteration ahead: while a warp multiplies 4 chunks of 64 columns (2 for 8-bit codes),
+// the next iteration's code vectors are in flight into registers (16-byte loads that skip L1) and its groups'
+// params into a double-buffered shared array (cp.async); the first iteration's are issued before the PDL
+// wait. Each k-step of 16 columns then:
 //  - turns the lane's 8 codes into bf16 MMA registers: 4-bit codes by OR-ing them into the mantissa of 128.0
 //    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
 //    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
-//  - reads the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through L1, as the
-//    layout permutes the MMA's columns) and runs mma.sync m16n8k16 into the group's fp32 sums.
+//  - multiplies them by the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through
+//    L1, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of fp32 sums (even
+//    and odd k-steps) so that consecutive MMAs do not wait for each other.
+// A chunk inside one group converts its four k-steps before the four MMAs and checks the group's end once.
 // At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
 // the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
 // group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
 // fragment). Tokens past T are zero activations; padding rows are zero params and never stored.
+// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.2 to 1.8 TB/s for 4-bit codes at one
+// token, 1.7 to 2.6 for 8-bit, where the bf16 skinny GEMM streams 3.4 to 4.1: bound by the instructions per
+// byte (dequantization, and an MMA of 8 tokens for one), not yet by HBM.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -26,11 +32,11 @@
 namespace pagoda::kernels {
 namespace {
 
-constexpr int kWarps = 4;  // per block
+constexpr int kWarps = 8;  // per block: K may be cut in up to 8 slices
 constexpr int kThreads = kWarps * 32;
-constexpr int kLoadsPerLane = 8;        // 16-byte code loads in flight per lane
-constexpr int64_t kTargetWarps = 1024;  // split K below this many warps
-constexpr int kMinChunksPerSlice = 8;   // a K slice is at least this many chunks (512 columns)
+constexpr int kLoadsPerLane = 8;        // 16-byte code loads in flight per lane (two iterations of 4)
+constexpr int64_t kTargetWarps = 2048;  // split K below this many warps (~16 per SM)
+constexpr int kMinChunksPerSlice = 4;   // a K slice is at least this many chunks (256 columns)
 
 // The matrix as the kernel sees it (QuantTilesShape in ints).
 struct Tiles {
@@ -47,6 +53,15 @@ __device__ __forceinline__ uint4 load_codes(const uint4* p) {
       : "l"(p));
   return v;
 }
+
+// 16 bytes global -> shared without registers (sm_80+), in the current cp.async group.
+__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
+// Waits until at most one committed group is still in flight.
+__device__ __forceinline__ void copy_async_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -65,7 +80,7 @@ __device__ __forceinline__ uint32_t hsub2_bf16(uint32_t a, uint32_t b) {
 
 // c += a · b: A 16 x 16 bf16 (rows x k), B 16 x 8 bf16 (k x tokens), C 16 x 8 fp32.
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -76,6 +91,13 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 // constants of the current group for rows p (lo) and p + 8 (hi); fragment: k-step s of the chunk's vectors.
 template <TileCodes C>
 struct Codes;
+
+// (a & mask) | bits in one LOP3 (the compiler emits two).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
+  return d;
+}
 
 template <>
 struct Codes<TileCodes::kU4> {
@@ -88,10 +110,10 @@ struct Codes<TileCodes::kU4> {
   }
   __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
     const uint32_t w = word_of(v[0], s);
-    a[0] = hsub2_bf16((w & 0x000f000fu) | 0x43004300u, z.lo);
-    a[1] = hsub2_bf16(((w >> 4) & 0x000f000fu) | 0x43004300u, z.hi);
-    a[2] = hsub2_bf16(((w >> 8) & 0x000f000fu) | 0x43004300u, z.lo);
-    a[3] = hsub2_bf16(((w >> 12) & 0x000f000fu) | 0x43004300u, z.hi);
+    a[0] = hsub2_bf16(and_or(w, 0x000f000fu, 0x43004300u), z.lo);
+    a[1] = hsub2_bf16(and_or(w >> 4, 0x000f000fu, 0x43004300u), z.hi);
+    a[2] = hsub2_bf16(and_or(w >> 8, 0x000f000fu, 0x43004300u), z.lo);
+    a[3] = hsub2_bf16(and_or(w >> 12, 0x000f000fu, 0x43004300u), z.hi);
   }
 };
 
@@ -147,18 +169,17 @@ __device__ __forceinline__ float sum4(uint2 b) {
 
 // out [T, N] (or the epilogue's outputs) from x [T, K] and the tiles; TT token tiles of 8. Block = kWarps
 // warps = kWarps / splits tiles, each tile's chunks cut into `splits` slices (one warp per slice).
-template <TileCodes C, int TT, Epilogue E>
-__global__ void __launch_bounds__(kThreads)
+template <TileCodes C, int TT, bool kOffsets, Epilogue E>
+__global__ void __launch_bounds__(kThreads, 2)
     quant_gemv_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
                       const QkvRopeOutput rope) {
   using Cd = Codes<C>;
   constexpr int V = Cd::kVectors;
-  constexpr int U = kLoadsPerLane / V;  // chunks per iteration
-  constexpr int kSteps = 4 * U;         // k-steps per iteration: at most this many groups
-  __shared__ float2 group_params[kWarps][kSteps][kTileRows];
+  constexpr int U = kLoadsPerLane / (2 * V);  // chunks per iteration; the next iteration's are in flight too
+  constexpr int kSteps = 4 * U;               // k-steps per iteration: at most this many groups
+  __shared__ __align__(16) float2 group_params[kWarps][2][kSteps][kTileRows];  // double-buffered
   __shared__ float partial[kWarps][TT * 4][32];
 
-  pdl_grid_sync();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int p = lane / 4, t = lane % 4;  // fragment row and column group
   const int slice = warp % splits;
@@ -178,69 +199,139 @@ __global__ void __launch_bounds__(kThreads)
     xt[tt] = token < num_tokens ? x + static_cast<int64_t>(token) * w.k + 4 * t : nullptr;
   }
 
-  float acc[TT][4], part[TT][4], xsum[TT];
+  // Two chains of group sums (even and odd k-steps), so that consecutive MMAs do not wait for each other.
+  float acc[TT][4], part[2][TT][4], xsum[TT];
 #pragma unroll
   for (int tt = 0; tt < TT; ++tt) {
     xsum[tt] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[tt][i] = part[tt][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[tt][i] = part[0][tt][i] = part[1][tt][i] = 0.0f;
   }
   typename Cd::Zero zero = Cd::zero(0.0f, 0.0f);
+  // The current group: its index, and the k-step after its last (no division per k-step).
+  int group = step_begin / spg;
+  int group_end = min((group + 1) * spg, step_end);
 
-  for (int c = c_begin; c < c_end; c += U) {  // warp-uniform
+  // Issues the loads of iteration c: its code vectors into `wv`, the params of its groups into buffer `buf`.
+  // The group of the iteration's first k-step is tracked (issue_group, ending before k-step issue_end), so
+  // that no k-step needs a division.
+  int issue_group = group, issue_end = (group + 1) * spg;
+  auto issue = [&](uint4 (&wv)[U][V], int c, int buf) {
+    const uint4* vectors = codes + static_cast<int64_t>(c) * V * 32;
+    if (c + U <= c_end) {  // warp-uniform: a whole iteration
+#pragma unroll
+      for (int i = 0; i < U * V; ++i) wv[i / V][i % V] = load_codes(vectors + i * 32);
+    } else {
+#pragma unroll
+      for (int i = 0; i < U * V; ++i) wv[i / V][i % V] = c + i / V < c_end ? load_codes(vectors + i * 32) : make_uint4(0, 0, 0, 0);
+    }
+    if (c < c_end) {
+      while (issue_end <= 4 * c) {
+        ++issue_group;
+        issue_end += spg;
+      }
+      const int last = min(4 * (c + U), step_end) - 1;
+      int count = 1;  // groups from issue_group to the one of k-step `last`
+      for (int b = issue_end; b <= last; b += spg) ++count;
+      const float4* src = reinterpret_cast<const float4*>(params + issue_group * kTileRows);
+      float4* dst = reinterpret_cast<float4*>(&group_params[warp][buf][0][0]);
+      for (int i = lane; i < count * kTileRows / 2; i += 32) copy_async16(dst + i, src + i);
+    }
+    copy_async_commit();
+  };
+
+  // The first iteration's codes and params are loaded before the PDL wait: no kernel writes weights, so the
+  // loads overlap the end of the kernel before (launch.cuh). Activations and outputs only after it.
+  uint4 next[U][V];
+  issue(next, c_begin, 0);
+  pdl_grid_sync();
+  for (int c = c_begin, buf = 0; c < c_end; c += U, buf ^= 1) {  // warp-uniform
     uint4 wv[U][V];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll
-      for (int v = 0; v < V; ++v)
-        wv[u][v] = c + u < c_end ? load_codes(codes + (static_cast<int64_t>(c + u) * V + v) * 32) : make_uint4(0, 0, 0, 0);
+      for (int v = 0; v < V; ++v) wv[u][v] = next[u][v];
     }
-    const int first_step = 4 * c, last_step = min(4 * (c + U), step_end) - 1;
-    const int g_first = first_step / spg, num_groups = last_step / spg - g_first + 1;
-    __syncwarp();  // the previous iteration's reads of group_params are done
-    for (int i = lane; i < num_groups * kTileRows; i += 32)
-      group_params[warp][i / kTileRows][i % kTileRows] = params[(g_first + i / kTileRows) * kTileRows + i % kTileRows];
+    __syncwarp();  // every lane is done reading the buffer the next issue overwrites (iteration c - U's)
+    issue(next, c + U, buf ^ 1);
+    copy_async_wait_one();  // this iteration's params have landed
     __syncwarp();
+    const int last_step = min(4 * (c + U), step_end) - 1;
+    const int g_first = group;
+    float2 (&gp)[kSteps][kTileRows] = group_params[warp][buf];
+    if constexpr (!kOffsets) zero = Cd::zero(gp[0][p].y, gp[0][p + 8].y);
 
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      if (4 * (c + u) > last_step) break;  // warp-uniform
+      uint2 xb[4][TT];  // the chunk's activations, loaded before any is used
+      const bool whole = 4 * (c + u) + 3 <= last_step;  // warp-uniform
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const int step = 4 * (c + u) + s;
-        if (step > last_step) break;  // warp-uniform
-        const int gi = step / spg - g_first;
-        if (!w.offsets && (step % spg == 0 || step == step_begin))
-          zero = Cd::zero(group_params[warp][gi][p].y, group_params[warp][gi][p + 8].y);
-        uint32_t a[4];
-        Cd::fragment(a, wv[u], s, zero);
+      for (int tt = 0; tt < TT; ++tt) {
+        const bf16* xc = xt[tt] + 4 * (c + u) * kTileStepCols;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          xb[s][tt] = make_uint2(0, 0);
+          if (xt[tt] && (whole || 4 * (c + u) + s <= last_step))
+            xb[s][tt] = __ldg(reinterpret_cast<const uint2*>(xc + s * kTileStepCols));
+        }
+      }
+      // Scales the group's sums into the accumulators and moves to the next group (`gi`: its params).
+      auto end_group = [&](int gi, bool more) {
+        const float2 lo = gp[gi][p], hi = gp[gi][p + 8];
 #pragma unroll
         for (int tt = 0; tt < TT; ++tt) {
-          uint2 b = make_uint2(0, 0);
-          if (xt[tt]) b = __ldg(reinterpret_cast<const uint2*>(xt[tt] + step * kTileStepCols));
-          mma_bf16(part[tt], a, b.x, b.y);
-          if (w.offsets) xsum[tt] += sum4(b);
-        }
-        if ((step + 1) % spg == 0 || step + 1 == step_end) {  // the group's (or the slice's) last k-step
-          const float2 lo = group_params[warp][gi][p], hi = group_params[warp][gi][p + 8];
+          float sum[4];
 #pragma unroll
-          for (int tt = 0; tt < TT; ++tt) {
-            acc[tt][0] += lo.x * part[tt][0];
-            acc[tt][1] += lo.x * part[tt][1];
-            acc[tt][2] += hi.x * part[tt][2];
-            acc[tt][3] += hi.x * part[tt][3];
-            if (w.offsets) {  // - m * (sum of x over the group) of tokens 2t and 2t + 1
-              float q = xsum[tt] + __shfl_xor_sync(0xffffffffu, xsum[tt], 1);
-              q += __shfl_xor_sync(0xffffffffu, q, 2);  // lanes of quad p: token 8tt + p
-              const float x0 = __shfl_sync(0xffffffffu, q, 8 * t), x1 = __shfl_sync(0xffffffffu, q, 8 * t + 4);
-              acc[tt][0] -= lo.y * x0;
-              acc[tt][1] -= lo.y * x1;
-              acc[tt][2] -= hi.y * x0;
-              acc[tt][3] -= hi.y * x1;
-              xsum[tt] = 0.0f;
-            }
-#pragma unroll
-            for (int i = 0; i < 4; ++i) part[tt][i] = 0.0f;
+          for (int i = 0; i < 4; ++i) {
+            sum[i] = part[0][tt][i] + part[1][tt][i];
+            part[0][tt][i] = part[1][tt][i] = 0.0f;
           }
+          acc[tt][0] += lo.x * sum[0];
+          acc[tt][1] += lo.x * sum[1];
+          acc[tt][2] += hi.x * sum[2];
+          acc[tt][3] += hi.x * sum[3];
+          if constexpr (kOffsets) {  // - m * (sum of x over the group) of tokens 2t and 2t + 1
+            float q = xsum[tt] + __shfl_xor_sync(0xffffffffu, xsum[tt], 1);
+            q += __shfl_xor_sync(0xffffffffu, q, 2);  // lanes of quad p: token 8tt + p
+            const float x0 = __shfl_sync(0xffffffffu, q, 8 * t), x1 = __shfl_sync(0xffffffffu, q, 8 * t + 4);
+            acc[tt][0] -= lo.y * x0;
+            acc[tt][1] -= lo.y * x1;
+            acc[tt][2] -= hi.y * x0;
+            acc[tt][3] -= hi.y * x1;
+            xsum[tt] = 0.0f;
+          }
+        }
+        ++group;
+        group_end = min(group_end + spg, step_end);
+        if constexpr (!kOffsets) {
+          if (more) zero = Cd::zero(gp[gi + 1][p].y, gp[gi + 1][p + 8].y);
+        }
+      };
+      auto multiply = [&](const uint32_t (&a)[4], int s) {
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt) {
+          mma_bf16(part[s % 2][tt], a, xb[s][tt].x, xb[s][tt].y);
+          if constexpr (kOffsets) xsum[tt] += sum4(xb[s][tt]);
+        }
+      };
+      const int chunk_step = 4 * (c + u);
+      if (whole && chunk_step + 4 <= group_end) {  // warp-uniform: four k-steps of one group
+        uint32_t a[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) Cd::fragment(a[s], wv[u], s, zero);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) multiply(a[s], s);
+        if (chunk_step + 4 == group_end) end_group(group - g_first, chunk_step + 3 < last_step);
+      } else {  // a group ends inside the chunk, or the chunk is the slice's partial last
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int step = chunk_step + s;
+          if (step > last_step) break;  // warp-uniform
+          uint32_t a[4];
+          Cd::fragment(a, wv[u], s, zero);
+          multiply(a, s);
+          if (step + 1 == group_end) end_group(group - g_first, step < last_step);
         }
       }
     }
@@ -298,7 +389,7 @@ Tiles tiles_of(const QuantMatrix& m) {
                s.offsets};
 }
 
-template <TileCodes C, int TT, Epilogue E>
+template <TileCodes C, int TT, bool kOffsets, Epilogue E>
 void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
             cudaStream_t stream) {
   const Tiles w = tiles_of(m);
@@ -311,24 +402,30 @@ void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, cons
   constexpr const char* name = E == Epilogue::kPlain  ? "quant_gemv"
                                : E == Epilogue::kSilu ? "quant_gemv_silu"
                                                       : "quant_gemv_qkv_rope";
-  launch_kernel(name, quant_gemv_kernel<C, TT, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w,
+  launch_kernel(name, quant_gemv_kernel<C, TT, kOffsets, E>, static_cast<unsigned>(blocks), kThreads, 0, stream, out, x, w,
                 num_tokens, splits, rope);
+}
+
+template <TileCodes C, Epilogue E>
+void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
+                    cudaStream_t stream) {
+  const bool two = num_tokens > 8;
+  if constexpr (C != TileCodes::kE4M3) {
+    if (m.shape.offsets)
+      return two ? launch<C, 2, true, E>(out, x, m, num_tokens, rope, stream)
+                 : launch<C, 1, true, E>(out, x, m, num_tokens, rope, stream);
+  }
+  return two ? launch<C, 2, false, E>(out, x, m, num_tokens, rope, stream)
+             : launch<C, 1, false, E>(out, x, m, num_tokens, rope, stream);
 }
 
 template <Epilogue E>
 void dispatch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
               cudaStream_t stream) {
-  const bool two = num_tokens > 8;
   switch (m.shape.codes) {
-    case TileCodes::kU4:
-      return two ? launch<TileCodes::kU4, 2, E>(out, x, m, num_tokens, rope, stream)
-                 : launch<TileCodes::kU4, 1, E>(out, x, m, num_tokens, rope, stream);
-    case TileCodes::kI8:
-      return two ? launch<TileCodes::kI8, 2, E>(out, x, m, num_tokens, rope, stream)
-                 : launch<TileCodes::kI8, 1, E>(out, x, m, num_tokens, rope, stream);
-    case TileCodes::kE4M3:
-      return two ? launch<TileCodes::kE4M3, 2, E>(out, x, m, num_tokens, rope, stream)
-                 : launch<TileCodes::kE4M3, 1, E>(out, x, m, num_tokens, rope, stream);
+    case TileCodes::kU4: return dispatch_codes<TileCodes::kU4, E>(out, x, m, num_tokens, rope, stream);
+    case TileCodes::kI8: return dispatch_codes<TileCodes::kI8, E>(out, x, m, num_tokens, rope, stream);
+    case TileCodes::kE4M3: return dispatch_codes<TileCodes::kE4M3, E>(out, x, m, num_tokens, rope, stream);
   }
 }
 
