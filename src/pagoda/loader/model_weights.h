@@ -25,8 +25,8 @@ struct Weight {
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
-  std::string_view source_format;  // the checkpoint's own name for the format it was converted from ("Q4_K"),
-                                   // for `pagoda inspect`; static storage; empty when stored as it is used
+  std::string_view source_format{};  // the checkpoint's own name for the format it was converted from ("Q4_K"),
+                                     // for `pagoda inspect`; static storage; empty when stored as it is used
 
   bool quantized() const { return scheme != QuantScheme::kNone; }
   // K: the columns of the unpacked [N, K] matrix.

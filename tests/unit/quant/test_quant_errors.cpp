@@ -2,70 +2,16 @@
 // tensor or config field changed, written into a temp dir, and must give a LoadError naming what is wrong.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <map>
-
-#include "../loader/test_files.h"
 #include "../model/golden_helpers.h"
+#include "editable_checkpoint.h"
 #include "pagoda/loader/model_loader.h"
 
 namespace pagoda {
 namespace {
 
 using nlohmann::json;
+using test::EditableCheckpoint;
 using test::TempDir;
-
-// A variant's config.json and tensors, editable, written back as a checkpoint directory.
-struct EditableCheckpoint {
-  json config;
-  struct Entry {
-    std::string dtype;
-    std::vector<int64_t> shape;
-    std::vector<uint8_t> data;
-  };
-  std::map<std::string, Entry> tensors;
-  json metadata;
-  json hf_quant_config;  // ModelOpt's side file; written when set
-
-  explicit EditableCheckpoint(const std::string& variant) {
-    const std::string dir = test::data_dir() + "/models/quant/" + variant;
-    std::ifstream cfg(dir + "/config.json");
-    config = json::parse(cfg);
-    const std::vector<uint8_t> bytes = test::read_bytes(dir + "/model.safetensors");
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, bytes.data(), 8);
-    const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
-    for (const auto& [name, e] : header.items()) {
-      if (name == "__metadata__") {
-        metadata = e;
-        continue;
-      }
-      const auto begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
-      const auto* base = bytes.data() + 8 + header_len;
-      tensors[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(),
-                       std::vector<uint8_t>(base + begin, base + end)};
-    }
-  }
-  Entry& at(const std::string& name) { return tensors.at(name); }
-  // Replaces a tensor's dtype and shape with zero bytes of the right size.
-  void reshape(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, int elem_bytes) {
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    tensors[name] = {dtype, std::move(shape), std::vector<uint8_t>(static_cast<size_t>(numel * elem_bytes), 0)};
-  }
-  std::string write(const TempDir& dir) const {
-    test::SafetensorsWriter w;
-    for (const auto& [name, e] : tensors) w.tensor(name, e.dtype, e.shape, e.data);
-    json header = w.header();
-    header["__metadata__"] = metadata;
-    std::string h = header.dump();
-    while ((8 + h.size()) % 8 != 0) h += ' ';
-    test::write_bytes(dir.file("model.safetensors"), w.build_with_header(h));
-    test::write_text(dir.file("config.json"), config.dump());
-    if (!hf_quant_config.is_null()) test::write_text(dir.file("hf_quant_config.json"), hf_quant_config.dump());
-    return dir.path();
-  }
-};
 
 void expect_error(const EditableCheckpoint& c, const std::vector<std::string>& needles,
                   const std::string& quantization = "") {
