@@ -47,6 +47,16 @@ const SafetensorsTensor* find_weight(const SafetensorsCheckpoint& ckpt, const st
 
 bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
+// lm_head is a Linear too, so a compressed-tensors group targeting "Linear" stores it quantized unless the
+// ignore list names it; its float weight is then missing, and the message says why.
+std::string missing_hint(const QuantConfig& quant, const WeightSlot& slot) {
+  if (slot.role != WeightRole::kLmHead || quant.method != QuantMethod::kCompressedTensors) return "";
+  const QuantConfig* scheme = quant.scheme_for("lm_head");
+  if (scheme == nullptr) return "";
+  return fmt::format(" (quantization_config.config_groups.{} targets lm_head, and quantized lm_head weights are not "
+                     "supported)", scheme->group);
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_if_present(const std::string& dir) {
@@ -78,14 +88,15 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
   for (const WeightSlot& slot : slots) {
     const std::string name = hf_weight_name(slot);
     const std::string module = name.substr(0, name.size() - std::string_view(".weight").size());
-    if (is_linear(slot.role) && quant.quantizes(module)) {
+    const QuantConfig* scheme = is_linear(slot.role) ? quant.scheme_for(module) : nullptr;
+    if (scheme != nullptr) {
       const QuantLinearSource src{ckpt, ckpt_name, module, slot.shape[0], slot.shape[1]};
-      *slot.target = convert_quantized_linear(src, quant, model.owned);
+      *slot.target = convert_quantized_linear(src, *scheme, model.owned);
       total_bytes += slot.target->nbytes();
       continue;
     }
     const SafetensorsTensor* t = find_weight(ckpt, name, slot.role, model.config);
-    if (t == nullptr) throw LoadError(ckpt_name, fmt::format("missing tensor {}", name));
+    if (t == nullptr) throw LoadError(ckpt_name, fmt::format("missing tensor {}{}", name, missing_hint(quant, slot)));
     check_weight_shape(t->file, name, t->shape, slot);
     if (!is_float_dtype(t->dtype))
       throw LoadError(t->file, fmt::format("tensor {} has dtype {}, expected F32, F16 or BF16{}", name,

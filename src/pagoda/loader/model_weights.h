@@ -25,8 +25,8 @@ struct Weight {
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
-  std::string_view source_format;  // the checkpoint's own name for the format it was converted from ("Q4_K"),
-                                   // for `pagoda inspect`; static storage; empty when stored as it is used
+  std::string_view source_format{};  // the checkpoint's own name for the format it was converted from ("Q4_K"),
+                                     // for `pagoda inspect`; static storage; empty when stored as it is used
   // Set by the CUDA backend (Ops::prepare_weights) when data and scales hold the tensor-core GEMV's tile layout
   // (backend/mma_layout/quant_tiles.h) rather than rows: data U8 codes, scales F32 params, out_features N.
   bool tiled = false;

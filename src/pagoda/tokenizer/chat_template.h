@@ -16,7 +16,7 @@ namespace pagoda {
 struct ChatTemplateInputs {
   nlohmann::ordered_json messages;  // [{"role": "...", "content": "..."}, ...] (content may be a list of parts)
   bool add_generation_prompt = true;
-  nlohmann::ordered_json extra;  // other variables the template may read (e.g. "tools", "date_string")
+  nlohmann::ordered_json extra{};  // other variables the template may read (e.g. "tools", "date_string")
 };
 
 class ChatTemplate {

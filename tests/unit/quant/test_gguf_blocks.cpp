@@ -137,8 +137,9 @@ TEST_P(GgufBlocks, StoredInTheDocumentedInternalForm) {
     for (int64_t r = 0; r < n; ++r)
       for (int64_t col = 0; col < k; ++col)
         ASSERT_EQ((w.data.ptr<uint8_t>()[r * k / 2 + col / 2] >> (4 * (col % 2))) & 15u, code(r, col)) << r << "," << col;
-    if (!offsets)
+    if (!offsets) {
       for (int64_t i = 0; i < w.zeros.numel(); ++i) EXPECT_EQ(w.zeros.ptr<uint8_t>()[i], 8);  // Q4_0
+    }
   } else {
     ASSERT_EQ(w.scheme, QuantScheme::kInt8Channel);
     ASSERT_EQ(w.data.dtype, DType::kI8);

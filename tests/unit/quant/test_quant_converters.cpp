@@ -5,39 +5,17 @@
 #include <cmath>
 #include <random>
 
-#include "../loader/test_files.h"
 #include "pagoda/backend/cpu/linear_quant.h"
-#include "pagoda/loader/quant/quant_linear.h"
+#include "tiny_linear_checkpoint.h"
 
 namespace pagoda {
 namespace {
 
+using test::dequantize_all;
+using test::f16_bytes;
 using test::SafetensorsWriter;
-using test::TempDir;
+using test::TinyCheckpoint;
 using test::to_bytes;
-
-std::vector<uint8_t> f16_bytes(const std::vector<float>& v) {
-  std::vector<uint16_t> h;
-  for (float f : v) h.push_back(f32_to_f16(f));
-  return to_bytes(h);
-}
-
-std::vector<float> dequantize_all(const Weight& w) {
-  std::vector<float> out(static_cast<size_t>(w.num_rows() * w.cols()));
-  cpu::dequantize_rows(w, 0, w.num_rows(), out.data());
-  return out;
-}
-
-struct TinyCheckpoint {
-  TempDir dir;
-  std::vector<HostTensor> owned;
-  Weight load(const SafetensorsWriter& w, const QuantConfig& config, int64_t n, int64_t k) {
-    w.write(dir.file("m.safetensors"));
-    ckpt = SafetensorsCheckpoint::open(dir.file("m.safetensors"));
-    return convert_quantized_linear(QuantLinearSource{ckpt, "m.safetensors", "m", n, k}, config, owned);
-  }
-  SafetensorsCheckpoint ckpt;
-};
 
 // AWQ: 8 columns (out_features) x 2 rows of K. q(n, k) = n + 3k, z(n) = n % 4 + 1, s(n) = 0.5 + n / 4.
 // Nibble i of a word holds column kAwqOrder[i] = [0, 2, 4, 6, 1, 3, 5, 7][i], so k = 0 packs as 0x75316420.

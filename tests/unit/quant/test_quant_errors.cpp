@@ -2,70 +2,16 @@
 // tensor or config field changed, written into a temp dir, and must give a LoadError naming what is wrong.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <map>
-
-#include "../loader/test_files.h"
 #include "../model/golden_helpers.h"
+#include "editable_checkpoint.h"
 #include "pagoda/loader/model_loader.h"
 
 namespace pagoda {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
+using test::EditableCheckpoint;
 using test::TempDir;
-
-// A variant's config.json and tensors, editable, written back as a checkpoint directory.
-struct EditableCheckpoint {
-  json config;
-  struct Entry {
-    std::string dtype;
-    std::vector<int64_t> shape;
-    std::vector<uint8_t> data;
-  };
-  std::map<std::string, Entry> tensors;
-  json metadata;
-  json hf_quant_config;  // ModelOpt's side file; written when set
-
-  explicit EditableCheckpoint(const std::string& variant) {
-    const std::string dir = test::data_dir() + "/models/quant/" + variant;
-    std::ifstream cfg(dir + "/config.json");
-    config = json::parse(cfg);
-    const std::vector<uint8_t> bytes = test::read_bytes(dir + "/model.safetensors");
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, bytes.data(), 8);
-    const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
-    for (const auto& [name, e] : header.items()) {
-      if (name == "__metadata__") {
-        metadata = e;
-        continue;
-      }
-      const auto begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
-      const auto* base = bytes.data() + 8 + header_len;
-      tensors[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(),
-                       std::vector<uint8_t>(base + begin, base + end)};
-    }
-  }
-  Entry& at(const std::string& name) { return tensors.at(name); }
-  // Replaces a tensor's dtype and shape with zero bytes of the right size.
-  void reshape(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, int elem_bytes) {
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    tensors[name] = {dtype, std::move(shape), std::vector<uint8_t>(static_cast<size_t>(numel * elem_bytes), 0)};
-  }
-  std::string write(const TempDir& dir) const {
-    test::SafetensorsWriter w;
-    for (const auto& [name, e] : tensors) w.tensor(name, e.dtype, e.shape, e.data);
-    json header = w.header();
-    header["__metadata__"] = metadata;
-    std::string h = header.dump();
-    while ((8 + h.size()) % 8 != 0) h += ' ';
-    test::write_bytes(dir.file("model.safetensors"), w.build_with_header(h));
-    test::write_text(dir.file("config.json"), config.dump());
-    if (!hf_quant_config.is_null()) test::write_text(dir.file("hf_quant_config.json"), hf_quant_config.dump());
-    return dir.path();
-  }
-};
 
 void expect_error(const EditableCheckpoint& c, const std::vector<std::string>& needles,
                   const std::string& quantization = "") {
@@ -196,6 +142,106 @@ TEST(QuantErrors, CompressedTensorsUnsupportedStrategy) {
   EditableCheckpoint c("ct-w4a16-g128");
   c.config["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "block";
   expect_error(c, {"config_groups.group_0.weights.strategy", "block"});
+}
+
+json& ct_weights(EditableCheckpoint& c) { return c.config["quantization_config"]["config_groups"]["group_0"]["weights"]; }
+json& ct_group(EditableCheckpoint& c) { return c.config["quantization_config"]["config_groups"]["group_0"]; }
+
+TEST(QuantErrors, CompressedTensorsTwoAndThreeBits) {
+  for (int bits : {2, 3}) {
+    EditableCheckpoint c("ct-w4a16-g128");
+    ct_weights(c)["num_bits"] = bits;
+    expect_error(c, {"config_groups.group_0.weights.num_bits", fmt::format("is {}", bits), "supported: 4, 8"});
+  }
+}
+
+TEST(QuantErrors, CompressedTensorsAsymmetricWithoutZeroPoints) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  ct_weights(c)["symmetric"] = false;
+  expect_error(c, {"missing tensor " + kQ + ".weight_zero_point", "config_groups.group_0.weights.symmetric is false"});
+}
+
+TEST(QuantErrors, CompressedTensorsActOrderWithoutGIdx) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  ct_weights(c)["actorder"] = "group";
+  expect_error(c, {"missing tensor " + kQ + ".weight_g_idx", "actorder is \"group\""});
+  EditableCheckpoint channel("ct-w8a16-channel");
+  ct_weights(channel)["actorder"] = true;  // true means "group"
+  expect_error(channel, {"config_groups.group_0.weights.actorder", "needs strategy group"});
+}
+
+TEST(QuantErrors, CompressedTensorsSchemesThatAreNotWeightOnly) {
+  {  // int8 dynamic per-token activations (W4A8 / W8A8 int): the activation quantization would be skipped
+    EditableCheckpoint c("ct-w4a16-g128");
+    ct_group(c)["input_activations"] = {{"num_bits", 8}, {"type", "int"}, {"strategy", "token"}, {"dynamic", true},
+                                        {"symmetric", true}};
+    expect_error(c, {"config_groups.group_0.input_activations.type", "\"int\" with num_bits 8", "only FP8"});
+  }
+  {
+    EditableCheckpoint c("ct-w4a16-g128");
+    ct_group(c)["output_activations"] = {{"num_bits", 8}, {"type", "float"}};
+    expect_error(c, {"config_groups.group_0.output_activations"});
+  }
+  {
+    EditableCheckpoint c("ct-w8a16-channel");
+    ct_weights(c)["dynamic"] = true;
+    expect_error(c, {"config_groups.group_0.weights.dynamic", "is true"});
+  }
+  {
+    EditableCheckpoint c("ct-fp8-dynamic");
+    ct_weights(c)["symmetric"] = false;
+    expect_error(c, {"config_groups.group_0.weights.symmetric", "FP8"});
+  }
+}
+
+TEST(QuantErrors, CompressedTensorsSparseAndTransformedWeights) {
+  {
+    EditableCheckpoint c("ct-w4a16-g128");
+    c.config["quantization_config"]["sparsity_config"] = {{"format", "sparse-24-bitmask"}, {"sparsity_structure", "2:4"},
+                                                          {"targets", {"Linear"}}, {"ignore", {"lm_head"}}};
+    expect_error(c, {"quantization_config.sparsity_config.format", "sparse-24-bitmask"});
+  }
+  {
+    EditableCheckpoint c("ct-w4a16-g128");
+    c.config["quantization_config"]["transform_config"] = {
+        {"config_groups", {{"u", {{"type", "hadamard"}, {"apply", json::array()}}}}}};
+    expect_error(c, {"quantization_config.transform_config.config_groups", "online transforms"});
+  }
+}
+
+TEST(QuantErrors, CompressedTensorsUnreadableRegex) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  c.config["quantization_config"]["ignore"] = {"lm_head", "re:(?P<proj>.*)_proj"};
+  expect_error(c, {"quantization_config.ignore", "re:(?P<proj>.*)_proj", "regular expression"});
+  EditableCheckpoint t("ct-w4a16-g128");
+  ct_group(t)["targets"] = {"re:.*(mlp"};
+  expect_error(t, {"quantization_config.config_groups.group_0.targets", "re:.*(mlp"});
+}
+
+// lm_head is a Linear: without "lm_head" in the ignore list, "Linear" takes it, and its weight is stored quantized.
+TEST(QuantErrors, CompressedTensorsQuantizedLmHead) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  c.config["tie_word_embeddings"] = false;
+  c.config["quantization_config"]["ignore"] = json::array();
+  c.tensors["model.embed_tokens.weight"] = c.at("lm_head.weight");
+  c.tensors.erase("lm_head.weight");
+  c.metadata.erase("model.embed_tokens.weight");
+  expect_error(c, {"missing tensor lm_head.weight", "config_groups.group_0 targets lm_head"});
+}
+
+// Settings that leave the stored tensors as they are: actorder "weight" (GPTQ's calibration order only),
+// sparsity_config format "dense" (pruned weights stored as they are), an empty transform_config.
+TEST(QuantErrors, CompressedTensorsSettingsThatChangeNoTensorLoad) {
+  for (const char* actorder : {"weight", "static"}) {
+    EditableCheckpoint c("ct-w4a16-g128");
+    ct_weights(c)["actorder"] = actorder;
+    c.config["quantization_config"]["sparsity_config"] = {{"format", "dense"}, {"global_sparsity", 0.5},
+                                                          {"sparsity_structure", "unstructured"}};
+    c.config["quantization_config"]["transform_config"] = {{"config_groups", json::object()}};
+    TempDir dir;
+    const std::string path = c.write(dir);
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false})) << actorder;
+  }
 }
 
 TEST(QuantErrors, Fp8WeightOfWrongDtype) {

@@ -1,0 +1,195 @@
+// compressed-tensors quantization_config: the config groups' weight schemes and the module matching that
+// decides which scheme a module was stored in. Sources: vllm-project/compressed-tensors @ac8e2ba (v0.18.0)
+// quantization/quant_args.py (QuantizationArgs and its validator), quantization/lifecycle/apply.py
+// (apply_quantization_config, _scheme_from_targets), utils/match.py (match_named_modules, match_targets,
+// match_name, _match_class); docs/QUANTIZATION.md sums them up.
+#include "pagoda/loader/quant/compressed_tensors_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <regex>
+#include <utility>
+
+namespace pagoda::quant {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_regex(const std::string& target) { return target.rfind("re:", 0) == 0; }
+
+// match.py match_name: "re:" + a Python regular expression applied with re.match, which anchors it at the start
+// of the name only ("re:model.layers.0" takes every module of layer 0, "re:.*down_proj" every down_proj); any
+// other target is an exact module name. std::regex's ECMAScript grammar reads the patterns the tools write
+// (".*", "\d", classes, groups, alternation, "$"); what it cannot read was refused at parse time.
+bool matches_name(const std::string& module, const std::string& target) {
+  if (!is_regex(target)) return module == target;
+  return std::regex_search(module, std::regex(target.substr(3)), std::regex_constants::match_continuous);
+}
+
+// match.py _match_class: the name of a class in the module's MRO. Pagoda's linears are torch.nn.Linear in
+// transformers, whose MRO holds Linear and Module (vLLM's LinearBase also answers to "Linear"); any other class
+// name (LlamaAttention, Embedding, ...) names modules that are not these linears.
+bool matches_class(const std::string& target) { return target == "Linear" || target == "Module"; }
+
+bool matches(const std::string& module, const std::string& target) {
+  return matches_name(module, target) || matches_class(target);
+}
+
+// Each "re:" entry of `list` (the field `key` of `f`) must compile, so that a pattern std::regex cannot read is
+// a LoadError here and not a miss later.
+void check_patterns(const QuantFields& f, const std::string& key, const std::vector<std::string>& list) {
+  for (const std::string& target : list) {
+    if (!is_regex(target)) continue;
+    try {
+      std::regex(target.substr(3));
+    } catch (const std::regex_error& e) {
+      f.fail(key, fmt::format("entry \"{}\" is not a regular expression this loader can read (ECMAScript syntax; "
+                              "Python-only forms such as (?P<name>...) or (?i) are not): {}", target, e.what()));
+    }
+  }
+}
+
+// quant_args.py validate_actorder: true or "group" (alias "dynamic") stores weight_g_idx, the group of each
+// input column; "weight" (alias "static") or false/null only changed GPTQ's calibration order, so the groups
+// stay k / group_size and no g_idx is stored. Returns "group", "weight" or "".
+std::string actorder_of(const QuantFields& w) {
+  const Json* a = w.get("actorder");
+  if (a == nullptr) return "";
+  if (a->is_boolean()) return a->get<bool>() ? "group" : "";
+  if (!a->is_string()) w.fail("actorder", "must be \"group\", \"weight\", true, false or null");
+  const std::string v = lower(a->get<std::string>());
+  if (v == "group" || v == "dynamic") return "group";
+  if (v == "weight" || v == "static") return "weight";
+  w.fail("actorder", fmt::format("is \"{}\"; expected group, weight, dynamic or static", v));
+}
+
+// Compute is weight-only, so an FP8 activation scheme (llm-compressor's FP8_DYNAMIC, or static input_scale) is
+// read past: activations stay in bf16 / fp32. Any other one (int8 or FP4 activations) is a different model.
+void check_activations(const QuantFields& group) {
+  if (group.get("output_activations") != nullptr)
+    group.fail("output_activations", "is set; output activation quantization is not supported");
+  if (group.get("input_activations") == nullptr) return;
+  const QuantFields a = group.sub("input_activations");
+  const std::string type = lower(a.string("type", "int"));
+  const int64_t bits = a.integer("num_bits", 8);
+  if (type != "float" || bits != 8)
+    a.fail("type", fmt::format("is \"{}\" with num_bits {}: only FP8 activation schemes (not applied: compute is "
+                               "weight-only) are supported", type, bits));
+}
+
+// One config group's weights (QuantizationArgs) in `format` -> a scheme.
+QuantConfig parse_group(const QuantFields& group, const std::string& name, const std::string& format) {
+  QuantConfig s{.method = QuantMethod::kCompressedTensors, .name = "compressed-tensors"};
+  s.group = name;
+  check_activations(group);
+  const QuantFields w = group.sub("weights");
+  const std::string type = lower(w.string("type", "int"));
+  if (const Json* d = w.get("dynamic"); d != nullptr && !(d->is_boolean() && !d->get<bool>()))
+    w.fail("dynamic", fmt::format("is {}; weights need stored scales (dynamic false)", d->dump()));
+  // The validator infers a missing strategy from group_size: absent -> tensor, -1 -> channel, > 0 -> group.
+  std::string strategy = lower(w.string("strategy", ""));
+  if (strategy.empty())
+    strategy = w.get("group_size") == nullptr ? "tensor" : w.integer("group_size", 0) == -1 ? "channel" : "group";
+  const std::string actorder = actorder_of(w);
+  if (actorder == "group" && strategy != "group")
+    w.fail("actorder", fmt::format("is \"group\" with strategy \"{}\"; activation ordering needs strategy group",
+                                   strategy));
+  s.desc_act = actorder == "group";
+  if (format == "pack-quantized") {
+    if (type != "int") w.fail("type", fmt::format("is \"{}\"; pack-quantized holds int weights", type));
+    s.bits = bits_of(w, "num_bits", {4, 8});
+    s.symmetric = w.boolean("symmetric", true);  // false: a weight_zero_point per row and group
+    if (strategy == "group") {
+      s.group_size = w.integer("group_size", -1);
+      if (s.group_size <= 0 || s.group_size % 2 != 0)
+        w.fail("group_size", fmt::format("must be a positive even number for strategy group, got {}", s.group_size));
+    } else if (strategy != "channel") {
+      w.fail("strategy", fmt::format("is \"{}\"; supported: group, channel", strategy));
+    }
+  } else if (format == "float-quantized") {
+    if (type != "float") w.fail("type", fmt::format("is \"{}\"; float-quantized holds float weights", type));
+    s.bits = bits_of(w, "num_bits", {8});
+    s.is_float = true;
+    if (strategy != "channel" && strategy != "tensor")
+      w.fail("strategy", fmt::format("is \"{}\"; FP8 weights support channel and tensor", strategy));
+    if (!w.boolean("symmetric", true)) w.fail("symmetric", "is false; FP8 weights with zero points are not supported");
+  } else {
+    group.fail("format", fmt::format("is \"{}\"; supported: pack-quantized, float-quantized", format));
+  }
+  return s;
+}
+
+// sparsity_config: {} (or null) for dense weights; format "dense" keeps pruned weights as they are
+// (config/dense.py), which loads like any other. The compressed sparse formats are not read.
+// transform_config: weights stored under online rotations (QuIP, SpinQuant), which are not applied: refused.
+void check_sparsity_and_transforms(const QuantFields& f) {
+  if (const Json* sparsity = f.get("sparsity_config"); sparsity != nullptr && !sparsity->empty()) {
+    const QuantFields s = f.sub("sparsity_config");
+    const std::string format = s.string("format", "");
+    if (format != "dense")
+      s.fail("format", fmt::format("is \"{}\"; sparse compressed weights are not supported (only \"dense\")", format));
+  }
+  if (const Json* transforms = f.get("transform_config"); transforms != nullptr && !transforms->empty()) {
+    const QuantFields t = f.sub("transform_config");
+    const Json* groups = t.get("config_groups");
+    if (groups != nullptr && !groups->empty())
+      t.fail("config_groups", "is not empty; weights stored under online transforms (QuIP, SpinQuant) are not "
+                              "supported");
+  }
+}
+
+}  // namespace
+
+void parse_compressed_tensors(const QuantFields& f, QuantConfig& q) {
+  const std::string status = f.string("quantization_status", "compressed");
+  if (status != "compressed") f.fail("quantization_status", fmt::format("is \"{}\"; expected compressed", status));
+  check_sparsity_and_transforms(f);
+  const std::string format = f.string("format", "");  // a group's own "format" wins (mixed-precision)
+  const QuantFields groups = f.sub("config_groups");
+  for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
+    const QuantFields group = groups.sub(it.key());
+    q.groups.push_back(QuantGroup{group.strings("targets"),
+                                  parse_group(group, it.key(), group.string("format", format))});
+    check_patterns(group, "targets", q.groups.back().targets);
+  }
+  q.not_converted = f.strings("ignore");
+  check_patterns(f, "ignore", q.not_converted);
+  if (q.groups.empty()) return;  // nothing quantized
+  const QuantConfig& first = q.groups.front().scheme;
+  q.bits = first.bits;
+  q.group_size = first.group_size;
+  q.symmetric = first.symmetric;
+  q.desc_act = first.desc_act;
+  q.group = first.group;
+  // --quantization fp8 asks for a checkpoint whose weights are FP8: every group's.
+  q.is_float = std::all_of(q.groups.begin(), q.groups.end(), [](const QuantGroup& g) { return g.scheme.is_float; });
+}
+
+const QuantConfig* compressed_tensors_scheme_for(const QuantConfig& q, const std::string& module) {
+  // match_named_modules: a module that an ignore entry matches, by name or class, is not quantized.
+  for (const std::string& ignore : q.not_converted)
+    if (matches(module, ignore)) return nullptr;
+  // apply_quantization_config's target_to_scheme: a target listed by several groups belongs to the last.
+  std::map<std::string, size_t> owner;
+  for (size_t i = 0; i < q.groups.size(); ++i)
+    for (const std::string& target : q.groups[i].targets) owner[target] = i;
+  // match_targets orders the targets by (contains "re:", target): exact names, then regular expressions, each
+  // alphabetically (not in the file's order); it lists those matching the name, then those matching the class,
+  // and _scheme_from_targets takes the first. So an exact name beats a regex, a regex beats "Linear", and of two
+  // matching regexes the alphabetically first wins (vLLM's find_matched_target takes the file's order there,
+  // but the tensors were written in compressed-tensors' choice).
+  std::vector<std::pair<std::string, size_t>> sorted(owner.begin(), owner.end());
+  std::stable_partition(sorted.begin(), sorted.end(),
+                        [](const auto& t) { return t.first.find("re:") == std::string::npos; });
+  for (const auto& [target, group] : sorted)
+    if (matches_name(module, target)) return &q.groups[group].scheme;
+  for (const auto& [target, group] : sorted)
+    if (matches_class(target)) return &q.groups[group].scheme;
+  return nullptr;
+}
+
+}  // namespace pagoda::quant
