@@ -88,8 +88,10 @@ void run_inspect(const ModelOptions& o, bool layers) {
 void add_inspect_command(CLI::App& app) {
   auto opts = std::make_shared<ModelOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: architecture, parameters, dtypes, tokenizer");
-  cmd->add_option("model", opts->model, "HF safetensors directory or .gguf file (default: the bundled model)");
-  cmd->add_option("--load-format", opts->load_format, "auto | dummy");
+  cmd->add_option("model,-m,--model", opts->model,
+                  "HF safetensors directory or .gguf file (default: the bundled model)");
+  cmd->add_option("--load-format", opts->load_format, "auto | dummy")->check(CLI::IsMember({"auto", "dummy"}));
+  add_quantization_option(*cmd, opts->quantization);
   auto layers = std::make_shared<bool>(false);
   cmd->add_flag("--layers", *layers, "Also list every weight: format, shape, bytes and bits per weight");
   cmd->callback([opts, layers] { run_inspect(*opts, *layers); });

@@ -11,20 +11,29 @@
 namespace pagoda::cli {
 namespace fs = std::filesystem;
 
+void add_quantization_option(CLI::App& cmd, std::string& quantization) {
+  cmd.add_option("--quantization", quantization,
+                 "awq | gptq | compressed-tensors | modelopt | fp8 | none: the quantized format the checkpoint "
+                 "must have, as vLLM names them; fp8 accepts any checkpoint with FP8 weights (default: detected "
+                 "from config.json's quantization_config or ModelOpt's hf_quant_config.json). With --load-format "
+                 "dummy: random decoder linears in that kind's form (awq, gptq, compressed-tensors: int4 groups "
+                 "of 128 or config.json's quantization_config.group_size; int8, for dummy only: int8 per channel; "
+                 "fp8, modelopt: fp8 per channel)")
+      ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "modelopt", "fp8", "int8", "none"}));
+}
+
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "HF safetensors directory or .gguf file (default: the bundled stories260K)");
-  cmd.add_option("--load-format", load_format, "auto | dummy (random weights of the config's shape, for speed runs)")
+  cmd.add_option("--load-format", load_format,
+                 "auto | dummy (random weights of the config's shape, for speed runs; with --quantization, the "
+                 "decoder linears in that kind's form)")
       ->check(CLI::IsMember({"auto", "dummy"}));
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)");
   cmd.add_option("--rope-freq-dtype", rope_freq_dtype,
                  "float32 (as transformers' from_pretrained, vLLM, llama.cpp) | checkpoint (rounded to the "
                  "checkpoint dtype, as a transformers model after .to(bfloat16))")
       ->check(CLI::IsMember({"float32", "checkpoint"}));
-  cmd.add_option("--quantization", quantization,
-                 "awq | gptq | compressed-tensors | modelopt | fp8 | none: the quantized format the checkpoint "
-                 "must have, as vLLM names them; fp8 accepts any checkpoint with FP8 weights (default: detected "
-                 "from config.json's quantization_config or ModelOpt's hf_quant_config.json)")
-      ->check(CLI::IsMember({"awq", "gptq", "compressed-tensors", "modelopt", "fp8", "none"}));
+  add_quantization_option(cmd, quantization);
   cmd.add_option("--tokenizer", tokenizer,
                  "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
                  "without tokenizer files)");

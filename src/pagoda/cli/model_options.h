@@ -22,6 +22,10 @@ struct ModelOptions {
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing
 };
 
+// --quantization, checked against the kinds known (ModelOptions::add_to; `pagoda inspect`, whose other options
+// differ, adds it alone).
+void add_quantization_option(CLI::App& cmd, std::string& quantization);
+
 // A file shipped with Pagoda (`relative` to the source tree): next to the binary's build tree, in the source
 // tree, or in the working directory; "" when none has it.
 std::string find_bundled_file(const std::string& relative);

@@ -30,10 +30,6 @@ std::string checkpoint_name(const fs::path& dir) {
   return (fs::exists(index, ec) ? index : dir / "model.safetensors").string();
 }
 
-bool is_linear(WeightRole role) {
-  return role != WeightRole::kEmbedTokens && role != WeightRole::kLmHead && !is_norm(role);
-}
-
 // The stored tensor of `name`. Tied embeddings are often stored once, as lm_head.weight, with torch's
 // alias in __metadata__ ("model.embed_tokens.weight": "lm_head.weight"); embed_tokens then reads that.
 const SafetensorsTensor* find_weight(const SafetensorsCheckpoint& ckpt, const std::string& name, WeightRole role,

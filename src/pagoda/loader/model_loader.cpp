@@ -44,11 +44,13 @@ LoadedModel load_dummy(const LoadOptions& options) {
   LoadedModel model;
   model.source = path;
   model.format = "dummy";
+  std::string config_path;  // where a quantized dummy's group size may come from; none for a GGUF
   if (classify(path) == Source::kHfDirectory) {
     const fs::path dir(path);
     std::error_code ec;
     if (!fs::exists(dir / "config.json", ec)) throw LoadError(path, "no config.json in the model directory");
-    model.config = parse_hf_config((dir / "config.json").string());
+    config_path = (dir / "config.json").string();
+    model.config = parse_hf_config(config_path);
     model.generation = parse_generation_config((dir / "generation_config.json").string());
     model.tokenizer = load_hf_tokenizer_if_present(path);
   } else {
@@ -57,7 +59,8 @@ LoadedModel load_dummy(const LoadOptions& options) {
     model.tokenizer = load_gguf_tokenizer_if_present(file);
     model.generation.eos_token_ids = model.config.eos_token_ids;
   }
-  make_dummy_weights(model, options.dummy_seed, options.show_progress);
+  const DummyQuant quant = dummy_quant_kind(options.quantization, path, config_path);
+  make_dummy_weights(model, quant, options.dummy_seed, options.show_progress);
   return model;
 }
 
@@ -76,6 +79,11 @@ void use_tokenizer_from(const std::string& dir, LoadedModel& model) {
 LoadedModel load_model(const LoadOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   LoadedModel model;
+  // int8 names a dummy form only: real int8 checkpoints come in a format of their own, which says how to read it.
+  if (options.quantization == "int8" && options.format != LoadFormat::kDummy)
+    throw LoadError(options.model_path, "--quantization int8 is for --load-format dummy only (random int8 weights); "
+                                        "an int8 checkpoint is loaded by its own format: compressed-tensors (W8A16) "
+                                        "or gptq (8-bit), detected from config.json when --quantization is left out");
   if (options.format == LoadFormat::kDummy) {
     model = load_dummy(options);
   } else if (classify(options.model_path) == Source::kHfDirectory) {

@@ -34,7 +34,8 @@ struct LoadOptions {
   bool show_progress = true;  // progress bar on stderr for large checkpoints
   RopeFreqDtype rope_freq_dtype = RopeFreqDtype::kFloat32;
   // Quantized HF checkpoints: "" detects the format from config.json's quantization_config; "awq", "gptq",
-  // "compressed-tensors", "fp8" or "none" must match it (a mismatch is a LoadError).
+  // "compressed-tensors", "modelopt", "fp8" or "none" must match it (a mismatch is a LoadError). With kDummy:
+  // the form of the random linears ("int8" too; loader/dummy_quant_weights.h), "" or "none" for the dtype's.
   std::string quantization{};
   // An HF directory whose tokenizer.json (and tokenizer_config.json) replaces the checkpoint's own (vLLM's
   // --tokenizer): quantized checkpoints often ship without tokenizer files. Empty: the checkpoint's.

@@ -89,6 +89,10 @@ bool is_norm(WeightRole role) {
   return role == WeightRole::kAttnNorm || role == WeightRole::kFfnNorm || role == WeightRole::kFinalNorm;
 }
 
+bool is_linear(WeightRole role) {
+  return role != WeightRole::kEmbedTokens && role != WeightRole::kLmHead && !is_norm(role);
+}
+
 void check_weight_shape(const std::string& file, const std::string& name, std::span<const int64_t> shape,
                         const WeightSlot& slot) {
   if (!std::equal(shape.begin(), shape.end(), slot.shape.begin(), slot.shape.end()))

@@ -32,6 +32,8 @@ void tie_lm_head(const ModelConfig& config, ModelWeights& weights);
 std::string hf_weight_name(const WeightSlot& slot);    // "model.layers.3.self_attn.q_proj.weight"
 std::string gguf_weight_name(const WeightSlot& slot);  // "blk.3.attn_q.weight"
 bool is_norm(WeightRole role);
+// The decoder layers' linears (wq, wk, wv, wo, w_gate, w_up, w_down): the weights a quantized format quantizes.
+bool is_linear(WeightRole role);
 
 // Throws LoadError(file, "tensor X has shape [..], expected [..]").
 void check_weight_shape(const std::string& file, const std::string& name, std::span<const int64_t> shape,
