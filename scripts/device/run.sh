@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [fuzz]
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -12,6 +12,7 @@
 # decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
 # batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS; quant: `pagoda eval
 # perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data;
+# quant-bench: decode tok/s by batch size with Llama-3-8B-shaped dummy weights of each kind;
 # fuzz: the fuzz targets of build/devfuzz (scripts/device/fuzz_bundle.sh) on the host's cores, FUZZ_JOBS
 # ("target=N ...", default 2 of each) processes for FUZZ_SECONDS (default 300) each, in the background of
 # the stages after it: counts in $OUT/fuzz_counts.txt, findings and logs in $OUT/fuzz.tar.xz.
@@ -99,6 +100,19 @@ for n in ("throughput_128", "throughput_1000"):
 for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
+      ;;
+    quant-bench)  # Llama-3-8B-shaped dummy weights in each kind (QUANT_KINDS, default "none awq int8 fp8"): decode
+      # tok/s per sequence by batch size (QUANT_BATCHES, default "1 16 64 256"; 128-token prompts, 64 new tokens)
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096"
+      for kind in ${QUANT_KINDS:-none awq int8 fp8}; do
+        for b in ${QUANT_BATCHES:-1 16 64 256}; do
+          out=$OUT/qbench_${kind}_b$b
+          timeout 150 "$PAGODA" --log-level info bench latency $M --quantization $kind --batch-size $b --max-num-seqs $b \
+            --input-len 128 --output-len ${QUANT_OUTPUT_LEN:-64} --num-iters 1 --json >"$out.json" 2>"$out.log"
+          echo "$kind batch $b rc=$? $(python3 -c "import json; d=json.load(open('$out.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence,', round(d['decode_tokens_per_second_per_sequence'] * $b), 'tok/s')" 2>&1 | tail -1) $(grep -ho 'weights on the GPU: [0-9.]* GiB' "$out.log")"
+        done
+      done | tee "$OUT/quant_bench.txt"
+      note "quant-bench: $OUT/quant_bench.txt"
       ;;
     long)  # long prompts with the default --max-num-batched-tokens (2,048): chunked prefill, then decode
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 8192"
