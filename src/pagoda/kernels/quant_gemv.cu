@@ -27,6 +27,7 @@
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemv.h"
 
 namespace pagoda::kernels {
@@ -37,129 +38,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kLoadsPerLane = 8;        // 16-byte code loads in flight per lane (two iterations of 4)
 constexpr int64_t kTargetWarps = 2048;  // split K below this many warps (~16 per SM)
 constexpr int kMinChunksPerSlice = 4;   // a K slice is at least this many chunks (256 columns)
-
-// The matrix as the kernel sees it (QuantTilesShape in ints).
-struct Tiles {
-  const uint4* codes;
-  const float2* params;  // [tiles][groups][16] {s, z or m}
-  int n, k, tiles, chunks, groups, steps_per_group;
-  bool offsets;
-};
-
-__device__ __forceinline__ uint4 load_codes(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-// 16 bytes global -> shared without registers (sm_80+), in the current cp.async group.
-__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global));
-}
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
-// Waits until at most one committed group is still in flight.
-__device__ __forceinline__ void copy_async_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ uint32_t hsub2_bf16(uint32_t a, uint32_t b) {
-  const __nv_bfloat162 d =
-      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<const uint32_t*>(&d);
-}
-
-// c += a · b: A 16 x 16 bf16 (rows x k), B 16 x 8 bf16 (k x tokens), C 16 x 8 fp32.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// How each code width becomes MMA registers (quant_tiles.h gives the register order). Zero: the per-row
-// constants of the current group for rows p (lo) and p + 8 (hi); fragment: k-step s of the chunk's vectors.
-template <TileCodes C>
-struct Codes;
-
-// (a & mask) | bits in one LOP3 (the compiler emits two).
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
-  return d;
-}
-
-template <>
-struct Codes<TileCodes::kU4> {
-  static constexpr int kVectors = 1;
-  struct Zero {
-    uint32_t lo, hi;  // bf16x2 (128 + z, 128 + z)
-  };
-  __device__ static Zero zero(float z_lo, float z_hi) {
-    return {pack_bf16x2(128.0f + z_lo, 128.0f + z_lo), pack_bf16x2(128.0f + z_hi, 128.0f + z_hi)};
-  }
-  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
-    const uint32_t w = word_of(v[0], s);
-    a[0] = hsub2_bf16(and_or(w, 0x000f000fu, 0x43004300u), z.lo);
-    a[1] = hsub2_bf16(and_or(w >> 4, 0x000f000fu, 0x43004300u), z.hi);
-    a[2] = hsub2_bf16(and_or(w >> 8, 0x000f000fu, 0x43004300u), z.lo);
-    a[3] = hsub2_bf16(and_or(w >> 12, 0x000f000fu, 0x43004300u), z.hi);
-  }
-};
-
-// Byte i of u as 2^23 + byte, in fp32.
-__device__ __forceinline__ float magic_byte(uint32_t u, int i) {
-  return __int_as_float(static_cast<int>(__byte_perm(u, 0x4b000000u, 0x7440u | static_cast<unsigned>(i))));
-}
-
-template <>
-struct Codes<TileCodes::kI8> {
-  static constexpr int kVectors = 2;
-  struct Zero {
-    float lo, hi;  // 2^23 + 128 + z
-  };
-  __device__ static Zero zero(float z_lo, float z_hi) { return {8388736.0f + z_lo, 8388736.0f + z_hi}; }
-  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
-    const uint4& vec = v[s / 2];
-    const uint32_t lo = word_of(vec, (s % 2) * 2) ^ 0x80808080u, hi = word_of(vec, (s % 2) * 2 + 1) ^ 0x80808080u;
-    a[0] = pack_bf16x2(magic_byte(lo, 0) - z.lo, magic_byte(lo, 1) - z.lo);
-    a[1] = pack_bf16x2(magic_byte(hi, 0) - z.hi, magic_byte(hi, 1) - z.hi);
-    a[2] = pack_bf16x2(magic_byte(lo, 2) - z.lo, magic_byte(lo, 3) - z.lo);
-    a[3] = pack_bf16x2(magic_byte(hi, 2) - z.hi, magic_byte(hi, 3) - z.hi);
-  }
-};
-
-// Byte i of w (an e4m3 code) as fp32: exponent and mantissa moved under fp32's, times 2^(127 - 7).
-__device__ __forceinline__ float e4m3_byte(uint32_t w, int i) {
-  const uint32_t b = (w >> (8 * i)) & 0xffu;
-  const float magnitude = __int_as_float(static_cast<int>((b & 0x7fu) << 20)) * 0x1p120f;
-  return __int_as_float(__float_as_int(magnitude) | static_cast<int>((b & 0x80u) << 24));
-}
-
-template <>
-struct Codes<TileCodes::kE4M3> {
-  static constexpr int kVectors = 2;
-  struct Zero {};
-  __device__ static Zero zero(float, float) { return {}; }
-  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero&) {
-    const uint4& vec = v[s / 2];
-    const uint32_t lo = word_of(vec, (s % 2) * 2), hi = word_of(vec, (s % 2) * 2 + 1);
-    a[0] = pack_bf16x2(e4m3_byte(lo, 0), e4m3_byte(lo, 1));
-    a[1] = pack_bf16x2(e4m3_byte(hi, 0), e4m3_byte(hi, 1));
-    a[2] = pack_bf16x2(e4m3_byte(lo, 2), e4m3_byte(lo, 3));
-    a[3] = pack_bf16x2(e4m3_byte(hi, 2), e4m3_byte(hi, 3));
-  }
-};
 
 // The sum of a lane's four activations (two bf16x2 words).
 __device__ __forceinline__ float sum4(uint2 b) {
@@ -375,19 +253,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-Tiles tiles_of(const QuantMatrix& m) {
-  const QuantTilesShape& s = m.shape;
-  const int64_t spg = s.group_size >= s.k ? (s.k + kTileStepCols - 1) / kTileStepCols : s.group_size / kTileStepCols;
-  return Tiles{static_cast<const uint4*>(m.codes),
-               reinterpret_cast<const float2*>(m.params),
-               static_cast<int>(s.n),
-               static_cast<int>(s.k),
-               static_cast<int>(s.tiles()),
-               static_cast<int>(s.chunks()),
-               static_cast<int>(s.groups()),
-               static_cast<int>(std::max<int64_t>(1, spg)),
-               s.offsets};
-}
 
 template <TileCodes C, int TT, bool kOffsets, Epilogue E>
 void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,

@@ -183,10 +183,36 @@ TEST_P(CudaModel, GreedyFollowsTheReferenceImplementation) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel, ::testing::Values("stories260K", "tiny-llama3-hf", "tiny-mistral-spm-hf"));
 
 // The quantized checkpoints (tests/data/models/quant/) and llama.cpp's k-quant GGUF files
-// (tests/data/models/gguf-kquant/): the CPU computes with the quantized weights, CUDA (for now) with their
-// bf16 dequantization made at upload.
+// (tests/data/models/gguf-kquant/): the CPU computes with the quantized weights, CUDA with the same weights
+// in its tiles (quant_gemv to 16 tokens, the bf16 scratch beyond). Graph replay equals eager: 20 sequences
+// decode together (the scratch path; graphs of 24), then fewer as they finish (the GEMV's).
 class CudaQuantModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaQuantModel, LogitsMatchTheCpuBackendWithinBf16) { expect_logits_match_the_cpu_within_bf16(GetParam()); }
+TEST_P(CudaQuantModel, GraphReplayGivesTheSameTokensAsEager) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 20; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = random_ids(3 + 5 * i, 256, 200 + i);
+    r.params.temperature = 0.0;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = 8 + 2 * i;
+    requests.push_back(r);
+  }
+  std::vector<std::vector<TokenId>> results[2];
+  for (bool eager : {true, false}) {
+    LLM llm(LlmOptions{.load = {.model_path = model_path(GetParam()), .show_progress = false},
+                       .device = "cuda",
+                       .enforce_eager = eager,
+                       .max_num_seqs = 24,
+                       .max_model_len = 256,
+                       .kv_cache_memory = int64_t{64} << 20});
+    for (const CompletionOutput& out : llm.generate(requests)) results[eager].push_back(out.output_ids);
+    if (!eager) EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+  }
+  ASSERT_EQ(results[0].size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << "request " << i;
+}
 INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                          ::testing::Values("quant/awq-w4-g128-gemm", "quant/gptq-w4-g64-asym-descact",
                                            "quant/ct-w4a16-g128", "quant/ct-w8a16-channel", "quant/ct-fp8-dynamic",

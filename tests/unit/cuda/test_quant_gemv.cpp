@@ -228,8 +228,9 @@ TEST(QuantGemv, PrintsBandwidthOnLlamaShapes) {
         const double ms = time_ms(20 * copies, [&] {
           k::quant_gemv(bf(d_out.get()), bf(d_x.get()), devs[call++ % copies]->m, T, nullptr);
         });
-        std::printf("[ quant   ] %-14s T=%2d N=%6d K=%6d: %8.2f us, %7.1f GB/s\n", test::quant_form_name(form), T, s.n,
-                    s.k, ms * 1e3, static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+        std::printf("[ quant   ] %-14s T=%2d N=%6d K=%6d: %8.2f us, %7.1f GB/s, %6.1f TFLOP/s\n",
+                    test::quant_form_name(form), T, s.n, s.k, ms * 1e3, static_cast<double>(bytes) / (ms * 1e-3) / 1e9,
+                    2.0 * T * s.n * s.k / (ms * 1e-3) / 1e12);
       }
     }
   }

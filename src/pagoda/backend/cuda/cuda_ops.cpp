@@ -245,8 +245,9 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
     }
-    // Many tokens: a bf16 copy of this one weight in the scratch matrix, then the tensor-core GEMM. (Its cost,
-    // a write and a read of N x K bf16, is small beside the GEMM's once T is in the hundreds.)
+    // Many tokens: a bf16 copy of this one weight in the scratch matrix, then cuBLAS. (Its cost, a write and a
+    // read of N x K bf16, is small beside the GEMM's once T is in the hundreds; at 64 to 256 decode tokens it
+    // halves W4's throughput against bf16, docs/PERFORMANCE.md.)
     PAGODA_CHECK(impl_->dequant_scratch.size() >= static_cast<size_t>(N) * K * sizeof(uint16_t),
                  "the dequantization scratch is smaller than a {} x {} weight", N, K);
     auto* scratch = static_cast<bf16*>(impl_->dequant_scratch.data());
