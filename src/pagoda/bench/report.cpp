@@ -42,7 +42,7 @@ void add_distribution(json& j, const std::string& key, const Distribution& d) {
   j["mean_" + key + "_ms"] = d.mean;
   j["median_" + key + "_ms"] = d.median;
   j["std_" + key + "_ms"] = d.std;
-  for (const auto& [q, v] : d.percentiles) j["p" + percentile_name(q) + "_" + key + "_ms"] = v;
+  for (const auto& [q, v] : d.percentiles) j[fmt::format("p{}_{}_ms", percentile_name(q), key)] = v;
 }
 
 json optional_number(double v, bool present) { return present ? json(v) : json(nullptr); }

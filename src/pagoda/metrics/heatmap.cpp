@@ -101,7 +101,8 @@ std::string render_svg(const Heatmap& h) {
         out += fmt::format(
             "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} t={:.3f}s: {}{}</title></rect>\n",
             kLabelWidth + i * cell, y, cell + 0.05, kRowHeight - 1, fill, escape_xml(row.name),
-            h.start_seconds + i * h.bin_seconds, number(v), row.unit.empty() ? "" : " " + escape_xml(row.unit));
+            h.start_seconds + i * h.bin_seconds, number(v),
+            row.unit.empty() ? std::string() : fmt::format(" {}", escape_xml(row.unit)));
       }
       out += fmt::format("<text x=\"{:.0f}\" y=\"{}\" fill=\"#555\">max {}</text>\n", kLabelWidth + plot_width + 6, y + 12,
                          number(top));
