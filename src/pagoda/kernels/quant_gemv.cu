@@ -9,16 +9,16 @@
 //    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
 //    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
 //  - multiplies them by the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through
-//    L1, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of fp32 sums (even
+//    L1 a chunk ahead, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of fp32 sums (even
 //    and odd k-steps) so that consecutive MMAs do not wait for each other.
 // A chunk inside one group converts its four k-steps before the four MMAs and checks the group's end once.
 // At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
 // the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
 // group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
 // fragment). Tokens past T are zero activations; padding rows are zero params and never stored.
-// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.2 to 1.8 TB/s for 4-bit codes at one
-// token, 1.7 to 2.6 for 8-bit, where the bf16 skinny GEMM streams 3.4 to 4.1: bound by the instructions per
-// byte (dequantization, and an MMA of 8 tokens for one), not yet by HBM.
+// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.3 to 2.1 TB/s for 4-bit codes at one
+// token, 1.9 to 2.9 for 8-bit, where the bf16 skinny GEMM streams 3.4 to 4.1: bound by latency and the
+// instructions per byte (dequantization, and an MMA of 8 tokens for one), not yet by HBM.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -123,6 +123,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint4 next[U][V];
   issue(next, c_begin, 0);
   pdl_grid_sync();
+  // The activations of chunk `chunk` (its k-steps before step_end) into xn, zeros elsewhere: loaded one chunk
+  // ahead of their use, so the L1 / L2 latency hides behind the chunk before.
+  uint2 xn[4][TT];
+  auto load_x = [&](int chunk) {
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+      const bf16* xc = xt[tt] + 4 * chunk * kTileStepCols;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        xn[s][tt] = make_uint2(0, 0);
+        if (xt[tt] && 4 * chunk + s < step_end) xn[s][tt] = __ldg(reinterpret_cast<const uint2*>(xc + s * kTileStepCols));
+      }
+    }
+  };
+  load_x(c_begin);
   for (int c = c_begin, buf = 0; c < c_end; c += U, buf ^= 1) {  // warp-uniform
     uint4 wv[U][V];
 #pragma unroll
@@ -142,18 +157,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (4 * (c + u) > last_step) break;  // warp-uniform
-      uint2 xb[4][TT];  // the chunk's activations, loaded before any is used
       const bool whole = 4 * (c + u) + 3 <= last_step;  // warp-uniform
+      uint2 xb[4][TT];  // this chunk's activations (loaded a chunk ahead); then the next chunk's into xn
 #pragma unroll
-      for (int tt = 0; tt < TT; ++tt) {
-        const bf16* xc = xt[tt] + 4 * (c + u) * kTileStepCols;
+      for (int s = 0; s < 4; ++s) {
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          xb[s][tt] = make_uint2(0, 0);
-          if (xt[tt] && (whole || 4 * (c + u) + s <= last_step))
-            xb[s][tt] = __ldg(reinterpret_cast<const uint2*>(xc + s * kTileStepCols));
-        }
+        for (int tt = 0; tt < TT; ++tt) xb[s][tt] = xn[s][tt];
       }
+      load_x(c + u + 1);
       // Scales the group's sums into the accumulators and moves to the next group (`gi`: its params).
       auto end_group = [&](int gi, bool more) {
         const float2 lo = gp[gi][p], hi = gp[gi][p + 8];
