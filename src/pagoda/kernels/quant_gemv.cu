@@ -357,6 +357,24 @@ __global__ void dequantize_tiles_kernel(bf16* __restrict__ out, const Tiles w) {
 
 }  // namespace
 
+// Runs the kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again): out rows,
+// x rows and the RoPE arrays move with the pass.
+template <Epilogue E>
+void run_passes(bf16* out, int64_t out_row, const bf16* x, const QuantMatrix& w, int num_tokens, QkvRopeOutput rope,
+                cudaStream_t stream) {
+  constexpr int kPassTokens = 16;
+  for (int t0 = 0; t0 < num_tokens; t0 += kPassTokens) {
+    const int n = std::min(kPassTokens, num_tokens - t0);
+    QkvRopeOutput o = rope;
+    if constexpr (E == Epilogue::kRope) {
+      o.q_out += static_cast<int64_t>(t0) * o.num_heads * o.head_dim;
+      o.positions += t0;
+      o.slot_mapping += t0;
+    }
+    dispatch<E>(out ? out + t0 * out_row : nullptr, x + static_cast<int64_t>(t0) * w.shape.k, w, n, o, stream);
+  }
+}
+
 bool quant_gemv_supported(const void* x, const QuantMatrix& w, int num_tokens) {
   const QuantTilesShape& s = w.shape;
   return num_tokens >= 1 && num_tokens <= kQuantGemvMaxTokens && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
@@ -367,7 +385,7 @@ bool quant_gemv_supported(const void* x, const QuantMatrix& w, int num_tokens) {
 void quant_gemv(bf16* out, const bf16* x, const QuantMatrix& w, int num_tokens, cudaStream_t stream) {
   if (num_tokens <= 0) return;
   check_supported(x, w, num_tokens, "quant_gemv: shape or alignment not supported");
-  dispatch<Epilogue::kPlain>(out, x, w, num_tokens, QkvRopeOutput{}, stream);
+  run_passes<Epilogue::kPlain>(out, w.shape.n, x, w, num_tokens, QkvRopeOutput{}, stream);
 }
 
 void quant_gemv_silu(bf16* out, const bf16* x, const QuantMatrix& w_gate_up, int num_tokens, cudaStream_t stream) {
@@ -375,7 +393,7 @@ void quant_gemv_silu(bf16* out, const bf16* x, const QuantMatrix& w_gate_up, int
   check_supported(x, w_gate_up, num_tokens, "quant_gemv_silu: shape or alignment not supported");
   if (w_gate_up.shape.n % 2 != 0)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_silu: odd gate-up rows", __FILE__, __LINE__);
-  dispatch<Epilogue::kSilu>(out, x, w_gate_up, num_tokens, QkvRopeOutput{}, stream);
+  run_passes<Epilogue::kSilu>(out, w_gate_up.shape.n / 2, x, w_gate_up, num_tokens, QkvRopeOutput{}, stream);
 }
 
 void quant_gemv_qkv_rope(const QkvRopeOutput& o, const bf16* x, const QuantMatrix& w_qkv, int num_tokens,
@@ -384,7 +402,7 @@ void quant_gemv_qkv_rope(const QkvRopeOutput& o, const bf16* x, const QuantMatri
   check_supported(x, w_qkv, num_tokens, "quant_gemv_qkv_rope: shape or alignment not supported");
   if (w_qkv.shape.n != static_cast<int64_t>(o.num_heads + 2 * o.num_kv_heads) * o.head_dim || o.head_dim % 2 != 0)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_qkv_rope: rows do not match the heads", __FILE__, __LINE__);
-  dispatch<Epilogue::kRope>(nullptr, x, w_qkv, num_tokens, o, stream);
+  run_passes<Epilogue::kRope>(nullptr, 0, x, w_qkv, num_tokens, o, stream);
 }
 
 void dequantize_tiles_bf16(bf16* out, const QuantMatrix& m, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // GPU tests of the quantized decode GEMMs (kernels/quant_gemv.h) on every form of the internal
 // representation, packed by backend/mma_layout: against a float64 reference of the CPU's fp32 values for
-// every token count 1..16 and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
+// token counts 1..40 (passes of 16 beyond 16) and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
 // only, groups of 16 to K); the SwiGLU and RoPE epilogues equal the plain kernel followed by the unfused
 // steps, bit for bit; the large-T dequantization equals the CPU values rounded to bf16. A bandwidth table
 // on Llama-3-8B's shapes is printed under PAGODA_PROFILE=1.
@@ -93,13 +93,14 @@ TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
         values[r * c.k + col] = quant_tile_value(tiles, r, col);
         zm[r * c.k + col] = tiles.shape.offsets ? std::fabs(param_zm(tiles, r, col)) : 0.0f;
       }
-    const auto x = random_bf16(size_t{16} * c.k, c.k);
-    DeviceArray<uint16_t> d_x(x), d_out(size_t{16} * c.n);
-    for (int T = 1; T <= k::kQuantGemvMaxTokens; T += (T < 9 ? 1 : 7)) {
+    const size_t max_t = k::kQuantGemvMaxTokens;
+    const auto x = random_bf16(max_t * c.k, c.k);
+    DeviceArray<uint16_t> d_x(x), d_out(max_t * c.n);
+    for (int T = 1; T <= k::kQuantGemvMaxTokens; T += (T < 9 ? 1 : T < 16 ? 7 : 12)) {  // .., 9, 16, 28, 40
       SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
                                         << c.group << " T " << T);
       ASSERT_TRUE(k::quant_gemv_supported(d_x.get(), dev.m, T));
-      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, size_t{16} * c.n * 2));
+      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, max_t * c.n * 2));
       k::quant_gemv(bf(d_out.get()), bf(d_x.get()), dev.m, T, nullptr);
       const auto got = d_out.download(static_cast<size_t>(T) * c.n);
       int bad = 0;
@@ -132,7 +133,7 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
     std::vector<float> inv_freq(hd / 2);
     for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
     DeviceArray<float> d_inv(inv_freq);
-    for (const int T : {1, 6, 11, 16}) {
+    for (const int T : {1, 6, 11, 16, 23}) {  // 23: two passes
       SCOPED_TRACE(::testing::Message() << test::quant_form_name(form) << " T " << T);
       const auto x = random_bf16(static_cast<size_t>(T) * kk, T);
       DeviceArray<uint16_t> d_x(x), d_plain(static_cast<size_t>(T) * n), d_silu(static_cast<size_t>(T) * n / 2),
