@@ -25,6 +25,7 @@
 #include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/weight_loads.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -42,14 +43,6 @@ constexpr int rows_per_warp(int t) { return t == 1 ? 1 : (t <= 4 ? 2 : 4); }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A 16-byte streaming load of weights: read once, so no L1 allocation; 256-byte L2 prefetch.
-__device__ __forceinline__ uint4 load_weights(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 // 8 bf16 widened to fp32 (a bf16 is the top half of an fp32: exact).
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[kVec]) {

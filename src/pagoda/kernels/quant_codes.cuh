@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "pagoda/kernels/quant_gemv.h"
+#include "pagoda/kernels/weight_loads.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -21,13 +22,7 @@ struct Tiles {
   bool offsets;
 };
 
-__device__ __forceinline__ uint4 load_codes(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
+__device__ __forceinline__ uint4 load_codes(const uint4* p) { return load_weights(p); }
 
 // 16 bytes global -> shared without registers (sm_80+), in the current cp.async group.
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {

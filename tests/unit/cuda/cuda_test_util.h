@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,36 @@ class DeviceArray {
   T* ptr_ = nullptr;
   size_t n_;
 };
+
+// Uniform bf16 in [-1, 1): a fast xorshift stream, enough for 16M-element operands.
+inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = f32_to_bf16(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
+  }
+  return v;
+}
+
+// Mean time of `iters` back-to-back calls after a warm-up, by CUDA events.
+inline double time_ms(int iters, const std::function<void()>& call) {
+  for (int i = 0; i < 3; ++i) call();
+  cudaEvent_t start, stop;
+  PAGODA_CUDA_CHECK(cudaEventCreate(&start));
+  PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
+  PAGODA_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < iters; ++i) call();
+  PAGODA_CUDA_CHECK(cudaEventRecord(stop));
+  PAGODA_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iters;
+}
 
 }  // namespace pagoda::test
 

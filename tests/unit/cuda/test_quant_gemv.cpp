@@ -23,23 +23,13 @@ namespace pagoda {
 namespace {
 
 using test::DeviceArray;
+using test::random_bf16;
+using test::time_ms;
 using test::QuantForm;
 using test::RandomQuantWeight;
 namespace k = kernels;
 
 k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
-
-std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> v(n);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = f32_to_bf16(static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * 0x1p-23f);
-  }
-  return v;
-}
 
 std::vector<TileRowSource> all_rows(const Weight& w) {
   std::vector<TileRowSource> rows;
@@ -191,22 +181,6 @@ TEST(QuantGemv, DequantizedTilesAreTheCpuValuesInBf16) {
           ADD_FAILURE() << "row " << r << " col " << col;
     ASSERT_EQ(bad, 0);
   }
-}
-
-double time_ms(int iters, const std::function<void()>& call) {
-  for (int i = 0; i < 3; ++i) call();
-  cudaEvent_t start, stop;
-  PAGODA_CUDA_CHECK(cudaEventCreate(&start));
-  PAGODA_CUDA_CHECK(cudaEventCreate(&stop));
-  PAGODA_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iters; ++i) call();
-  PAGODA_CUDA_CHECK(cudaEventRecord(stop));
-  PAGODA_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  PAGODA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / iters;
 }
 
 // Llama-3-8B's fused QKV, O, fused gate-up and down in W4 g128, int8 per channel and FP8 per channel: GB/s of
