@@ -103,7 +103,9 @@ TEST(AsyncSchedulingGpu, StopTokensMidStream) {
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(async[i].output_ids, sync[i].output_ids) << "request " << i;
     EXPECT_EQ(async[i].finish_reason, sync[i].finish_reason) << "request " << i;
-    if (i >= 2) EXPECT_EQ(sync[i].finish_reason, "stop") << "request " << i;
+    if (i >= 2) {
+      EXPECT_EQ(sync[i].finish_reason, "stop") << "request " << i;
+    }
   }
 }
 
