@@ -232,7 +232,7 @@ std::map<std::string, std::string> assignment(const QuantConfig& q) {
 TEST(CompressedTensorsTargets, ExactNameBeatsRegexBeatsClassAndRegexesGoAlphabetically) {
   const QuantConfig a = parse(ct_config(mixed_groups(false), kMixedIgnore));
   ASSERT_EQ(a.groups.size(), 4u);
-  EXPECT_EQ(a.groups[0].scheme.group, "g_mlp1");  // the file's order, not the keys' order
+  EXPECT_EQ(a.groups[0].scheme->group, "g_mlp1");  // the file's order, not the keys' order
   EXPECT_EQ(assignment(a), expected_mixed_groups(false));
   const QuantConfig& mlp1 = *a.scheme_for("model.layers.1.mlp.up_proj");
   EXPECT_EQ(mlp1.bits, 4);

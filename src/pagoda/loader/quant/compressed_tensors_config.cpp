@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <regex>
 #include <utility>
 
@@ -152,21 +153,21 @@ void parse_compressed_tensors(const QuantFields& f, QuantConfig& q) {
   const QuantFields groups = f.sub("config_groups");
   for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
     const QuantFields group = groups.sub(it.key());
-    q.groups.push_back(QuantGroup{group.strings("targets"),
-                                  parse_group(group, it.key(), group.string("format", format))});
+    q.groups.push_back(QuantGroup{group.strings("targets"), std::make_shared<const QuantConfig>(parse_group(
+                                                                  group, it.key(), group.string("format", format)))});
     check_patterns(group, "targets", q.groups.back().targets);
   }
   q.not_converted = f.strings("ignore");
   check_patterns(f, "ignore", q.not_converted);
   if (q.groups.empty()) return;  // nothing quantized
-  const QuantConfig& first = q.groups.front().scheme;
+  const QuantConfig& first = *q.groups.front().scheme;
   q.bits = first.bits;
   q.group_size = first.group_size;
   q.symmetric = first.symmetric;
   q.desc_act = first.desc_act;
   q.group = first.group;
   // --quantization fp8 asks for a checkpoint whose weights are FP8: every group's.
-  q.is_float = std::all_of(q.groups.begin(), q.groups.end(), [](const QuantGroup& g) { return g.scheme.is_float; });
+  q.is_float = std::all_of(q.groups.begin(), q.groups.end(), [](const QuantGroup& g) { return g.scheme->is_float; });
 }
 
 const QuantConfig* compressed_tensors_scheme_for(const QuantConfig& q, const std::string& module) {
@@ -186,9 +187,9 @@ const QuantConfig* compressed_tensors_scheme_for(const QuantConfig& q, const std
   std::stable_partition(sorted.begin(), sorted.end(),
                         [](const auto& t) { return t.first.find("re:") == std::string::npos; });
   for (const auto& [target, group] : sorted)
-    if (matches_name(module, target)) return &q.groups[group].scheme;
+    if (matches_name(module, target)) return q.groups[group].scheme.get();
   for (const auto& [target, group] : sorted)
-    if (matches_class(target)) return &q.groups[group].scheme;
+    if (matches_class(target)) return q.groups[group].scheme.get();
   return nullptr;
 }
 

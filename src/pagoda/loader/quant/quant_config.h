@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,16 @@ namespace pagoda {
 
 enum class QuantMethod { kNone, kAwq, kGptq, kCompressedTensors, kModelOpt, kFp8 };
 
-struct QuantGroup;
+struct QuantConfig;
+
+// One compressed-tensors config group: the module names, "re:" regular expressions and class names it targets,
+// and the scheme of the modules it wins (loader/quant/compressed_tensors_config.cpp says how). The scheme is
+// held by pointer: QuantConfig holds its groups, and a vector's element type must be complete where the
+// vector is (clang insists).
+struct QuantGroup {
+  std::vector<std::string> targets;
+  std::shared_ptr<const QuantConfig> scheme;
+};
 
 // The scheme fields (bits ... gptq_v2) are those of every quantized linear, or, for compressed-tensors, those
 // of the first config group (`groups` holds each group's own).
@@ -42,13 +52,6 @@ struct QuantConfig {
   // The pointer lives as long as this config.
   const QuantConfig* scheme_for(const std::string& module) const;
   bool quantizes(const std::string& module) const { return scheme_for(module) != nullptr; }
-};
-
-// One compressed-tensors config group: the module names, "re:" regular expressions and class names it targets,
-// and the scheme of the modules it wins (loader/quant/compressed_tensors_config.cpp says how).
-struct QuantGroup {
-  std::vector<std::string> targets;
-  QuantConfig scheme;
 };
 
 // Reads the quantization_config of `config_path` (config.json), or, when it has none, ModelOpt's
