@@ -146,19 +146,17 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
     return rows;
   };
-  auto upload = [&](const Weight& src) {
-    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src})) return upload_tiled(all_rows(src), src);
-    Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
-    put_rows(dst, 0, 1, src);
-    device_bytes += dst.nbytes();
-    return Weight{dst};
-  };
-  // Embedding rows are gathered, not multiplied: always bf16.
   auto upload_bf16_weight = [&](const Weight& src) {
     Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
     put_rows(dst, 0, 1, src);
     device_bytes += dst.nbytes();
     return Weight{dst};
+  };
+  // A quantized linear as tiles; everything else as bf16. (Embedding rows are gathered, not multiplied: the
+  // embedding table always goes up as bf16.)
+  auto upload = [&](const Weight& src) {
+    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src})) return upload_tiled(all_rows(src), src);
+    return upload_bf16_weight(src);
   };
   // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
   // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
