@@ -9,13 +9,14 @@
 //    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
 //    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
 //  - multiplies them by the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through
-//    L1 a chunk ahead, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of fp32 sums (even
-//    and odd k-steps) so that consecutive MMAs do not wait for each other.
+//    L1 a chunk ahead, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of
+//    fp32 sums (even and odd k-steps) so that consecutive MMAs do not wait for each other.
 // A chunk inside one group converts its four k-steps before the four MMAs and checks the group's end once.
 // At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
 // the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
 // group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
-// fragment). Tokens past T are zero activations; padding rows are zero params and never stored.
+// fragment). Tokens past T are zero activations; padding rows are zero params and never stored. One launch
+// takes up to 16 tokens (one or two token tiles of 8); 17 to 40 run as passes of 16 (run_passes).
 // Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.3 to 2.1 TB/s for 4-bit codes at one
 // token, 1.9 to 2.9 for 8-bit, where the bf16 skinny GEMM streams 3.4 to 4.1: bound by latency and the
 // instructions per byte (dequantization, and an MMA of 8 tokens for one), not yet by HBM.
