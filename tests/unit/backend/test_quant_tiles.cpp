@@ -31,12 +31,6 @@ std::vector<float> reference_values(const Weight& w) {
   return v;
 }
 
-std::vector<TileRowSource> all_rows(const Weight& w) {
-  std::vector<TileRowSource> rows;
-  for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
-  return rows;
-}
-
 struct Case {
   QuantForm form;
   int64_t n, k, group;
@@ -57,7 +51,7 @@ TEST(QuantTiles, EveryFormReadsBackAsTheCpuReference) {
                                       << c.group);
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, 11 + c.n);
     ASSERT_EQ(quant_tiles_unsupported(std::vector<const Weight*>{&rw.weight}), "");
-    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     const QuantTilesShape& s = tiles.shape;
     EXPECT_EQ(s.n, c.n);
     EXPECT_EQ(s.k, c.k);
@@ -82,7 +76,7 @@ TEST(QuantTiles, EveryCodeByteIsUsedOnce) {
   // a nibble and none is left out.
   RandomQuantWeight rw(QuantForm::kInt4Zeros, 16, 64, 64, 3);
   for (int64_t i = 0; i < rw.weight.data.numel(); ++i) rw.weight.data.ptr<uint8_t>()[i] = 0xff;
-  const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+  const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
   ASSERT_EQ(tiles.codes.size(), 512u);
   for (uint8_t b : tiles.codes) EXPECT_EQ(b, 0xff);
 }

@@ -31,12 +31,6 @@ namespace k = kernels;
 
 k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
 
-std::vector<TileRowSource> all_rows(const Weight& w) {
-  std::vector<TileRowSource> rows;
-  for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
-  return rows;
-}
-
 // Packed tiles on the device.
 struct DeviceTiles {
   explicit DeviceTiles(const HostQuantTiles& t) : codes(t.codes), params(t.params) {
@@ -75,7 +69,7 @@ TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const Case& c : kCases) {
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n + c.k);
-    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
     std::vector<float> values(static_cast<size_t>(c.n) * c.k), zm(values.size());
     for (int64_t r = 0; r < c.n; ++r)
@@ -118,7 +112,7 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
     // QKV of a small GQA model: 4 query heads, 2 KV heads of 32.
     const int nh = 4, nkv = 2, hd = 32, kk = 256, n = (nh + 2 * nkv) * hd, num_slots = 32, row = nkv * hd;
     RandomQuantWeight rw(form, n, kk, form == QuantForm::kFp8 ? kk : 32, 77);
-    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
     std::vector<float> inv_freq(hd / 2);
     for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
@@ -169,7 +163,7 @@ TEST(QuantGemv, DequantizedTilesAreTheCpuValuesInBf16) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k);
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n * 3 + c.k);
-    const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
     DeviceArray<uint16_t> d_out(static_cast<size_t>(c.n) * c.k);
     k::dequantize_tiles_bf16(bf(d_out.get()), dev.m, nullptr);
@@ -192,7 +186,7 @@ TEST(QuantGemv, PrintsBandwidthOnLlamaShapes) {
   for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt8Symmetric, QuantForm::kFp8}) {
     for (const Shape s : {Shape{6144, 4096}, Shape{4096, 4096}, Shape{28672, 4096}, Shape{4096, 14336}}) {
       RandomQuantWeight rw(form, s.n, s.k, form == QuantForm::kInt4Zeros ? 128 : s.k, 5);
-      const HostQuantTiles tiles = pack_quant_tiles(all_rows(rw.weight));
+      const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
       const size_t bytes = tiles.codes.size() + tiles.params.size() * sizeof(float);
       const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
       std::vector<std::unique_ptr<DeviceTiles>> devs;

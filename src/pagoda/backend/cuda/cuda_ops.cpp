@@ -289,9 +289,12 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
   const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
                                  i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
   // Decode: RoPE and the KV store in the GEMM's epilogue.
-  if (wqkv.tiled && kernels::quant_gemv_supported(x.data, quant_matrix(wqkv), T)) {
-    kernels::quant_gemv_qkv_rope(o, bf(x), quant_matrix(wqkv), T, impl_->stream);
-    return;
+  if (wqkv.tiled) {
+    const kernels::QuantMatrix m = quant_matrix(wqkv);
+    if (kernels::quant_gemv_supported(x.data, m, T)) {
+      kernels::quant_gemv_qkv_rope(o, bf(x), m, T, impl_->stream);
+      return;
+    }
   }
   if (!wqkv.tiled && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
     kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
@@ -369,9 +372,12 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   PAGODA_CHECK(N % 2 == 0 && row_elems(x) == K && row_elems(out) == N / 2 && rows_of(out) == T,
                "gate_up_silu: x {} w {} out {}", x.shape_string(), w_gate_up.data.shape_string(), out.shape_string());
   if (T == 0) return;
-  if (w_gate_up.tiled && kernels::quant_gemv_supported(x.data, quant_matrix(w_gate_up), T)) {
-    kernels::quant_gemv_silu(bf(out), bf(x), quant_matrix(w_gate_up), T, impl_->stream);
-    return;
+  if (w_gate_up.tiled) {
+    const kernels::QuantMatrix m = quant_matrix(w_gate_up);
+    if (kernels::quant_gemv_supported(x.data, m, T)) {
+      kernels::quant_gemv_silu(bf(out), bf(x), m, T, impl_->stream);
+      return;
+    }
   }
   if (!w_gate_up.tiled && kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
     kernels::skinny_gemm_silu(bf(out), bf(x), bf(w_gate_up.data), T, N / 2, K, impl_->stream);

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,13 +72,14 @@ int64_t elems_of(const Weight& w) { return w.num_rows() * w.cols(); }
 
 bool is_quantized_linear(const Weight& w) { return w.quantized() || w.data.dtype == DType::kQ8_0; }
 
-// Whether the rows of `parts` go up as tiles; logs why not when they are quantized but cannot.
-bool tile_parts(std::span<const Weight* const> parts) {
+// Whether the rows of `parts` go up as tiles. When they are quantized but cannot, says why, once per reason
+// (an act-order model would otherwise warn for every linear of every layer).
+bool tile_parts(std::span<const Weight* const> parts, std::set<std::string>& warned) {
   for (const Weight* w : parts)
     if (!is_quantized_linear(*w)) return false;
   const std::string why = quant_tiles_unsupported(parts);
   if (why.empty()) return true;
-  spdlog::warn("a quantized weight goes to the GPU as bf16: {}", why);
+  if (warned.insert(why).second) spdlog::warn("quantized weights go to the GPU as bf16: {}", why);
   return false;
 }
 
@@ -132,6 +134,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     upload_bf16(static_cast<uint16_t*>(dst.data) + first * cols, src, step * cols, staging, m.stream);
     bar.advance(2 * elems_of(src));
   };
+  std::set<std::string> warned;  // reasons already logged by tile_parts
   // Rows of quantized weights, in the fused order, as tiles.
   int64_t device_bytes = 0, largest_tiled = 0;
   auto upload_tiled = [&](std::span<const TileRowSource> rows, const Weight& like) {
@@ -140,11 +143,6 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     device_bytes += static_cast<int64_t>(tiles.codes.size() + tiles.params.size() * sizeof(float));
     largest_tiled = std::max(largest_tiled, tiles.shape.n * tiles.shape.k);
     return upload_tiles(tiles, like, m.weight_storage);
-  };
-  auto all_rows = [](const Weight& w) {
-    std::vector<TileRowSource> rows;
-    for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
-    return rows;
   };
   auto upload_bf16_weight = [&](const Weight& src) {
     Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
@@ -155,14 +153,15 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // A quantized linear as tiles; everything else as bf16. (Embedding rows are gathered, not multiplied: the
   // embedding table always goes up as bf16.)
   auto upload = [&](const Weight& src) {
-    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src})) return upload_tiled(all_rows(src), src);
+    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src}, warned))
+      return upload_tiled(tile_rows(src), src);
     return upload_bf16_weight(src);
   };
   // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
   // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
   auto upload_qkv = [&](const LayerWeights& h) {
     const int64_t hd = config.head_dim;
-    if (tile_parts(std::vector<const Weight*>{&h.wq, &h.wk, &h.wv})) {
+    if (tile_parts(std::vector<const Weight*>{&h.wq, &h.wk, &h.wv}, warned)) {
       std::vector<TileRowSource> rows;
       for (const Weight* part : {&h.wq, &h.wk}) {
         const int64_t n = part->num_rows();
@@ -194,7 +193,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
   auto upload_gate_up = [&](const LayerWeights& h) {
     PAGODA_CHECK(h.w_gate.num_rows() == h.w_up.num_rows(), "gate and up differ in out_features");
-    if (tile_parts(std::vector<const Weight*>{&h.w_gate, &h.w_up})) {
+    if (tile_parts(std::vector<const Weight*>{&h.w_gate, &h.w_up}, warned)) {
       std::vector<TileRowSource> rows;
       for (int64_t j = 0; j < h.w_gate.num_rows(); ++j) {
         rows.push_back({&h.w_gate, j});

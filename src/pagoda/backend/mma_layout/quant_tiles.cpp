@@ -106,6 +106,13 @@ int64_t param_index(const QuantTilesShape& s, int64_t tile, int64_t group, int p
 
 }  // namespace
 
+std::vector<TileRowSource> tile_rows(const Weight& w) {
+  std::vector<TileRowSource> rows;
+  rows.reserve(static_cast<size_t>(w.num_rows()));
+  for (int64_t r = 0; r < w.num_rows(); ++r) rows.push_back({&w, r});
+  return rows;
+}
+
 std::string quant_tiles_unsupported(std::span<const Weight* const> weights) {
   if (weights.empty()) return "no weights";
   const Weight& first = *weights[0];

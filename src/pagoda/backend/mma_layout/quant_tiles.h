@@ -43,6 +43,9 @@ struct TileRowSource {
   int64_t row = 0;
 };
 
+// Every row of `w`, in order: the sources of packing one weight as it is.
+std::vector<TileRowSource> tile_rows(const Weight& w);
+
 // Why rows of these weights cannot be packed (empty when they can): every source must share the scheme,
 // group size and K; act-order (g_idx) has no tile layout yet; K and the group size must be multiples of 16.
 // Quantized schemes and GGUF Q8_0 qualify.
