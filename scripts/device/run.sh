@@ -67,8 +67,8 @@ for stage in "${stages[@]}"; do
       timeout 480 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" "${variants[@]}" 2>"$OUT/hf_parity.log"
       note "hf parity: rc=$?"
       ;;
-    bench|bench-quick)
-      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
+    bench|bench-quick)  # BENCH_QUANT=awq|int8|fp8|...: the same commands with that kind's dummy weights
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda${BENCH_QUANT:+ --quantization $BENCH_QUANT}"
       run_bench() {  # name, then the pagoda arguments
         local name=$1; shift
         PAGODA_CUDA_STEP_TIMING=1 timeout 400 "$PAGODA" --log-level info "$@" --json >"$OUT/bench_$name.json" 2>"$OUT/bench_$name.log"
@@ -102,12 +102,13 @@ PY
       note "bench: see $OUT/bench_*.json"
       ;;
     quant-bench)  # Llama-3-8B-shaped dummy weights in each kind (QUANT_KINDS, default "none awq int8 fp8"): decode
-      # tok/s per sequence by batch size (QUANT_BATCHES, default "1 16 64 256"; 128-token prompts, 64 new tokens)
+      # tok/s per sequence by batch size (QUANT_BATCHES, default "1 16 64 256"; 128-token prompts, 64 new tokens);
+      # QUANT_EXTRA: more pagoda options (e.g. "--quantize-lm-head fp8")
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096"
       for kind in ${QUANT_KINDS:-none awq int8 fp8}; do
         for b in ${QUANT_BATCHES:-1 16 64 256}; do
           out=$OUT/qbench_${kind}_b$b
-          timeout 150 "$PAGODA" --log-level info bench latency $M --quantization $kind --batch-size $b --max-num-seqs $b \
+          timeout 150 "$PAGODA" --log-level info bench latency $M --quantization $kind ${QUANT_EXTRA:-} --batch-size $b --max-num-seqs $b \
             --input-len 128 --output-len ${QUANT_OUTPUT_LEN:-64} --num-iters 1 --json >"$out.json" 2>"$out.log"
           echo "$kind batch $b rc=$? $(python3 -c "import json; d=json.load(open('$out.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence,', round(d['decode_tokens_per_second_per_sequence'] * $b), 'tok/s')" 2>&1 | tail -1) $(grep -ho 'weights on the GPU: [0-9.]* GiB' "$out.log")"
         done
@@ -166,6 +167,10 @@ PY
         echo "$m: $(timeout 120 "$PAGODA" eval perplexity --device cuda --model "$m" "${tok[@]}" \
           --text-file "$t" --ctx-size 512 --chunks 60 --json 2>>"$OUT/quant.log" | tail -1)"
       done | tee "$OUT/quant.txt"
+      m=tests/data/models/quant/ct-fp8-dynamic  # its W8A8 figure above; weight-only (W8A16) here
+      echo "$m weight-only: $(timeout 120 "$PAGODA" eval perplexity --device cuda --model "$m" --tokenizer \
+        tests/data/models/quant/tinystories-656k --activation-quantization none --text-file "$text" --ctx-size 512 \
+        --chunks 60 --json 2>>"$OUT/quant.log" | tail -1)" | tee -a "$OUT/quant.txt"
       note "quant: perplexity on the GPU in $OUT/quant.txt"
       ;;
     fuzz)

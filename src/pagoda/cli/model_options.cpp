@@ -34,6 +34,15 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "checkpoint dtype, as a transformers model after .to(bfloat16))")
       ->check(CLI::IsMember({"float32", "checkpoint"}));
   add_quantization_option(cmd, quantization);
+  cmd.add_option("--activation-quantization", activation_quantization,
+                 "auto | none: FP8 checkpoints whose quantization_config quantizes the linears' inputs too (W8A8: "
+                 "FP8_DYNAMIC per token, or a static input_scale) compute that way with auto, as vLLM does; none "
+                 "keeps the inputs unquantized (weight-only)")
+      ->check(CLI::IsMember({"auto", "none"}));
+  cmd.add_option("--quantize-lm-head", quantize_lm_head,
+                 "none | fp8: quantize the output projection at load (fp8: e4m3 per row, absmax / 448, with "
+                 "per-token FP8 inputs), which most quantized checkpoints keep in 16 bits")
+      ->check(CLI::IsMember({"none", "fp8"}));
   cmd.add_option("--tokenizer", tokenizer,
                  "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
                  "without tokenizer files)");
@@ -46,6 +55,8 @@ LoadOptions ModelOptions::load_options() const {
   opts.rope_freq_dtype = rope_freq_dtype == "checkpoint" ? RopeFreqDtype::kCheckpoint : RopeFreqDtype::kFloat32;
   opts.quantization = quantization;
   opts.tokenizer_path = tokenizer;
+  opts.quantize_activations = activation_quantization != "none";
+  opts.lm_head_quantization = quantize_lm_head == "none" ? "" : quantize_lm_head;
   return opts;
 }
 

@@ -17,6 +17,8 @@ struct ModelOptions {
   std::string rope_freq_dtype = "float32";
   std::string quantization;  // empty: detected from config.json
   std::string tokenizer;     // empty: the checkpoint's own tokenizer files
+  std::string activation_quantization = "auto";  // auto: as the checkpoint says; none: weight-only
+  std::string quantize_lm_head = "none";          // none | fp8
 
   void add_to(CLI::App& cmd);
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing

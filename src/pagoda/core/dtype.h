@@ -45,6 +45,8 @@ inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
 float f16_to_f32(uint16_t h);
 // float8_e4m3fn (OCP FP8, as torch.float8_e4m3fn) to fp32: exact (every e4m3 value is an fp32 value).
 float f8e4m3_to_f32(uint8_t v);
+// The float8_e4m3fn code of x: round to nearest even, saturating to +-448, NaN -> 0x7F with x's sign.
+uint8_t f32_to_e4m3_saturating(float x);
 uint16_t f32_to_f16(float f);
 
 }  // namespace pagoda

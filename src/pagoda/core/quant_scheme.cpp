@@ -13,4 +13,13 @@ std::string_view quant_scheme_name(QuantScheme scheme) {
   return "?";
 }
 
+std::string_view activation_quant_name(ActivationQuant a) {
+  switch (a) {
+    case ActivationQuant::kNone: return "none";
+    case ActivationQuant::kFp8PerToken: return "fp8-per-token";
+    case ActivationQuant::kFp8Static: return "fp8-static";
+  }
+  return "?";
+}
+
 }  // namespace pagoda

@@ -40,6 +40,20 @@ inline bool pdl_enabled() {
   return enabled;
 }
 
+// The current device's SM count (cached; 132 when it cannot be read).
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      return 132;
+    }
+    return n;
+  }();
+  return count;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with PDL where enabled, error-checked under `name`.
 template <typename... Params, typename... Args>
 void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,

@@ -172,7 +172,8 @@ std::vector<DummyTensorSpec> dummy_quant_layout(const DummyQuant& quant, const s
     }
     case QuantScheme::kInt8Channel:
       return {{&w.data, DType::kI8, {n, k}}, {&w.scales, DType::kF32, {n, 1}}};
-    case QuantScheme::kFp8Channel:
+    case QuantScheme::kFp8Channel:  // W8A8 with dynamic per-token activation scales (FP8_DYNAMIC)
+      w.activations = ActivationQuant::kFp8PerToken;
       return {{&w.data, DType::kF8E4M3, {n, k}}, {&w.scales, DType::kF32, {n, 1}}};
     case QuantScheme::kNone: break;
   }

@@ -15,6 +15,7 @@
 #include "pagoda/loader/gguf_loader.h"
 #include "pagoda/loader/hf_config.h"
 #include "pagoda/loader/hf_loader.h"
+#include "pagoda/loader/lm_head_quant.h"
 
 namespace pagoda {
 namespace {
@@ -95,6 +96,18 @@ LoadedModel load_model(const LoadOptions& options) {
     model = load_gguf_model(options.model_path, options);
   }
   if (options.rope_freq_dtype == RopeFreqDtype::kCheckpoint) model.config.rope.inv_freq_dtype = model.config.dtype;
+  if (options.lm_head_quantization == "fp8") {
+    if (!quantize_lm_head_fp8(model.weights.lm_head, model.owned))
+      spdlog::warn("--quantize-lm-head fp8: the checkpoint's lm_head is already quantized; kept as it is");
+  } else if (!options.lm_head_quantization.empty() && options.lm_head_quantization != "none") {
+    throw LoadError(model.source, fmt::format("unknown --quantize-lm-head \"{}\" (expected fp8 or none)",
+                                              options.lm_head_quantization));
+  }
+  ActivationQuant activations = ActivationQuant::kNone;  // the first W8A8 linear's, for the log
+  for (Weight* w : model.weights.all()) {
+    if (!options.quantize_activations) w->activations = ActivationQuant::kNone;
+    if (activations == ActivationQuant::kNone) activations = w->activations;
+  }
   if (!options.tokenizer_path.empty()) use_tokenizer_from(options.tokenizer_path, model);
   const ModelConfig& c = model.config;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -103,10 +116,12 @@ LoadedModel load_model(const LoadOptions& options) {
                                         : embed.quantized()          ? quant_scheme_name(embed.scheme)
                                                                      : dtype_name(embed.data.dtype);
   spdlog::info("loaded {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters, {} in "
-               "{:.2f} s{}",
+               "{:.2f} s{}{}",
                model.source, model.format, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
                static_cast<double>(c.num_parameters()) / 1e6, embed_format, secs,
-               model.tokenizer ? "" : " (no tokenizer)");
+               model.tokenizer ? "" : " (no tokenizer)",
+               activations == ActivationQuant::kNone ? ""
+                                                     : fmt::format(", W8A8 ({} activations)", activation_quant_name(activations)));
   return model;
 }
 

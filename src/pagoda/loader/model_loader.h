@@ -40,6 +40,12 @@ struct LoadOptions {
   // An HF directory whose tokenizer.json (and tokenizer_config.json) replaces the checkpoint's own (vLLM's
   // --tokenizer): quantized checkpoints often ship without tokenizer files. Empty: the checkpoint's.
   std::string tokenizer_path{};
+  // W8A8 checkpoints (FP8 weights whose quantization_config quantizes the inputs too): true computes as the
+  // checkpoint says (Weight::activations); false keeps the inputs unquantized (weight-only, W8A16), for
+  // comparing against a reference of the dequantized weights.
+  bool quantize_activations = true;
+  // The output projection quantized at load: "" keeps it as stored; "fp8" makes it FP8 W8A8 (lm_head_quant.h).
+  std::string lm_head_quantization{};
 };
 
 struct LoadedModel {

@@ -52,8 +52,6 @@ struct Fp8Codes {
 Fp8Codes quantize_fp8_channel(const Matrix& w, DType scale_dtype);
 Matrix dequantize_fp8(const Fp8Codes& q);
 
-// float8_e4m3fn code of x: round to nearest even, saturating to +-448, NaN -> 0x7F with x's sign.
-uint8_t f32_to_e4m3_saturating(float x);
 // x rounded to `dtype` (F32: unchanged; F16, BF16: nearest even).
 float round_to_dtype(float x, DType dtype);
 // numpy's finfo(dtype).eps (bf16: 2^-7), the scale compressed-tensors substitutes for 0.

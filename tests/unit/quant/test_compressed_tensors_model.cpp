@@ -167,7 +167,9 @@ class CompressedTensorsMixedModel : public ::testing::TestWithParam<bool> {};
 TEST_P(CompressedTensorsMixedModel, WeightsAndLogitsEqualTheDenseModel) {
   MixedModel m;
   build(m, GetParam());
-  const LoadedModel quant = load_model(LoadOptions{.model_path = m.quant_dir.path(), .show_progress = false});
+  // The dense model holds the dequantized weights: the FP8 group's inputs stay unquantized (weight-only).
+  const LoadedModel quant =
+      load_model(LoadOptions{.model_path = m.quant_dir.path(), .show_progress = false, .quantize_activations = false});
   const LoadedModel dense = load_model(LoadOptions{.model_path = m.dense_dir.path(), .show_progress = false});
   for (const auto& [module, group] : m.groups) {
     if (module == "lm_head") continue;

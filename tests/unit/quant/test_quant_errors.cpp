@@ -2,6 +2,9 @@
 // tensor or config field changed, written into a temp dir, and must give a LoadError naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstring>
+
 #include "../model/golden_helpers.h"
 #include "editable_checkpoint.h"
 #include "pagoda/loader/model_loader.h"
@@ -288,8 +291,19 @@ EditableCheckpoint as_modelopt(const std::string& algo, bool scale_as_vector) {
   c.hf_quant_config = {{"producer", {{"name", "modelopt"}, {"version", "0.19.0"}}},
                        {"quantization", {{"quant_algo", algo}, {"kv_cache_quant_algo", nullptr},
                                          {"exclude_modules", {"lm_head"}}}}};
-  for (auto& [name, e] : c.tensors)  // [N, 1] -> [N], as FP8_PER_CHANNEL_PER_TOKEN writes them
+  std::vector<std::string> linears;
+  for (auto& [name, e] : c.tensors) {  // [N, 1] -> [N], as FP8_PER_CHANNEL_PER_TOKEN writes them
     if (scale_as_vector && name.ends_with(".weight_scale")) e.shape = {e.shape[0]};
+    if (name.ends_with(".weight_scale")) linears.push_back(name.substr(0, name.size() - 13));
+  }
+  std::string upper = algo;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (upper == "FP8") {  // static activation scales: an input_scale per linear
+    const float s = 0.02f;
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &s, 4);
+    for (const std::string& l : linears) c.tensors[l + ".input_scale"] = {"F32", {}, bytes};
+  }
   return c;
 }
 

@@ -1,13 +1,16 @@
 // Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s,
 // q * s - offset, or fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
-// (linear_by_row_chunks) multiplies it with the activations. Readable first: the GPU gets kernels of its own.
+// (linear_by_row_chunks) multiplies it with the activations; W8A8 weights first turn the activations into their
+// FP8 values. Readable first: the GPU gets kernels of its own.
 #include "pagoda/backend/cpu/linear_quant.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/core/check.h"
+#include "pagoda/core/dtype.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -104,7 +107,29 @@ void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out) {
   PAGODA_CHECK(false, "dequantize_rows: the weight is not quantized (scheme {})", quant_scheme_name(w.scheme));
 }
 
+float fp8_activation_scale(const float* x, int64_t k, ActivationQuant a, float input_scale) {
+  if (a == ActivationQuant::kFp8Static) return input_scale;
+  float amax = 0.0f;
+  for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(x[c]));
+  return std::max(amax / 448.0f, kMinFp8ActivationScale);
+}
+
+void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, ActivationQuant a, float input_scale,
+                              float* out) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* row = x + t * k;
+    const float s = fp8_activation_scale(row, k, a, input_scale);
+    for (int64_t c = 0; c < k; ++c) out[t * k + c] = f8e4m3_to_f32(f32_to_e4m3_saturating(row[c] / s)) * s;
+  }
+}
+
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
+  std::vector<float> quantized;  // W8A8: the inputs as their FP8 values
+  if (w.activations != ActivationQuant::kNone) {
+    quantized.resize(static_cast<size_t>(num_tokens * w.in_features));
+    quantize_activations_fp8(x, num_tokens, w.in_features, w.activations, w.input_scale, quantized.data());
+    x = quantized.data();
+  }
   linear_by_row_chunks(out, x, num_tokens, w.num_rows(), w.in_features,
                        [&](int64_t r0, int64_t nr, float* scratch) -> const float* {
                          dequantize_rows(w, r0, nr, scratch);  // [nr, K] fp32

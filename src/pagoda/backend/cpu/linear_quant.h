@@ -12,8 +12,19 @@ namespace pagoda::cpu {
 // The CUDA backend uploads these values as bf16 until it has kernels of its own for the schemes.
 void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out);
 
-// out [num_tokens, N] = x [num_tokens, K] · dequantize(w) [N, K]^T for a quantized `w`. OpenMP over chunks of
-// rows; every (row, token) dot product is the same whatever the batch.
+// The smallest dynamic FP8 activation scale (vLLM's min_scaling_factor): an all-zero row still divides by it.
+constexpr float kMinFp8ActivationScale = 1.0f / (448.0f * 512.0f);
+
+// The scale of one row of K activations under `a` (kFp8PerToken: max(amax / 448, the minimum); kFp8Static:
+// input_scale), and out [T, K] = x's FP8 values: e4m3(x / s) * s, e4m3 rounding to nearest even and saturating
+// (core/quant_scheme.h, ActivationQuant). The reference for the GPU's quantize kernel.
+float fp8_activation_scale(const float* x, int64_t k, ActivationQuant a, float input_scale);
+void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, ActivationQuant a, float input_scale,
+                              float* out);
+
+// out [num_tokens, N] = x [num_tokens, K] · dequantize(w) [N, K]^T for a quantized `w`, its inputs first
+// quantized when w.activations says so (W8A8). OpenMP over chunks of rows; every (row, token) dot product is
+// the same whatever the batch.
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w);
 
 }  // namespace pagoda::cpu

@@ -16,6 +16,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/kernels/gemv.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
@@ -51,6 +52,16 @@ int row_elems(const Tensor& t) {
   int64_t n = 1;
   for (int i = 1; i < t.ndim; ++i) n *= t.shape[i];
   return static_cast<int>(n);
+}
+
+// A W8A8 weight as prepare_weights uploads it: FP8 rows with one scale each (Weight::activations set).
+bool is_fp8_rows(const Weight& w) {
+  return !w.tiled && w.scheme == QuantScheme::kFp8Channel && w.activations != ActivationQuant::kNone &&
+         w.data.device == Device::kCuda;
+}
+kernels::Fp8Rows fp8_rows(const Weight& w) {
+  return {w.data.ptr<const uint8_t>(), w.scales.ptr<const float>(), static_cast<int>(w.num_rows()),
+          static_cast<int>(w.cols())};
 }
 
 // The device view of a tiled weight (Weight::tiled: prepare_weights packed it).
@@ -95,6 +106,7 @@ CudaOps::Impl::Impl(const CudaOpsOptions& o) : options(o) {
   // A workspace of our own keeps cuBLAS from allocating while a graph is being captured.
   check_cublas(cublasSetWorkspace(cublas, cublas_workspace.data(), cublas_workspace.size()), "cublasSetWorkspace");
   check_cublas(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  fp8_gemm = std::make_unique<cuda::Fp8Gemm>(stream, cublas_workspace.data(), cublas_workspace.size());
 }
 
 CudaOps::Impl::~Impl() {
@@ -190,6 +202,15 @@ void CudaOps::Impl::arena_reset() {
   step_bytes = 0;
 }
 
+kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Weight& w) {
+  const int T = rows_of(x), K = row_elems(x);
+  kernels::Fp8Activations a{static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
+                            static_cast<float*>(arena_alloc(static_cast<size_t>(T) * sizeof(float)))};
+  kernels::quantize_fp8_rows(a, bf(x), T, K, w.activations == ActivationQuant::kFp8Static ? w.input_scale : 0.0f,
+                             stream);
+  return a;
+}
+
 const float* CudaOps::Impl::device_inv_freq(const RopeParams& p) {
   auto it = inv_freq.find(p.inv_freq.data());
   if (it == inv_freq.end()) {
@@ -238,6 +259,20 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
                w.data.shape_string(), out.shape_string());
   if (T == 0) return;
+  if (is_fp8_rows(w)) {
+    const kernels::Fp8Activations q = impl_->quantize_input(x, w);
+    const kernels::Fp8Rows rows = fp8_rows(w);
+    if (T > kernels::kFp8GemvMaxTokens && impl_->fp8_gemm->supported(T, N, K)) {
+      impl_->fp8_gemm->run(bf(out), q, rows, T);
+      return;
+    }
+    for (int t0 = 0; t0 < T; t0 += kernels::kFp8GemvMaxTokens) {  // (without cuBLASLt: passes of the GEMV)
+      const int n = std::min(kernels::kFp8GemvMaxTokens, T - t0);
+      const kernels::Fp8Activations part{q.codes + static_cast<int64_t>(t0) * K, q.scales + t0};
+      kernels::fp8_gemv(bf(out) + static_cast<int64_t>(t0) * N, part, rows, n, impl_->stream);
+    }
+    return;
+  }
   const bf16* weights = nullptr;  // bf16 [N, K]
   if (w.tiled) {
     const kernels::QuantMatrix m = quant_matrix(w);
@@ -289,6 +324,10 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
   const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
                                  i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
   // Decode: RoPE and the KV store in the GEMM's epilogue.
+  if (is_fp8_rows(wqkv) && T <= kernels::kFp8GemvMaxTokens) {
+    kernels::fp8_gemv_qkv_rope(o, impl_->quantize_input(x, wqkv), fp8_rows(wqkv), T, impl_->stream);
+    return;
+  }
   if (wqkv.tiled) {
     const kernels::QuantMatrix m = quant_matrix(wqkv);
     if (kernels::quant_gemv_supported(x.data, m, T)) {
@@ -296,7 +335,7 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
       return;
     }
   }
-  if (!wqkv.tiled && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
+  if (!wqkv.tiled && !is_fp8_rows(wqkv) && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
     kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
     return;
   }
@@ -372,6 +411,10 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   PAGODA_CHECK(N % 2 == 0 && row_elems(x) == K && row_elems(out) == N / 2 && rows_of(out) == T,
                "gate_up_silu: x {} w {} out {}", x.shape_string(), w_gate_up.data.shape_string(), out.shape_string());
   if (T == 0) return;
+  if (is_fp8_rows(w_gate_up) && T <= kernels::kFp8GemvMaxTokens) {
+    kernels::fp8_gemv_silu(bf(out), impl_->quantize_input(x, w_gate_up), fp8_rows(w_gate_up), T, impl_->stream);
+    return;
+  }
   if (w_gate_up.tiled) {
     const kernels::QuantMatrix m = quant_matrix(w_gate_up);
     if (kernels::quant_gemv_supported(x.data, m, T)) {
@@ -379,7 +422,7 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
       return;
     }
   }
-  if (!w_gate_up.tiled && kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
+  if (!w_gate_up.tiled && !is_fp8_rows(w_gate_up) && kernels::skinny_gemm_supported(x.data, w_gate_up.data.data, T, N, K)) {
     kernels::skinny_gemm_silu(bf(out), bf(x), bf(w_gate_up.data), T, N / 2, K, impl_->stream);
     return;
   }

@@ -11,6 +11,7 @@
 
 #include "pagoda/backend/cuda/cuda_ops.h"
 #include "pagoda/backend/cuda/device_memory.h"
+#include "pagoda/backend/cuda/fp8_gemm.h"
 #include "pagoda/backend/cuda/step_inputs.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/sampling.h"
@@ -71,6 +72,8 @@ struct CudaOps::Impl {
   ~Impl();
 
   void* arena_alloc(size_t bytes);
+  // W8A8: x [T, K] as FP8 codes and per-token (or the static) scales, in the workspace.
+  kernels::Fp8Activations quantize_input(const Tensor& x, const Weight& w);
   void arena_reset();
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();
@@ -83,6 +86,7 @@ struct CudaOps::Impl {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cuda::DeviceBuffer cublas_workspace;
+  std::unique_ptr<cuda::Fp8Gemm> fp8_gemm;  // FP8 W8A8 GEMMs for many tokens (cuBLASLt, same workspace)
 
   // The workspace: a bump allocator over chunks, reset at every forward.
   std::vector<cuda::DeviceBuffer> chunks;

@@ -5,11 +5,15 @@
 // ...: kernels::skinny_gemm_qkv_rope); gate and up are interleaved (gate_j, up_j, gate_j+1, ...:
 // kernels::skinny_gemm_silu). Quantized linears (QuantScheme, and GGUF Q8_0) stay quantized: their rows, in
 // the same orders, are packed into the tensor-core GEMV's tiles (backend/mma_layout/quant_tiles.h) one
-// weight at a time. Everything else, and quantized weights the tiles cannot hold (act-order g_idx, fused
-// parts of different schemes), goes up as bf16, converted on the host a slab of rows at a time.
+// weight at a time, except W8A8 ones (FP8 weights whose inputs are quantized too: Weight::activations), whose
+// rows go up as they are, e4m3 with a scale each, for the FP8 GEMV and cuBLASLt (kernels/fp8_linear.h).
+// Everything else, and quantized weights neither layout holds (act-order g_idx, fused parts of different
+// schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -20,6 +24,7 @@
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/loader/progress_bar.h"
 
 namespace pagoda {
@@ -83,6 +88,51 @@ bool tile_parts(std::span<const Weight* const> parts, std::set<std::string>& war
   return false;
 }
 
+// Whether the rows of `parts` go up as FP8 rows (W8A8): FP8 with one scale per row and the same activation
+// scheme in every part, K a multiple of 16.
+bool fp8_row_parts(std::span<const Weight* const> parts) {
+  const Weight& first = *parts[0];
+  for (const Weight* w : parts)
+    if (w->scheme != QuantScheme::kFp8Channel || w->activations == ActivationQuant::kNone ||
+        w->activations != first.activations || w->scales.ndim != 2 || w->scales.dim(1) != 1 || !w->g_idx.empty() ||
+        w->cols() != first.cols())
+      return false;
+  return first.cols() % 16 == 0 && kernels::fp8_w8a8_supported();
+}
+
+// The device Weight of FP8 rows (one source each, in output order): codes [N, K] e4m3 and scales [N, 1], both
+// allocated to a whole number of 16-row tiles (zeros), in two device allocations of `storage`. A fused weight's
+// static activation scale is the largest of its parts' (as vLLM's).
+Weight upload_fp8_rows(std::span<const TileRowSource> rows, const Weight& like, std::vector<cuda::DeviceBuffer>& storage) {
+  const int64_t n = static_cast<int64_t>(rows.size()), k = rows[0].weight->cols();
+  const int64_t padded = (n + kernels::kFp8RowAlignment - 1) / kernels::kFp8RowAlignment * kernels::kFp8RowAlignment;
+  std::vector<uint8_t> codes(static_cast<size_t>(padded * k), 0);
+  std::vector<float> scales(static_cast<size_t>(padded), 0.0f);
+  float input_scale = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const Weight& w = *rows[i].weight;
+    std::memcpy(codes.data() + i * k, static_cast<const uint8_t*>(w.data.data) + rows[i].row * k, static_cast<size_t>(k));
+    scales[i] = w.scales.ptr<const float>()[rows[i].row];
+    input_scale = std::max(input_scale, w.input_scale);
+  }
+  Weight d;
+  storage.emplace_back(codes.size());
+  PAGODA_CUDA_CHECK(cudaMemcpy(storage.back().data(), codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  const int64_t code_dims[] = {n, k};
+  d.data = Tensor::from_span(storage.back().data(), DType::kF8E4M3, code_dims, Device::kCuda);
+  storage.emplace_back(scales.size() * sizeof(float));
+  PAGODA_CUDA_CHECK(cudaMemcpy(storage.back().data(), scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const int64_t scale_dims[] = {n, 1};
+  d.scales = Tensor::from_span(storage.back().data(), DType::kF32, scale_dims, Device::kCuda);
+  d.scheme = QuantScheme::kFp8Channel;
+  d.in_features = k;
+  d.group_size = k;
+  d.activations = like.activations;
+  d.input_scale = input_scale;
+  d.source_format = like.source_format;
+  return d;
+}
+
 // The device Weight of packed tiles: codes and params in two device allocations of `storage`.
 Weight upload_tiles(const HostQuantTiles& tiles, const Weight& like, std::vector<cuda::DeviceBuffer>& storage) {
   const QuantTilesShape& s = tiles.shape;
@@ -144,6 +194,18 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     largest_tiled = std::max(largest_tiled, tiles.shape.n * tiles.shape.k);
     return upload_tiles(tiles, like, m.weight_storage);
   };
+  // Rows of quantized `parts` (in the fused order) as FP8 rows or tiles; nullopt when they go up as bf16.
+  auto upload_quantized = [&](std::span<const Weight* const> parts,
+                              std::span<const TileRowSource> rows) -> std::optional<Weight> {
+    if (fp8_row_parts(parts)) {
+      for (size_t i = 0; i < rows.size(); ++i) bar.advance(2 * rows[i].weight->cols());
+      Weight d = upload_fp8_rows(rows, *parts[0], m.weight_storage);
+      device_bytes += d.data.nbytes() + d.scales.nbytes();
+      return d;
+    }
+    if (tile_parts(parts, warned)) return upload_tiled(rows, *parts[0]);
+    return std::nullopt;
+  };
   auto upload_bf16_weight = [&](const Weight& src) {
     Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
     put_rows(dst, 0, 1, src);
@@ -153,15 +215,18 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // A quantized linear as tiles; everything else as bf16. (Embedding rows are gathered, not multiplied: the
   // embedding table always goes up as bf16.)
   auto upload = [&](const Weight& src) {
-    if (src.data.ndim == 2 && tile_parts(std::vector<const Weight*>{&src}, warned))
-      return upload_tiled(tile_rows(src), src);
+    if (src.data.ndim == 2 && is_quantized_linear(src)) {
+      const Weight* parts[] = {&src};
+      if (std::optional<Weight> d = upload_quantized(parts, tile_rows(src))) return *d;
+    }
     return upload_bf16_weight(src);
   };
   // Q, K and V stacked, each Q and K head in RoPE pairs: rows [0, hd/2) of a head to its even rows, [hd/2,
   // hd) to its odd rows (kernels::skinny_gemm_qkv_rope).
   auto upload_qkv = [&](const LayerWeights& h) {
     const int64_t hd = config.head_dim;
-    if (tile_parts(std::vector<const Weight*>{&h.wq, &h.wk, &h.wv}, warned)) {
+    const Weight* parts[] = {&h.wq, &h.wk, &h.wv};
+    if (is_quantized_linear(h.wq)) {
       std::vector<TileRowSource> rows;
       for (const Weight* part : {&h.wq, &h.wk}) {
         const int64_t n = part->num_rows();
@@ -173,7 +238,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
           }
       }
       for (int64_t r = 0; r < h.wv.num_rows(); ++r) rows.push_back({&h.wv, r});
-      return upload_tiled(rows, h.wq);
+      if (std::optional<Weight> d = upload_quantized(parts, rows)) return *d;
     }
     Tensor dst = allocate(h.wq.num_rows() + h.wk.num_rows() + h.wv.num_rows(), h.wq.cols(), 2);
     int64_t row = 0;
@@ -193,13 +258,14 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
   auto upload_gate_up = [&](const LayerWeights& h) {
     PAGODA_CHECK(h.w_gate.num_rows() == h.w_up.num_rows(), "gate and up differ in out_features");
-    if (tile_parts(std::vector<const Weight*>{&h.w_gate, &h.w_up}, warned)) {
+    const Weight* parts[] = {&h.w_gate, &h.w_up};
+    if (is_quantized_linear(h.w_gate)) {
       std::vector<TileRowSource> rows;
       for (int64_t j = 0; j < h.w_gate.num_rows(); ++j) {
         rows.push_back({&h.w_gate, j});
         rows.push_back({&h.w_up, j});
       }
-      return upload_tiled(rows, h.w_gate);
+      if (std::optional<Weight> d = upload_quantized(parts, rows)) return *d;
     }
     Tensor dst = allocate(2 * h.w_gate.num_rows(), h.w_gate.cols(), 2);
     put_rows(dst, 0, 2, h.w_gate);

@@ -68,25 +68,32 @@ std::string actorder_of(const QuantFields& w) {
   w.fail("actorder", fmt::format("is \"{}\"; expected group, weight, dynamic or static", v));
 }
 
-// Compute is weight-only, so an FP8 activation scheme (llm-compressor's FP8_DYNAMIC, or static input_scale) is
-// read past: activations stay in bf16 / fp32. Any other one (int8 or FP4 activations) is a different model.
-void check_activations(const QuantFields& group) {
+// The group's FP8 activation scheme: llm-compressor's FP8_DYNAMIC (dynamic, strategy token) or FP8 (static,
+// strategy tensor: an input_scale per linear). A dynamic per-tensor scheme is computed per token (at least
+// as accurate, and no reduction over the batch). Any other one (int8 or FP4 activations) is a different model.
+ActivationQuant parse_activations(const QuantFields& group) {
   if (group.get("output_activations") != nullptr)
     group.fail("output_activations", "is set; output activation quantization is not supported");
-  if (group.get("input_activations") == nullptr) return;
+  if (group.get("input_activations") == nullptr) return ActivationQuant::kNone;
   const QuantFields a = group.sub("input_activations");
   const std::string type = lower(a.string("type", "int"));
   const int64_t bits = a.integer("num_bits", 8);
   if (type != "float" || bits != 8)
-    a.fail("type", fmt::format("is \"{}\" with num_bits {}: only FP8 activation schemes (not applied: compute is "
-                               "weight-only) are supported", type, bits));
+    a.fail("type", fmt::format("is \"{}\" with num_bits {}: only FP8 activation schemes are supported", type, bits));
+  const bool dynamic = a.boolean("dynamic", false);
+  const std::string strategy = lower(a.string("strategy", "tensor"));
+  if (strategy != "token" && strategy != "tensor")
+    a.fail("strategy", fmt::format("is \"{}\"; FP8 activations support token and tensor", strategy));
+  if (!dynamic && strategy != "tensor")
+    a.fail("dynamic", fmt::format("is false with strategy \"{}\"; static activation scales are per tensor", strategy));
+  return dynamic ? ActivationQuant::kFp8PerToken : ActivationQuant::kFp8Static;
 }
 
 // One config group's weights (QuantizationArgs) in `format` -> a scheme.
 QuantConfig parse_group(const QuantFields& group, const std::string& name, const std::string& format) {
   QuantConfig s{.method = QuantMethod::kCompressedTensors, .name = "compressed-tensors"};
   s.group = name;
-  check_activations(group);
+  const ActivationQuant activations = parse_activations(group);
   const QuantFields w = group.sub("weights");
   const std::string type = lower(w.string("type", "int"));
   if (const Json* d = w.get("dynamic"); d != nullptr && !(d->is_boolean() && !d->get<bool>()))
@@ -115,8 +122,18 @@ QuantConfig parse_group(const QuantFields& group, const std::string& name, const
     if (type != "float") w.fail("type", fmt::format("is \"{}\"; float-quantized holds float weights", type));
     s.bits = bits_of(w, "num_bits", {8});
     s.is_float = true;
-    if (strategy != "channel" && strategy != "tensor")
-      w.fail("strategy", fmt::format("is \"{}\"; FP8 weights support channel and tensor", strategy));
+    // FP8 inputs (W8A8) only with FP8 weights; an int weight group keeps FP8 input_activations unapplied.
+    s.activations = activations;
+    if (strategy == "block") {  // block_structure [bn, bk]: weight_scale [ceil(N / bn), ceil(K / bk)]
+      const Json* b = w.get("block_structure");
+      if (b == nullptr || !b->is_array() || b->size() != 2 || !(*b)[0].is_number_integer() ||
+          !(*b)[1].is_number_integer() || (*b)[0].get<int64_t>() <= 0 || (*b)[1].get<int64_t>() <= 0)
+        w.fail("block_structure", "must be two positive integers [block_n, block_k] for strategy block");
+      s.fp8_block_n = (*b)[0].get<int64_t>();
+      s.fp8_block_k = (*b)[1].get<int64_t>();
+    } else if (strategy != "channel" && strategy != "tensor") {
+      w.fail("strategy", fmt::format("is \"{}\"; FP8 weights support channel, tensor and block", strategy));
+    }
     if (!w.boolean("symmetric", true)) w.fail("symmetric", "is false; FP8 weights with zero points are not supported");
   } else {
     group.fail("format", fmt::format("is \"{}\"; supported: pack-quantized, float-quantized", format));

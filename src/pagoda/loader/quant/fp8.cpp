@@ -3,13 +3,15 @@
 //   ModelOpt FP8                        weight_scale     [] or [1] (per tensor; FP8_PER_CHANNEL_PER_TOKEN: [N] or [N, 1])
 //   fp8 (transformers / vLLM Fp8Config) weight_scale     [] or [1] (per tensor), or, with weight_block_size [bn, bk],
 //                                       weight_scale_inv [ceil(N/bn), ceil(K/bk)] (one scale per bn x bk block)
+//   compressed-tensors strategy block   weight_scale     [ceil(N/bn), ceil(K/bk)] (block_structure [bn, bk])
 // weight F8_E4M3 [N, K]; value = fp8(q) * s in every case (ModelOpt's and vLLM's dequantisation multiply by the
-// stored scale; "scale_inv" is the name DeepSeek gave it, not a reciprocal). An input_scale (static activation
-// scale) is not used: compute is weight-only.
+// stored scale; "scale_inv" is the name DeepSeek gave it, not a reciprocal). A static activation scheme reads
+// the linear's input_scale ([] or [1]) into Weight::input_scale.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "pagoda/core/error.h"
 #include "pagoda/loader/quant/quant_tensors.h"
@@ -31,6 +33,20 @@ bool is_shape(const SafetensorsTensor& t, std::initializer_list<int64_t> shape) 
   return std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end());
 }
 
+// A static activation scheme's input_scale ([] or [1], positive and finite) into w.input_scale.
+void read_input_scale(const QuantLinearSource& src, Weight& w) {
+  if (w.activations != ActivationQuant::kFp8Static) return;
+  const SafetensorsTensor* input = find(src, "input_scale");
+  if (input == nullptr)
+    throw LoadError(src.file, fmt::format("missing tensor {} (the static activation scheme needs it)",
+                                          tensor_name(src, "input_scale")));
+  if (numel(*input) != 1)
+    fail(src, "input_scale", fmt::format("has shape [{}]; expected [] or [1]", fmt::join(input->shape, ", ")));
+  w.input_scale = float_at(*input, 0);
+  if (!(w.input_scale > 0.0f) || !std::isfinite(w.input_scale))
+    fail(src, "input_scale", fmt::format("is {}; a static activation scale must be positive and finite", w.input_scale));
+}
+
 }  // namespace
 
 Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& config, std::vector<HostTensor>& owned) {
@@ -39,17 +55,20 @@ Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& confi
   Weight w;
   w.scheme = QuantScheme::kFp8Channel;
   w.in_features = k;
+  w.activations = config.activations;
   // The codes are used as stored: a zero-copy view into the mapping, like unquantized weights.
   w.data = Tensor::from_span(const_cast<std::byte*>(codes.data), DType::kF8E4M3, codes.shape);  // [N, K]
 
   if (config.fp8_block_n > 0) {  // one scale per [bn, bk] block, expanded to one per row and K group
     const int64_t bn = config.fp8_block_n, bk = config.fp8_block_k;
     const int64_t row_blocks = (n + bn - 1) / bn, groups = (k + bk - 1) / bk;
-    const SafetensorsTensor& scale = require(src, "weight_scale_inv", kScaleDtypes, {row_blocks, groups});
+    const char* name = config.method == QuantMethod::kCompressedTensors ? "weight_scale" : "weight_scale_inv";
+    const SafetensorsTensor& scale = require(src, name, kScaleDtypes, {row_blocks, groups});
     w.group_size = bk;
     w.scales = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups}).view();  // [N, groups]
     for (int64_t row = 0; row < n; ++row)
       for (int64_t g = 0; g < groups; ++g) w.scales.ptr<float>()[row * groups + g] = float_at(scale, (row / bn) * groups + g);
+    read_input_scale(src, w);
     return w;
   }
   const SafetensorsTensor* found = find(src, "weight_scale");
@@ -65,6 +84,7 @@ Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& confi
   w.group_size = k;
   w.scales = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, 1}).view();  // [N, 1]
   for (int64_t row = 0; row < n; ++row) w.scales.ptr<float>()[row] = float_at(*found, per_tensor ? 0 : row);
+  read_input_scale(src, w);
   return w;
 }
 

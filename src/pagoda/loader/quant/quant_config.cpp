@@ -63,6 +63,8 @@ void parse_modelopt(const QuantFields& f, QuantConfig& q, bool hf_quant_config) 
     body.fail("quant_algo", fmt::format("is \"{}\"; supported: FP8, FP8_PER_CHANNEL_PER_TOKEN", algo));
   q.bits = 8;
   q.is_float = true;
+  // FP8: static per-tensor input_scale; FP8_PER_CHANNEL_PER_TOKEN: dynamic per-token activation scales.
+  q.activations = algo == "FP8" ? ActivationQuant::kFp8Static : ActivationQuant::kFp8PerToken;
   q.not_converted = body.strings(hf_quant_config ? "exclude_modules" : "ignore");
 }
 
@@ -72,6 +74,12 @@ void parse_fp8(const QuantFields& f, QuantConfig& q) {
   q.bits = 8;
   q.is_float = true;
   const std::string fmt_name = f.string("fmt", "e4m3");
+  // Dynamic scales are per token here (vLLM's Fp8Config takes one per tensor for per-tensor weights: per
+  // token is at least as accurate, and needs no reduction over the batch).
+  const std::string scheme = f.string("activation_scheme", "dynamic");
+  if (scheme != "dynamic" && scheme != "static")
+    f.fail("activation_scheme", fmt::format("is \"{}\"; expected dynamic or static", scheme));
+  q.activations = scheme == "static" ? ActivationQuant::kFp8Static : ActivationQuant::kFp8PerToken;
   if (fmt_name != "e4m3") f.fail("fmt", fmt::format("is \"{}\"; only e4m3 weights are supported", fmt_name));
   if (const json* block = f.get("weight_block_size")) {
     if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||

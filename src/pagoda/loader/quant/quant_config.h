@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/core/quant_scheme.h"
+
 namespace pagoda {
 
 enum class QuantMethod { kNone, kAwq, kGptq, kCompressedTensors, kModelOpt, kFp8 };
@@ -37,6 +39,9 @@ struct QuantConfig {
   int64_t fp8_block_k = 0;
   bool desc_act = false;   // act order, g_idx must be present: GPTQ desc_act, compressed-tensors actorder "group"
   bool gptq_v2 = false;    // checkpoint_format "gptq_v2": qzeros hold z itself, not z - 1
+  // FP8 weights: how the checkpoint quantizes their inputs (W8A8: compressed-tensors' input_activations,
+  // fp8's activation_scheme, ModelOpt's quant_algo); kNone for weight-only schemes.
+  ActivationQuant activations = ActivationQuant::kNone;
   // Modules left unquantized: AutoAWQ's modules_to_not_convert (substrings of the module name),
   // compressed-tensors' ignore (exact names, "re:" regular expressions or class names, matched as the groups'
   // targets are: compressed_tensors_config.cpp), ModelOpt's exclude_modules (exact

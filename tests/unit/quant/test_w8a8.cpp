@@ -1,0 +1,181 @@
+// FP8 W8A8 on the CPU reference: which checkpoints quantize their linears' inputs (compressed-tensors'
+// input_activations, fp8's activation_scheme, ModelOpt's quant_algo) and with what scale, the per-token
+// quantization itself (every value on the e4m3 grid of its token's scale, within half a step, the largest
+// exact, saturation under a static scale), and what it costs ct-fp8-dynamic's logits against weight-only.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "../model/golden_helpers.h"
+#include "editable_checkpoint.h"
+#include "pagoda/backend/cpu/linear_quant.h"
+#include "pagoda/core/dtype.h"
+#include "pagoda/loader/model_loader.h"
+
+namespace pagoda {
+namespace {
+
+using test::EditableCheckpoint;
+using test::TempDir;
+
+LoadedModel load(const std::string& path, bool quantize_activations = true) {
+  return load_model(LoadOptions{.model_path = path, .show_progress = false, .quantize_activations = quantize_activations});
+}
+
+std::string ct_fp8() { return test::data_dir() + "/models/quant/ct-fp8-dynamic"; }
+
+void expect_every_linear(const LoadedModel& m, ActivationQuant a, float input_scale) {
+  for (const LayerWeights& l : m.weights.layers)
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      EXPECT_EQ(w->activations, a);
+      EXPECT_EQ(w->input_scale, input_scale);
+    }
+  EXPECT_EQ(m.weights.lm_head.activations, ActivationQuant::kNone);  // ignored: stays unquantized
+}
+
+TEST(QuantW8A8, CheckpointsSayHowInputsAreQuantized) {
+  expect_every_linear(load(ct_fp8()), ActivationQuant::kFp8PerToken, 0.0f);
+  expect_every_linear(load(ct_fp8(), false), ActivationQuant::kNone, 0.0f);  // --activation-quantization none
+
+  EditableCheckpoint c("ct-fp8-dynamic");
+  std::vector<std::string> linears;
+  for (const auto& [name, e] : c.tensors)
+    if (name.ends_with(".weight_scale")) linears.push_back(name.substr(0, name.size() - 13));
+  auto& acts = c.config["quantization_config"]["config_groups"]["group_0"]["input_activations"];
+  acts["dynamic"] = false;
+  acts["strategy"] = "tensor";
+  {
+    TempDir dir;
+    try {
+      load(c.write(dir));
+      ADD_FAILURE() << "a static scheme without input_scale loaded";
+    } catch (const LoadError& e) {
+      EXPECT_NE(std::string(e.what()).find("input_scale"), std::string::npos) << e.what();
+    }
+  }
+  const float s = 0.03125f;
+  std::vector<uint8_t> bytes(4);
+  std::memcpy(bytes.data(), &s, 4);
+  for (const std::string& l : linears) c.tensors[l + ".input_scale"] = {"F32", {1}, bytes};
+  {
+    TempDir dir;
+    expect_every_linear(load(c.write(dir)), ActivationQuant::kFp8Static, s);
+  }
+  acts["strategy"] = "group";
+  acts["dynamic"] = true;
+  {
+    TempDir dir;
+    EXPECT_THROW(load(c.write(dir)), LoadError);
+  }
+  acts = nullptr;  // weight-only FP8 (W8A16)
+  {
+    TempDir dir;
+    expect_every_linear(load(c.write(dir)), ActivationQuant::kNone, 0.0f);
+  }
+}
+
+TEST(QuantW8A8, PerTokenValuesAreTheNearestE4m3OfTheirTokensScale) {
+  const int64_t T = 4, K = 333;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(T * K), q(T * K);
+  for (float& v : x) v = normal(rng);
+  for (int64_t c = 0; c < K; ++c) x[1 * K + c] *= 1000.0f;  // a row of large values
+  for (int64_t c = 0; c < K; ++c) x[2 * K + c] = 0.0f;     // an all-zero row
+  cpu::quantize_activations_fp8(x.data(), T, K, ActivationQuant::kFp8PerToken, 0.0f, q.data());
+  for (int64_t t = 0; t < T; ++t) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < K; ++c) amax = std::max(amax, std::fabs(x[t * K + c]));
+    const float s = std::max(amax / 448.0f, cpu::kMinFp8ActivationScale);
+    for (int64_t c = 0; c < K; ++c) {
+      const float v = x[t * K + c], got = q[t * K + c];
+      EXPECT_EQ(f8e4m3_to_f32(f32_to_e4m3_saturating(got / s)) * s, got) << "not on the grid of s";
+      // Half a step of 3 mantissa bits (2^-4 relative), or of the subnormal spacing 2^-9 s.
+      EXPECT_LE(std::fabs(got - v), std::max(std::fabs(v) / 16.0f, std::ldexp(s, -10)) * 1.0001f) << t << " " << c;
+      if (std::fabs(v) == amax && amax > 0) {
+        EXPECT_NEAR(got, v, 1e-6f * amax) << "the largest value is 448 s";
+      }
+    }
+  }
+  // A static scale: values past 448 s saturate.
+  const float big[4] = {0.4f, 1.0f, 10.0f, -1e4f};
+  float out[4];
+  cpu::quantize_activations_fp8(big, 1, 4, ActivationQuant::kFp8Static, 0.01f, out);
+  EXPECT_FLOAT_EQ(out[0], 0.4f);    // 40: an e4m3 value
+  EXPECT_FLOAT_EQ(out[1], 0.96f);   // 100, halfway between 96 and 104: to the even mantissa
+  EXPECT_FLOAT_EQ(out[2], 4.48f);   // 1000 saturates at 448
+  EXPECT_FLOAT_EQ(out[3], -4.48f);
+}
+
+TEST(QuantW8A8, LogitsStayCloseToWeightOnly) {
+  const std::vector<TokenId> ids = {1, 403, 1139, 289, 13, 600, 21, 77, 1200, 5};
+  const LoadedModel w8a8 = load(ct_fp8()), w8a16 = load(ct_fp8(), false);
+  const int64_t vocab = w8a8.config.vocab_size;
+  const std::vector<float> a = testing::all_position_logits(w8a8, ids, 7), b = testing::all_position_logits(w8a16, ids, 7);
+  double worst = 0;
+  int same_top1 = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const float* ra = a.data() + p * vocab;
+    const float* rb = b.data() + p * vocab;
+    const auto [lo, hi] = std::minmax_element(rb, rb + vocab);
+    double err = 0;
+    for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::fabs(ra[v] - rb[v])));
+    worst = std::max(worst, err / (*hi - *lo));
+    same_top1 += std::max_element(ra, ra + vocab) - ra == hi - rb;
+  }
+  std::printf("[ measured ] W8A8 against weight-only: worst |logit diff| / range %.4f, top-1 equal at %d of %zu\n",
+              worst, same_top1, ids.size());
+  EXPECT_GT(worst, 0.0) << "the inputs were not quantized";
+  EXPECT_LT(worst, 0.05);
+  EXPECT_GE(same_top1, static_cast<int>(ids.size()) - 1);
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(QuantLmHead, Fp8LmHeadIsRowScaledRtnWithPerTokenInputs) {
+  const std::string dir = test::data_dir() + "/models/quant/tinystories-656k";
+  const LoadedModel plain = load_model(LoadOptions{.model_path = dir, .show_progress = false});
+  const LoadedModel fp8 =
+      load_model(LoadOptions{.model_path = dir, .show_progress = false, .lm_head_quantization = "fp8"});
+  const Weight& src = plain.weights.lm_head;
+  const Weight& w = fp8.weights.lm_head;
+  ASSERT_EQ(w.scheme, QuantScheme::kFp8Channel);
+  EXPECT_EQ(w.activations, ActivationQuant::kFp8PerToken);
+  EXPECT_FALSE(fp8.weights.embed_tokens.quantized()) << "the tied embedding table stays as stored";
+  const int64_t n = src.data.dim(0), k = src.data.dim(1);
+  ASSERT_EQ(w.num_rows(), n);
+  ASSERT_EQ(w.cols(), k);
+  ASSERT_EQ(src.data.dtype, DType::kF32);
+  for (int64_t r = 0; r < n; r += 97) {
+    const float* row = src.data.ptr<const float>() + r * k;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(row[c]));
+    const float s = w.scales.ptr<const float>()[r];
+    EXPECT_EQ(s, amax / 448.0f) << "row " << r;
+    for (int64_t c = 0; c < k; ++c)
+      ASSERT_EQ(w.data.ptr<const uint8_t>()[r * k + c], f32_to_e4m3_saturating(row[c] / s)) << r << " " << c;
+  }
+  const std::vector<TokenId> ids = {1, 403, 1139, 289, 13, 600, 21, 77};
+  const std::vector<float> a = testing::all_position_logits(fp8, ids, 7), b = testing::all_position_logits(plain, ids, 7);
+  const int64_t vocab = plain.config.vocab_size;
+  double worst = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const auto [lo, hi] = std::minmax_element(b.begin() + p * vocab, b.begin() + (p + 1) * vocab);
+    double err = 0;
+    for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::fabs(a[p * vocab + v] - b[p * vocab + v])));
+    worst = std::max(worst, err / (*hi - *lo));
+  }
+  std::printf("[ measured ] FP8 lm_head against fp32: worst |logit diff| / range %.4f\n", worst);
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LT(worst, 0.05);
+}
+
+}  // namespace
+}  // namespace pagoda
