@@ -69,20 +69,21 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t b
   return d;
 }
 
-// kBiased: the fragment holds 128 + q, not the value's integer part; the kernel subtracts (128 + z) or the
-// offset's share from the group's sums with the sum of its activations (an MMA of ones), in fp32.
 template <>
 struct Codes<TileCodes::kU4> {
   static constexpr int kVectors = 1;
-  static constexpr bool kBiased = true;
-  struct Zero {};
-  __device__ static Zero zero(float, float) { return {}; }
-  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero&) {
+  struct Zero {
+    uint32_t lo, hi;  // bf16x2 (128 + z, 128 + z)
+  };
+  __device__ static Zero zero(float z_lo, float z_hi) {
+    return {pack_bf16x2(128.0f + z_lo, 128.0f + z_lo), pack_bf16x2(128.0f + z_hi, 128.0f + z_hi)};
+  }
+  __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
     const uint32_t w = word_of(v[0], s);
-    a[0] = and_or(w, 0x000f000fu, 0x43004300u);  // bf16 128 + q: q in the mantissa's low bits
-    a[1] = and_or(w >> 4, 0x000f000fu, 0x43004300u);
-    a[2] = and_or(w >> 8, 0x000f000fu, 0x43004300u);
-    a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
+    a[0] = hsub2_bf16(and_or(w, 0x000f000fu, 0x43004300u), z.lo);
+    a[1] = hsub2_bf16(and_or(w >> 4, 0x000f000fu, 0x43004300u), z.hi);
+    a[2] = hsub2_bf16(and_or(w >> 8, 0x000f000fu, 0x43004300u), z.lo);
+    a[3] = hsub2_bf16(and_or(w >> 12, 0x000f000fu, 0x43004300u), z.hi);
   }
 };
 
@@ -94,7 +95,6 @@ __device__ __forceinline__ float magic_byte(uint32_t u, int i) {
 template <>
 struct Codes<TileCodes::kI8> {
   static constexpr int kVectors = 2;
-  static constexpr bool kBiased = false;
   struct Zero {
     float lo, hi;  // 2^23 + 128 + z
   };
@@ -119,7 +119,6 @@ __device__ __forceinline__ float e4m3_byte(uint32_t w, int i) {
 template <>
 struct Codes<TileCodes::kE4M3> {
   static constexpr int kVectors = 2;
-  static constexpr bool kBiased = false;
   struct Zero {};
   __device__ static Zero zero(float, float) { return {}; }
   __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero&) {

@@ -6,18 +6,19 @@
 // params into a double-buffered shared array (cp.async); the first iteration's are issued before the PDL
 // wait. Each k-step of 16 columns then:
 //  - turns the lane's 8 codes into bf16 MMA registers: 4-bit codes by OR-ing them into the mantissa of 128.0
-//    (bf16 128 + q, exact; one LOP3 per two codes), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
+//    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
 //    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
 //  - multiplies them by the lane's activations (tokens 8tt + p, columns 4t .. 4t + 3: one 8-byte load through
 //    L1 a chunk ahead, as the layout permutes the MMA's columns) with mma.sync m16n8k16, into two chains of
 //    fp32 sums (even and odd k-steps) so that consecutive MMAs do not wait for each other.
 // A chunk inside one group converts its four k-steps before the four MMAs and checks the group's end once.
 // At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
-// the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form. For 4-bit codes the MMA sums
-// (128 + q) x, and a second MMA, of ones, sums the group's activations: acc += s * sum((128 + q) x) -
-// (128 + z) s * sum(x), or - (128 s + m) * sum(x). For 8-bit offsets the sum of the activations comes from the
-// same fragments, summed over each quad and shuffled to the lanes of the output fragment. Tokens past T are zero activations; padding rows are zero params and never stored. One launch
-// takes up to 16 tokens (one or two token tiles of 8); 17 to 40 run as passes of 16 (run_passes).
+// the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
+// group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
+// fragment). Tried and not kept: 4-bit codes as 128 + q with (128 + z) s * sum(x) subtracted per group, the
+// sum from an MMA of ones (4 fewer instructions a k-step): no faster (docs/PERFORMANCE.md). Tokens past T are
+// zero activations; padding rows are zero params and never stored. One launch takes up to 16 tokens (one or
+// two token tiles of 8); 17 to 40 run as passes of 16 (run_passes).
 // Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.3 to 2.1 TB/s for 4-bit codes at one
 // token, 1.9 to 2.9 for 8-bit, where the bf16 skinny GEMM streams 3.4 to 4.1: bound by latency and the
 // instructions per byte (dequantization, and an MMA of 8 tokens for one), not yet by HBM.
@@ -79,16 +80,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     xt[tt] = token < num_tokens ? x + static_cast<int64_t>(token) * w.k + 4 * t : nullptr;
   }
 
-  // Two chains of group sums (even and odd k-steps), so that consecutive MMAs do not wait for each other;
-  // biased codes also sum the group's activations (xs: an MMA of ones, every row the same sum).
-  constexpr bool kBiased = Cd::kBiased;
-  constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1)
-  float acc[TT][4], part[2][TT][4], xsum[TT], xs[TT][4];
+  // Two chains of group sums (even and odd k-steps), so that consecutive MMAs do not wait for each other.
+  float acc[TT][4], part[2][TT][4], xsum[TT];
 #pragma unroll
   for (int tt = 0; tt < TT; ++tt) {
     xsum[tt] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[tt][i] = part[0][tt][i] = part[1][tt][i] = xs[tt][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[tt][i] = part[0][tt][i] = part[1][tt][i] = 0.0f;
   }
   typename Cd::Zero zero = Cd::zero(0.0f, 0.0f);
   // The current group: its index, and the k-step after its last (no division per k-step).
@@ -181,17 +179,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
             sum[i] = part[0][tt][i] + part[1][tt][i];
             part[0][tt][i] = part[1][tt][i] = 0.0f;
           }
-          if constexpr (kBiased) {  // sums of (128 + q) x: less (128 + z) s, or 128 s + m, times sum(x)
-            const float c_lo = kOffsets ? fmaf(128.0f, lo.x, lo.y) : lo.x * (128.0f + lo.y);
-            const float c_hi = kOffsets ? fmaf(128.0f, hi.x, hi.y) : hi.x * (128.0f + hi.y);
-            acc[tt][0] += lo.x * sum[0] - c_lo * xs[tt][0];
-            acc[tt][1] += lo.x * sum[1] - c_lo * xs[tt][1];
-            acc[tt][2] += hi.x * sum[2] - c_hi * xs[tt][0];
-            acc[tt][3] += hi.x * sum[3] - c_hi * xs[tt][1];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) xs[tt][i] = 0.0f;
-            continue;
-          }
           acc[tt][0] += lo.x * sum[0];
           acc[tt][1] += lo.x * sum[1];
           acc[tt][2] += hi.x * sum[2];
@@ -217,12 +204,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #pragma unroll
         for (int tt = 0; tt < TT; ++tt) {
           mma_bf16(part[s % 2][tt], a, xb[s][tt].x, xb[s][tt].y);
-          if constexpr (kBiased) {
-            const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-            mma_bf16(xs[tt], ones, xb[s][tt].x, xb[s][tt].y);
-          } else if constexpr (kOffsets) {
-            xsum[tt] += sum4(xb[s][tt]);
-          }
+          if constexpr (kOffsets) xsum[tt] += sum4(xb[s][tt]);
         }
       };
       const int chunk_step = 4 * (c + u);

@@ -104,9 +104,13 @@ TEST(Fp8Linear, ActivationCodesAndScalesEqualTheCpuReference) {
 
 // out [T, N] against sum(code_x * code_w) * s_x * s_w in float64.
 // `rel`: the GEMV rounds once to bf16 (half a step: 2^-9); cuBLASLt's path twice (its sums, then scaled).
+// `mag_rel`: of the sum of |products|, beyond the rounding; the GEMV adds every 32 products into fp32 (1e-5
+// covers fp32 sums of 4,112), cuBLASLt's Hopper FP8 GEMM keeps fewer bits in its tensor-core sums (this
+// test's uniformly random codes span e4m3's whole range: measured up to 2.5e-4, at K = 336; bounded at 1e-3).
 void expect_products(const RandomFp8Rows& w, const QuantizedX& q, const std::vector<uint16_t>& got, int T,
-                     const char* what, double rel = 0.0040) {
+                     const char* what, double rel = 0.0040, double mag_rel = 1e-5) {
   int bad = 0;
+  double worst = 0;  // (|got - want| beyond the rounding) / mag
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < w.n; r += w.n >= 1024 ? 13 : 1) {
       double want = 0, mag = 0;
@@ -119,11 +123,14 @@ void expect_products(const RandomFp8Rows& w, const QuantizedX& q, const std::vec
       want *= scale;
       mag *= scale;
       const double g = bf16_to_f32(got[static_cast<size_t>(t) * w.n + r]);
-      if (!(std::fabs(g - want) <= rel * std::fabs(want) + 1e-5 * mag + 1e-7) && ++bad <= 3)
+      worst = std::max(worst, std::max(0.0, std::fabs(g - want) - rel * std::fabs(want)) / std::max(mag, 1e-30));
+      if (!(std::fabs(g - want) <= rel * std::fabs(want) + mag_rel * mag + 1e-7) && ++bad <= 3)
         ADD_FAILURE() << what << " N " << w.n << " K " << w.k << " T " << T << " token " << t << " row " << r
                       << ": got " << g << ", want " << want;
     }
   EXPECT_EQ(bad, 0);
+  std::printf("[ measured ] %s N %d K %d T %d: worst error beyond the rounding / sum |products| = %.2g\n", what, w.n,
+              w.k, T, worst);
 }
 
 struct Shape {
@@ -160,7 +167,7 @@ TEST(Fp8Linear, CublasLtGemmMatchesFloat64) {
       ASSERT_TRUE(gemm.supported(T, s.n, s.k)) << "N " << s.n << " K " << s.k << " T " << T;
       DeviceArray<uint16_t> d_out(static_cast<size_t>(T) * s.n);
       gemm.run(bf(d_out.get()), q.act, w.rows, T);
-      expect_products(w, q, d_out.download(), T, "cuBLASLt", 0.0080);
+      expect_products(w, q, d_out.download(), T, "cuBLASLt", 0.0080, 1e-3);
       if (HasFailure()) return;
     }
   }

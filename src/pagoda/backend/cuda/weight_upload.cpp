@@ -294,7 +294,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // Large token counts multiply tiled weights as bf16 copies made one GEMM at a time (CudaOps::linear): one
   // scratch matrix of the largest, allocated now so that it is counted before the KV cache is sized.
   if (largest_tiled > 0) m.dequant_scratch = cuda::DeviceBuffer(static_cast<size_t>(largest_tiled) * sizeof(uint16_t));
-  spdlog::info("weights on the GPU: {:.2f} GiB (QKV and gate-up fused; quantized linears in tiles){}",
+  spdlog::info("weights on the GPU: {:.2f} GiB (QKV and gate-up fused; quantized linears in their kernels' layouts){}",
                static_cast<double>(device_bytes) / (1 << 30),
                largest_tiled > 0 ? fmt::format(", plus a {:.0f} MiB dequantization scratch",
                                                static_cast<double>(largest_tiled) * 2 / (1 << 20))
