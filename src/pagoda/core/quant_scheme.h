@@ -53,7 +53,7 @@ enum class QuantScheme : uint8_t {
 std::string_view quant_scheme_name(QuantScheme scheme);
 
 // How a linear's input is quantized before the product (W8A8), as the checkpoint's quantization_config says:
-// x becomes codes c = e4m3(x / s) (round to nearest even, saturating at +-448) and the product is
+// x becomes codes c = e4m3(x * (1 / s)) (round to nearest even, saturating at +-448) and the product is
 // sum(c * q) * s * (the weight's scale), as vLLM's FP8 W8A8 linears compute it.
 enum class ActivationQuant : uint8_t {
   kNone,         // weight-only: x stays in the compute dtype (bf16 on the GPU, fp32 on the CPU)

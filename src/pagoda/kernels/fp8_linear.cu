@@ -221,6 +221,7 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
     s = row_scale;
   }
   if (threadIdx.x == 0) scales[blockIdx.x] = s;
+  const float inv = __frcp_rn(s);  // vLLM's quantizers multiply by the reciprocal too
   uint8_t* out = codes + static_cast<int64_t>(blockIdx.x) * k;
   for (int i = threadIdx.x * 8; i < k; i += blockDim.x * 8) {
     const uint4 v = *reinterpret_cast<const uint4*>(row + i);
@@ -229,8 +230,8 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 f = __bfloat1622float2(h[j]);
-      const uint32_t lo = __nv_cvt_float_to_fp8(__fdiv_rn(f.x, s), __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float_to_fp8(__fdiv_rn(f.y, s), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t lo = __nv_cvt_float_to_fp8(__fmul_rn(f.x, inv), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t hi = __nv_cvt_float_to_fp8(__fmul_rn(f.y, inv), __NV_SATFINITE, __NV_E4M3);
       packed[j / 2] |= (lo | hi << 8) << (16 * (j % 2));
     }
     *reinterpret_cast<uint2*>(out + i) = make_uint2(packed[0], packed[1]);

@@ -36,9 +36,10 @@ struct Fp8Activations {
 // the weight-only tile layout (quant_gemv.h).
 bool fp8_w8a8_supported();
 
-// codes = e4m3(x / s) (round to nearest even, saturating) and scales = s per row of x [T, K] (K a multiple
-// of 16): s = static_scale when it is positive, else max(amax(|row|) / 448, 1 / (448 * 512)) (as
-// cpu::quantize_activations_fp8).
+// codes = e4m3(x * (1 / s)) (round to nearest even, saturating) and scales = s per row of x [T, K] (K a
+// multiple of 16): s = static_scale when it is positive, else max(amax(|row|) / 448, 1 / (448 * 512)) (as
+// cpu::quantize_activations_fp8). Tried and not kept: the quantization inside the GEMV for 1-2 tokens (each
+// block finding the amax): 1.5-2.5 us less per call alone, no faster in a decode graph (docs/PERFORMANCE.md).
 void quantize_fp8_rows(const Fp8Activations& out, const __nv_bfloat16* x, int num_tokens, int k, float static_scale,
                        cudaStream_t stream);
 

@@ -92,9 +92,9 @@ TEST(Fp8Linear, ActivationCodesAndScalesEqualTheCpuReference) {
         const float s = cpu::fp8_activation_scale(row.data(), kk, a, static_scale);
         ASSERT_EQ(q.scales[t], s) << "K " << kk << " token " << t;
         for (int c = 0; c < kk; ++c)
-          if (q.codes[static_cast<size_t>(t) * kk + c] != f32_to_e4m3_saturating(row[c] / s) && ++bad <= 3)
+          if (q.codes[static_cast<size_t>(t) * kk + c] != f32_to_e4m3_saturating(row[c] * (1.0f / s)) && ++bad <= 3)
             ADD_FAILURE() << "K " << kk << " token " << t << " col " << c << ": code "
-                          << int(q.codes[static_cast<size_t>(t) * kk + c]) << " for " << row[c] << " / " << s;
+                          << int(q.codes[static_cast<size_t>(t) * kk + c]) << " for " << row[c] << " * 1 / " << s;
       }
       EXPECT_EQ(bad, 0);
       EXPECT_EQ(q.scales[3], static_scale > 0 ? static_scale : cpu::kMinFp8ActivationScale) << "the zero row";

@@ -92,7 +92,7 @@ TEST(QuantW8A8, PerTokenValuesAreTheNearestE4m3OfTheirTokensScale) {
     const float s = std::max(amax / 448.0f, cpu::kMinFp8ActivationScale);
     for (int64_t c = 0; c < K; ++c) {
       const float v = x[t * K + c], got = q[t * K + c];
-      EXPECT_EQ(f8e4m3_to_f32(f32_to_e4m3_saturating(got / s)) * s, got) << "not on the grid of s";
+      EXPECT_EQ(f8e4m3_to_f32(f32_to_e4m3_saturating(got * (1.0f / s))) * s, got) << "not on the grid of s";
       // Half a step of 3 mantissa bits (2^-4 relative), or of the subnormal spacing 2^-9 s.
       EXPECT_LE(std::fabs(got - v), std::max(std::fabs(v) / 16.0f, std::ldexp(s, -10)) * 1.0001f) << t << " " << c;
       if (std::fabs(v) == amax && amax > 0) {

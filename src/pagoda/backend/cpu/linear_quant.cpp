@@ -118,8 +118,8 @@ void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, Act
                               float* out) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* row = x + t * k;
-    const float s = fp8_activation_scale(row, k, a, input_scale);
-    for (int64_t c = 0; c < k; ++c) out[t * k + c] = f8e4m3_to_f32(f32_to_e4m3_saturating(row[c] / s)) * s;
+    const float s = fp8_activation_scale(row, k, a, input_scale), inv = 1.0f / s;
+    for (int64_t c = 0; c < k; ++c) out[t * k + c] = f8e4m3_to_f32(f32_to_e4m3_saturating(row[c] * inv)) * s;
   }
 }
 

@@ -16,8 +16,9 @@ void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out);
 constexpr float kMinFp8ActivationScale = 1.0f / (448.0f * 512.0f);
 
 // The scale of one row of K activations under `a` (kFp8PerToken: max(amax / 448, the minimum); kFp8Static:
-// input_scale), and out [T, K] = x's FP8 values: e4m3(x / s) * s, e4m3 rounding to nearest even and saturating
-// (core/quant_scheme.h, ActivationQuant). The reference for the GPU's quantize kernel.
+// input_scale), and out [T, K] = x's FP8 values: e4m3(x * (1 / s)) * s (the reciprocal, as vLLM's quantizers),
+// e4m3 rounding to nearest even and saturating (core/quant_scheme.h, ActivationQuant). The reference for the
+// GPU's quantize kernels.
 float fp8_activation_scale(const float* x, int64_t k, ActivationQuant a, float input_scale);
 void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, ActivationQuant a, float input_scale,
                               float* out);
