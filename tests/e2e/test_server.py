@@ -311,6 +311,10 @@ class ServerTest(unittest.TestCase):
                      "e2e_request_latency_seconds_bucket", "request_queue_time_seconds_bucket"]:
             self.assertIn(f"pagoda:{name}{{model_name=\"stories\"", text)
         self.assertGreater(self.server.metric("pagoda:generation_tokens_total"), 0)
+        # The KV pool's shape and dtype (the CPU's cache is fp32 unless --kv-cache-dtype fp8).
+        self.assertEqual(self.server.metric("pagoda:cache_config_info", 'cache_dtype="float32"'), 1)
+        self.assertRegex(text, r'pagoda:cache_config_info\{model_name="stories",block_size="16",cache_dtype="float32",'
+                               r'num_gpu_blocks="\d+",num_tokens="\d+"\} 1')
         promtool = shutil.which("promtool")
         if promtool is None:
             self.skipTest("promtool not installed")

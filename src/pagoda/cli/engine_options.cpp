@@ -14,6 +14,10 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--block-size", block_size, "KV cache block size in tokens (default 16)")->check(CLI::PositiveNumber);
   cmd.add_option("--kv-cache-memory", kv_cache_memory,
                  "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
+  cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "auto (fp32 on the CPU, bf16 on the GPU) | bf16 | fp8 | fp8_e4m3: fp8 stores e4m3 codes with a "
+                 "power-of-two scale per token and KV head (about twice the tokens of bf16; CPU for now)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}));
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
@@ -40,6 +44,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.max_model_len = max_model_len;
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
+  o.kv_cache_dtype = kv_cache_dtype;
   o.enable_prefix_caching = !no_prefix_caching;
   o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   o.seed = seed;

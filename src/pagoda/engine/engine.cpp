@@ -32,7 +32,9 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
     : model_(model),
       options_(options),
       scheduler_(options.scheduler, kv_options(options)),
-      runner_(model, ops, model.kv_cache_spec(options.num_kv_blocks, options.block_size, ops.activation_dtype())),
+      runner_(model, ops,
+              model.kv_cache_spec(options.num_kv_blocks, options.block_size,
+                                  options.kv_dtype.value_or(ops.activation_dtype()))),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();
@@ -361,6 +363,7 @@ void Engine::publish_stats() {
   s.kv_cache_usage = bm.usage();
   s.num_kv_blocks = bm.num_blocks();
   s.block_size = bm.block_size();
+  s.kv_cache_dtype = runner_.kv_spec().dtype;
   s.prefix_cache_queries = bm.prefix_cache_stats().num_queried_tokens;
   s.prefix_cache_hits = bm.prefix_cache_stats().num_hit_tokens;
   s.num_preemptions = scheduler_.num_preemptions();

@@ -28,6 +28,7 @@ struct EngineOptions {
   SchedulerConfig scheduler;
   int block_size = 16;
   int num_kv_blocks = 0;  // the KV pool, in blocks of block_size tokens
+  std::optional<DType> kv_dtype{};  // the cache's dtype; unset: the backend's activation dtype
   bool enable_prefix_caching = true;
   std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
   uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
@@ -65,6 +66,7 @@ struct EngineStats {
   double kv_cache_usage = 0;  // fraction of blocks in use
   int num_kv_blocks = 0;
   int block_size = 0;
+  DType kv_cache_dtype = DType::kF32;  // what the pool's blocks hold (kF8E4M3: kv/kv_fp8.h)
   uint64_t prefix_cache_queries = 0;  // tokens looked up
   uint64_t prefix_cache_hits = 0;     // tokens found
   uint64_t num_preemptions = 0;

@@ -58,7 +58,8 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   }
   model_ = std::make_unique<LlamaModel>(c, weights_);
 
-  const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, ops_->activation_dtype()).bytes_per_block();
+  kv_dtype_ = kv_cache_dtype(o);
+  const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, kv_dtype_).bytes_per_block();
   num_kv_blocks_ = o.device == "cuda" ? num_blocks_for_gpu(o, block_bytes) : num_blocks_for_host(o, block_bytes);
   if (num_kv_blocks_ < 1)
     throw Error(fmt::format("the KV cache holds no block ({} per block of {} tokens): give it more memory "
@@ -71,9 +72,9 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
     throw Error(fmt::format("max_model_len ({}) is larger than the {} tokens the KV cache can hold ({}): give the "
                             "cache more memory (--kv-cache-memory, --gpu-memory-utilization) or lower --max-model-len",
                             max_model_len_, kv_tokens, format_memory_size(num_kv_blocks_ * block_bytes)));
-  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({}), {:.1f} full-length sequences", num_kv_blocks_,
+  spdlog::info("KV cache: {} blocks x {} tokens = {} tokens ({} {}), {:.1f} full-length sequences", num_kv_blocks_,
                o.block_size, static_cast<int64_t>(num_kv_blocks_) * o.block_size,
-               format_memory_size(num_kv_blocks_ * block_bytes),
+               format_memory_size(num_kv_blocks_ * block_bytes), kv_dtype_ == DType::kF8E4M3 ? "fp8" : dtype_name(kv_dtype_),
                static_cast<double>(num_kv_blocks_) * o.block_size / max_model_len_);
 
   EngineOptions eo;
@@ -83,6 +84,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
                                  .policy = o.policy};
   eo.block_size = o.block_size;
   eo.num_kv_blocks = num_kv_blocks_;
+  eo.kv_dtype = kv_dtype_;
   eo.enable_prefix_caching = o.enable_prefix_caching;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
@@ -95,6 +97,23 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
 }
 
 LLM::~LLM() { engine_.reset(); }
+
+DType LLM::kv_cache_dtype(const LlmOptions& o) const {
+  const std::string& d = o.kv_cache_dtype;
+  if (d == "auto" || d.empty()) return ops_->activation_dtype();
+  if (d == "fp8" || d == "fp8_e4m3") {
+    if (o.device == "cuda")
+      throw Error("--kv-cache-dtype fp8: the CUDA backend keeps its KV cache in bf16 for now (FP8 KV runs on "
+                  "--device cpu; the GPU kernels are issue #9's next part)");
+    return DType::kF8E4M3;
+  }
+  if (d == "bf16") {
+    if (o.device != "cuda")
+      throw Error("--kv-cache-dtype bf16: the CPU backend keeps its KV cache in fp32 (auto) or fp8");
+    return DType::kBF16;
+  }
+  throw Error(fmt::format("unknown --kv-cache-dtype '{}' (auto, bf16, fp8 or fp8_e4m3)", d));
+}
 
 int LLM::num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const {
   int64_t kv_bytes = o.kv_cache_memory;
@@ -114,7 +133,7 @@ int LLM::num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes) {
   const int probe_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   {
     const int probe_blocks = (probe_tokens + o.block_size - 1) / o.block_size + 1;
-    ModelRunner probe(*model_, *ops_, model_->kv_cache_spec(probe_blocks, o.block_size, ops_->activation_dtype()));
+    ModelRunner probe(*model_, *ops_, model_->kv_cache_spec(probe_blocks, o.block_size, kv_dtype_));
     probe.profile_run(probe_tokens);
     cuda.synchronize();
   }

@@ -29,6 +29,9 @@ struct LlmOptions {
   // KV cache bytes; 0: automatic (CPU: enough for max_num_seqs full sequences, at most 25% of free RAM;
   // CUDA: what gpu_memory_utilization leaves after weights and the largest step).
   int64_t kv_cache_memory = 0;
+  // auto (the activation dtype: fp32 on the CPU, bf16 on the GPU), bf16, or fp8 / fp8_e4m3 (e4m3 codes with a
+  // power-of-two scale per token and KV head: kv/kv_fp8.h), as vLLM's --kv-cache-dtype.
+  std::string kv_cache_dtype = "auto";
   bool enable_prefix_caching = true;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
@@ -59,6 +62,7 @@ class LLM {
   Ops& backend() { return *ops_; }
   int max_model_len() const { return max_model_len_; }
   int num_kv_tokens() const { return num_kv_blocks_ * block_size_; }
+  DType kv_cache_dtype() const { return kv_dtype_; }
 
   // Submits every request at once and waits for all of them; outputs are in input order.
   std::vector<CompletionOutput> generate(const std::vector<GenerateRequest>& requests);
@@ -72,7 +76,10 @@ class LLM {
   int max_model_len_ = 0;
   int num_kv_blocks_ = 0;
   int block_size_ = 16;
+  DType kv_dtype_ = DType::kF32;
 
+  // --kv-cache-dtype for this backend; an Error for a combination it does not keep.
+  DType kv_cache_dtype(const LlmOptions& o) const;
   int num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const;
   int num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes);
 };

@@ -15,10 +15,12 @@ struct KvCacheSpec {
   int block_size = 16;
   int num_kv_heads = 0;
   int head_dim = 0;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // kF32 / kBF16, or kF8E4M3: codes with a scale per token and head (kv_fp8.h)
 
-  int64_t bytes_per_block() const {  // K and V of all layers
-    return 2LL * num_layers * block_size * num_kv_heads * head_dim * dtype_block_bytes(dtype);
+  bool fp8() const { return dtype == DType::kF8E4M3; }
+  int64_t bytes_per_block() const {  // K and V of all layers, with FP8's exponents
+    const int64_t rows = 2LL * num_layers * block_size * num_kv_heads;
+    return rows * head_dim * dtype_block_bytes(dtype) + (fp8() ? rows : 0);
   }
   int64_t num_tokens() const { return static_cast<int64_t>(num_blocks) * block_size; }
 };
@@ -27,6 +29,9 @@ struct KvCache {
   KvCacheSpec spec;
   std::vector<Tensor> k;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
   std::vector<Tensor> v;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
+  // FP8 only, per layer: I8 [num_blocks, block_size, num_kv_heads], each row's power-of-two exponent.
+  std::vector<Tensor> k_exp{};
+  std::vector<Tensor> v_exp{};
 };
 
 }  // namespace pagoda

@@ -16,6 +16,16 @@ const std::vector<double> kTpotBuckets = {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.
 const std::vector<double> kStepBuckets = {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 7.5e-3, 0.01, 0.015, 0.02, 0.03,
                                           0.05, 0.075,  0.1,  0.25, 0.5,    1.0,  2.5};
 
+// "F32" -> "float32", "BF16" -> "bfloat16", as vLLM names cache dtypes.
+std::string lower_dtype_name(DType d) {
+  switch (d) {
+    case DType::kF32: return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    default: return std::string(dtype_name(d));
+  }
+}
+
 }  // namespace
 
 ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_name", model_name}} {
@@ -88,6 +98,16 @@ void ServerMetrics::request_finished(const std::string& reason) {
 }
 
 std::string ServerMetrics::render(const EngineStats& s) {
+  // The pool's shape, as vLLM's cache_config_info: one series whose labels say it (set once; it never changes).
+  if (!cache_info_) {
+    metrics::Labels l = labels_;
+    l.emplace_back("block_size", std::to_string(s.block_size));
+    l.emplace_back("cache_dtype", s.kv_cache_dtype == DType::kF8E4M3 ? "fp8_e4m3" : lower_dtype_name(s.kv_cache_dtype));
+    l.emplace_back("num_gpu_blocks", std::to_string(s.num_kv_blocks));
+    l.emplace_back("num_tokens", std::to_string(static_cast<int64_t>(s.num_kv_blocks) * s.block_size));
+    cache_info_ = &registry_.gauge("pagoda:cache_config_info", "Information of the KV cache: its blocks and dtype.", l);
+    cache_info_->set(1);
+  }
   running_->set(s.num_running);
   waiting_->set(s.num_waiting);
   kv_usage_->set(s.kv_cache_usage);

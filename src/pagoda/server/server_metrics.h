@@ -36,6 +36,7 @@ class ServerMetrics {
   metrics::Registry registry_;
   metrics::Labels labels_;
   metrics::Gauge *running_, *waiting_, *kv_usage_;
+  metrics::Gauge* cache_info_ = nullptr;  // pagoda:cache_config_info, registered at the first render
   metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *prompt_tokens_, *generation_tokens_;
   metrics::Histogram *ttft_, *itl_, *e2e_, *queue_, *delivery_;
   metrics::Histogram *prefill_, *decode_, *inference_, *request_tpot_, *step_duration_;

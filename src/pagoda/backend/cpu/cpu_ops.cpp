@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
+#include "pagoda/kv/kv_fp8.h"
 
 namespace pagoda {
 
@@ -96,6 +98,20 @@ void CpuOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params
 void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
   const int64_t row = static_cast<int64_t>(cache.spec.num_kv_heads) * cache.spec.head_dim;
   const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
+  if (cache.spec.fp8()) {  // each (token, head) row: e4m3 codes and its exponent (kv/kv_fp8.h)
+    const int nkv = cache.spec.num_kv_heads, hd = cache.spec.head_dim;
+    for (int64_t t = 0; t < k.dim(0); ++t) {
+      PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
+      for (int h = 0; h < nkv; ++h) {
+        const int64_t r = static_cast<int64_t>(slots[t]) * nkv + h;
+        cache.k_exp[layer].ptr<int8_t>()[r] =
+            quantize_fp8_kv_row(k.ptr<float>() + t * row + h * hd, hd, cache.k[layer].ptr<uint8_t>() + r * hd);
+        cache.v_exp[layer].ptr<int8_t>()[r] =
+            quantize_fp8_kv_row(v.ptr<float>() + t * row + h * hd, hd, cache.v[layer].ptr<uint8_t>() + r * hd);
+      }
+    }
+    return;
+  }
   float* kc = cache.k[layer].ptr<float>();
   float* vc = cache.v[layer].ptr<float>();
   for (int64_t t = 0; t < k.dim(0); ++t) {
@@ -107,8 +123,43 @@ void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forwa
 
 void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
                        float scale) {
-  cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), cache.k[layer].ptr<float>(),
-                           cache.v[layer].ptr<float>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
+  if (!cache.spec.fp8()) {
+    cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), cache.k[layer].ptr<float>(),
+                             cache.v[layer].ptr<float>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
+    return;
+  }
+  // FP8: the pages the step reads, dequantized into fp32 pages of their own, and a block table onto them; the
+  // attention is then the fp32 one over exactly the values the cache holds.
+  const KvCacheSpec& spec = cache.spec;
+  const int64_t n = batch.kv_pages.numel(), rows_per_page = int64_t{spec.block_size} * spec.num_kv_heads;
+  const int32_t* pages = batch.kv_pages.ptr<int32_t>();
+  std::unordered_map<int32_t, int32_t> local;
+  std::vector<int32_t> remapped(static_cast<size_t>(n));
+  std::vector<int32_t> unique;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [it, inserted] = local.emplace(pages[i], static_cast<int32_t>(unique.size()));
+    if (inserted) unique.push_back(pages[i]);
+    remapped[i] = it->second;
+  }
+  const int64_t page_floats = rows_per_page * spec.head_dim;
+  fp8_pages_.resize(static_cast<size_t>(2 * unique.size() * page_floats));
+  float* kf = fp8_pages_.data();
+  float* vf = kf + unique.size() * page_floats;
+#pragma omp parallel for if (unique.size() * page_floats >= (1 << 16))
+  for (int64_t u = 0; u < static_cast<int64_t>(unique.size()); ++u) {
+    for (int64_t r = 0; r < rows_per_page; ++r) {
+      const int64_t src = unique[u] * rows_per_page + r, dst = u * rows_per_page + r;
+      dequantize_fp8_kv_row(cache.k[layer].ptr<uint8_t>() + src * spec.head_dim, cache.k_exp[layer].ptr<int8_t>()[src],
+                            spec.head_dim, kf + dst * spec.head_dim);
+      dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[src],
+                            spec.head_dim, vf + dst * spec.head_dim);
+    }
+  }
+  ForwardBatch local_batch = batch;
+  const int64_t dims[] = {n};
+  local_batch.kv_pages = Tensor::from_span(remapped.data(), DType::kI32, dims);
+  cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), kf, vf, spec, static_cast<int>(q.dim(1)), local_batch,
+                           scale);
 }
 
 void CpuOps::silu_mul(Tensor out, Tensor gate, Tensor up) {
@@ -137,12 +188,20 @@ void CpuOps::download_f32(Tensor host_out, Tensor x) {
 }
 
 KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
-  PAGODA_CHECK(spec.dtype == DType::kF32, "the CPU backend keeps its KV cache in F32");
+  PAGODA_CHECK(spec.dtype == DType::kF32 || spec.fp8(), "the CPU backend keeps its KV cache in F32 or FP8, not {}",
+               dtype_name(spec.dtype));
   KvCache cache;
   cache.spec = spec;
   for (int l = 0; l < spec.num_layers; ++l) {
     for (auto* list : {&cache.k, &cache.v}) {
-      Tensor t(nullptr, DType::kF32, {spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim});
+      Tensor t(nullptr, spec.dtype, {spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim});
+      kv_storage_.emplace_back(static_cast<size_t>(t.nbytes()));
+      t.data = kv_storage_.back().data();
+      list->push_back(t);
+    }
+    if (!spec.fp8()) continue;
+    for (auto* list : {&cache.k_exp, &cache.v_exp}) {
+      Tensor t(nullptr, DType::kI8, {spec.num_blocks, spec.block_size, spec.num_kv_heads});
       kv_storage_.emplace_back(static_cast<size_t>(t.nbytes()));
       t.data = kv_storage_.back().data();
       list->push_back(t);
@@ -152,7 +211,7 @@ KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
 }
 
 void CpuOps::free_kv_cache(KvCache& cache) {
-  for (auto* list : {&cache.k, &cache.v})
+  for (auto* list : {&cache.k, &cache.v, &cache.k_exp, &cache.v_exp})
     for (const Tensor& t : *list)
       std::erase_if(kv_storage_, [&](const Buffer& b) { return b.data() == t.data; });
   cache = KvCache{};

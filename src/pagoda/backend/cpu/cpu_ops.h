@@ -47,6 +47,7 @@ class CpuOps final : public Ops {
   size_t chunk_used_ = 0;
   size_t bytes_requested_ = 0;
   std::vector<Buffer> kv_storage_;
+  std::vector<float> fp8_pages_;  // an FP8 cache's pages of the current attention call, dequantized
   std::vector<float> norm_weight_;  // a norm weight converted to fp32 (reused; the engine thread only)
 };
 
