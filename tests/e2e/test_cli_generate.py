@@ -146,6 +146,17 @@ class Errors(unittest.TestCase):
                 self.assertEqual(p.returncode, 1, p.stderr)
                 self.assertIn(path, p.stderr)
 
+    def test_kv_cache_dtypes(self):
+        ok = run("generate", "--kv-cache-dtype", "fp8", "--prompt", "Once upon a time", "--max-tokens", "8", check=False)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("fp8", ok.stderr)  # the start-up log names the pool's dtype
+        p = run("generate", "--kv-cache-dtype", "bf16", "--prompt", "hi", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("fp32 (auto) or fp8", p.stderr.strip().splitlines()[-1])
+        p = run("generate", "--kv-cache-dtype", "int4", "--prompt", "hi", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("kv-cache-dtype", p.stderr)
+
     def test_out_of_vocabulary_prompt_id(self):
         p = run("generate", "--prompt-ids", "1,99999", check=False)
         self.assertEqual(p.returncode, 1)

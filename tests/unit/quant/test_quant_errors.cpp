@@ -361,3 +361,28 @@ TEST(QuantModelOpt, InconsistentCheckpointsAreLoadErrors) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// compressed-tensors FP8 weights with strategy "block": weight_scale [ceil(N / bn), ceil(K / bk)]. Blocks of
+// one row by 384 columns (K is 128 or 384 here) hold ct-fp8-dynamic's per-row scales as they are, so the
+// model must load to the same logits; without block_structure the config is refused.
+TEST(QuantCompressedTensors, Fp8BlockStrategyReadsOneScaleABlock) {
+  const std::vector<float> expected = prompt_logits(test::data_dir() + "/models/quant/ct-fp8-dynamic");
+  EditableCheckpoint c("ct-fp8-dynamic");
+  auto& weights = c.config["quantization_config"]["config_groups"]["group_0"]["weights"];
+  weights["strategy"] = "block";
+  weights["block_structure"] = {1, 384};
+  {
+    TempDir dir;
+    EXPECT_EQ(prompt_logits(c.write(dir)), expected);
+  }
+  weights["block_structure"] = {32, 64};  // the [N, 1] scales no longer match ceil(N / 32) x ceil(K / 64)
+  expect_error(c, {kQ + ".weight_scale"});
+  weights.erase("block_structure");
+  expect_error(c, {"block_structure"});
+}
+
+}  // namespace
+}  // namespace pagoda
