@@ -66,7 +66,8 @@ struct Setup {
 // blocks); returns the outputs, and the cache's values read back as fp32 into `held` ([slots, nkv, hd] for K
 // then V).
 std::vector<float> attention_after_store(DType dtype, const std::vector<float>& q, const std::vector<float>& k,
-                                         const std::vector<float>& v, std::vector<float>* held = nullptr) {
+                                         const std::vector<float>& v, std::vector<float>* held = nullptr,
+                                         int64_t fp8_scratch_bytes = int64_t{64} << 20) {
   const std::vector<TokenId> a = {1, 2, 3, 4, 5, 6, 7}, b = {8, 9, 10};
   const std::vector<int32_t> table_a = {3, 0}, table_b = {2};
   const SequenceChunk chunks[] = {{a, 0, table_a, LogitsWanted::kLast}, {b, 0, table_b, LogitsWanted::kLast}};
@@ -75,7 +76,7 @@ std::vector<float> attention_after_store(DType dtype, const std::vector<float>& 
   const int64_t T = batch.num_tokens;
   const KvCacheSpec spec{.num_layers = 1, .num_blocks = 4, .block_size = Setup::block_size,
                          .num_kv_heads = Setup::nkv, .head_dim = Setup::hd, .dtype = dtype};
-  CpuOps ops;
+  CpuOps ops(CpuOpsOptions{.fp8_kv_scratch_bytes = fp8_scratch_bytes});
   KvCache cache = ops.allocate_kv_cache(spec);
   std::vector<float> kk = k, vv = v, qq = q;
   ops.store_kv(cache, 0, Tensor(kk.data(), DType::kF32, {T, Setup::nkv, Setup::hd}),
@@ -126,6 +127,8 @@ TEST(Fp8KvCache, AttentionIsTheFp32AttentionOverTheValuesTheCacheHolds) {
     }
   }
   EXPECT_EQ(fp8, attention_after_store(DType::kF32, q, k_held, v_held));
+  // A scratch of one page: each sequence's pages dequantized on their own, the same outputs.
+  EXPECT_EQ(fp8, attention_after_store(DType::kF8E4M3, q, k, v, nullptr, 1));
 
   // Against the values that were stored: e4m3 keeps 3 mantissa bits (2^-4 relative a value at most).
   const std::vector<float> exact = attention_after_store(DType::kF32, q, k, v);

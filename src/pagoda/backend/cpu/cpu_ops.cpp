@@ -13,7 +13,7 @@
 
 namespace pagoda {
 
-CpuOps::CpuOps(const CpuOpsOptions& options) {
+CpuOps::CpuOps(const CpuOpsOptions& options) : fp8_kv_scratch_bytes_(options.fp8_kv_scratch_bytes) {
   if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
 }
 
@@ -128,38 +128,67 @@ void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, co
                              cache.v[layer].ptr<float>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
     return;
   }
-  // FP8: the pages the step reads, dequantized into fp32 pages of their own, and a block table onto them; the
-  // attention is then the fp32 one over exactly the values the cache holds.
+  // FP8: the pages a group of sequences reads, dequantized into fp32 pages of their own, and a block table
+  // onto them; the attention is then the fp32 one over exactly the values the cache holds. Groups of
+  // consecutive sequences keep the dequantized pages under fp8_kv_scratch_bytes (one sequence at least), so the
+  // scratch never grows with the batch.
   const KvCacheSpec& spec = cache.spec;
-  const int64_t n = batch.kv_pages.numel(), rows_per_page = int64_t{spec.block_size} * spec.num_kv_heads;
+  const int64_t rows_per_page = int64_t{spec.block_size} * spec.num_kv_heads, page_floats = rows_per_page * spec.head_dim;
+  const int64_t max_pages =
+      std::max<int64_t>(1, fp8_kv_scratch_bytes_ / static_cast<int64_t>(2 * page_floats * sizeof(float)));
+  const int32_t* query_start = batch.query_start.ptr<int32_t>();
+  const int32_t* page_start = batch.kv_page_start.ptr<int32_t>();
   const int32_t* pages = batch.kv_pages.ptr<int32_t>();
+  const int64_t token_stride = q.dim(1) * q.dim(2);
   std::unordered_map<int32_t, int32_t> local;
-  std::vector<int32_t> remapped(static_cast<size_t>(n));
-  std::vector<int32_t> unique;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto [it, inserted] = local.emplace(pages[i], static_cast<int32_t>(unique.size()));
-    if (inserted) unique.push_back(pages[i]);
-    remapped[i] = it->second;
-  }
-  const int64_t page_floats = rows_per_page * spec.head_dim;
-  fp8_pages_.resize(static_cast<size_t>(2 * unique.size() * page_floats));
-  float* kf = fp8_pages_.data();
-  float* vf = kf + unique.size() * page_floats;
-#pragma omp parallel for if (unique.size() * page_floats >= (1 << 16))
-  for (int64_t u = 0; u < static_cast<int64_t>(unique.size()); ++u) {
-    for (int64_t r = 0; r < rows_per_page; ++r) {
-      const int64_t src = unique[u] * rows_per_page + r, dst = u * rows_per_page + r;
-      dequantize_fp8_kv_row(cache.k[layer].ptr<uint8_t>() + src * spec.head_dim, cache.k_exp[layer].ptr<int8_t>()[src],
-                            spec.head_dim, kf + dst * spec.head_dim);
-      dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[src],
-                            spec.head_dim, vf + dst * spec.head_dim);
+  std::vector<int32_t> unique, remapped, local_page_start, local_token_seq;
+  for (int s0 = 0; s0 < batch.num_seqs;) {
+    local.clear();
+    unique.clear();
+    remapped.clear();
+    local_page_start.assign(1, 0);
+    int s1 = s0;
+    for (; s1 < batch.num_seqs; ++s1) {
+      const int64_t n = page_start[s1 + 1] - page_start[s1];
+      if (s1 > s0 && static_cast<int64_t>(unique.size()) + n > max_pages) break;
+      for (int64_t i = page_start[s1]; i < page_start[s1 + 1]; ++i) {
+        const auto [it, inserted] = local.emplace(pages[i], static_cast<int32_t>(unique.size()));
+        if (inserted) unique.push_back(pages[i]);
+        remapped.push_back(it->second);
+      }
+      local_page_start.push_back(static_cast<int32_t>(remapped.size()));
     }
+    fp8_pages_.resize(static_cast<size_t>(2 * unique.size() * page_floats));
+    float* kf = fp8_pages_.data();
+    float* vf = kf + unique.size() * page_floats;
+#pragma omp parallel for if (unique.size() * page_floats >= (1 << 16))
+    for (int64_t u = 0; u < static_cast<int64_t>(unique.size()); ++u) {
+      for (int64_t r = 0; r < rows_per_page; ++r) {
+        const int64_t src = unique[u] * rows_per_page + r, dst = u * rows_per_page + r;
+        dequantize_fp8_kv_row(cache.k[layer].ptr<uint8_t>() + src * spec.head_dim, cache.k_exp[layer].ptr<int8_t>()[src],
+                              spec.head_dim, kf + dst * spec.head_dim);
+        dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[src],
+                              spec.head_dim, vf + dst * spec.head_dim);
+      }
+    }
+    // The group's tokens are rows [query_start[s0], query_start[s1]) of the batch.
+    const int t0 = query_start[s0], t1 = query_start[s1];
+    local_token_seq.resize(static_cast<size_t>(t1 - t0));
+    for (int t = t0; t < t1; ++t) local_token_seq[t - t0] = batch.token_seq.ptr<int32_t>()[t] - s0;
+    ForwardBatch g = batch;
+    const int64_t tokens[] = {t1 - t0}, seqs[] = {s1 - s0}, starts[] = {s1 - s0 + 1},
+                  page_dims[] = {static_cast<int64_t>(remapped.size())};
+    g.positions = Tensor::from_span(const_cast<int32_t*>(batch.positions.ptr<int32_t>()) + t0, DType::kI32, tokens);
+    g.token_seq = Tensor::from_span(local_token_seq.data(), DType::kI32, tokens);
+    g.seq_lens = Tensor::from_span(const_cast<int32_t*>(batch.seq_lens.ptr<int32_t>()) + s0, DType::kI32, seqs);
+    g.kv_page_start = Tensor::from_span(local_page_start.data(), DType::kI32, starts);
+    g.kv_pages = Tensor::from_span(remapped.data(), DType::kI32, page_dims);
+    g.num_tokens = t1 - t0;
+    g.num_seqs = s1 - s0;
+    cpu::paged_attention_f32(out.ptr<float>() + t0 * token_stride, q.ptr<float>() + t0 * token_stride, kf, vf, spec,
+                             static_cast<int>(q.dim(1)), g, scale);
+    s0 = s1;
   }
-  ForwardBatch local_batch = batch;
-  const int64_t dims[] = {n};
-  local_batch.kv_pages = Tensor::from_span(remapped.data(), DType::kI32, dims);
-  cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), kf, vf, spec, static_cast<int>(q.dim(1)), local_batch,
-                           scale);
 }
 
 void CpuOps::silu_mul(Tensor out, Tensor gate, Tensor up) {

@@ -12,6 +12,8 @@ namespace pagoda {
 
 struct CpuOpsOptions {
   int num_threads = 0;  // 0: OpenMP's default (all cores)
+  // An FP8 KV cache's pages dequantized at once by attention (K and V; at least one sequence's).
+  int64_t fp8_kv_scratch_bytes = int64_t{64} << 20;
 };
 
 class CpuOps final : public Ops {
@@ -48,6 +50,7 @@ class CpuOps final : public Ops {
   size_t bytes_requested_ = 0;
   std::vector<Buffer> kv_storage_;
   std::vector<float> fp8_pages_;  // an FP8 cache's pages of the current attention call, dequantized
+  int64_t fp8_kv_scratch_bytes_ = 0;
   std::vector<float> norm_weight_;  // a norm weight converted to fp32 (reused; the engine thread only)
 };
 
