@@ -128,6 +128,15 @@ class HfCheckpoint(unittest.TestCase):
         self.assertIn("rope-freq-dtype", p.stderr)
 
 
+class Inspect(unittest.TestCase):
+    def test_w8a8_and_kv_cache_sizes(self):
+        p = run("inspect", "--model", data("models", "quant", "ct-fp8-dynamic"))
+        self.assertIn("fp8-channel g128 W8A8 (fp8-per-token)", p.stdout)
+        # 2 layers x 4 KV heads x K and V, head_dim 16: 1024 bytes in fp32, 512 in bf16, 272 in fp8 (+ exponents).
+        self.assertIn("kv cache:      1024 bytes per token (fp32 on the CPU), 512 in bf16 (the GPU), 272 with "
+                      "--kv-cache-dtype fp8", p.stdout)
+
+
 class Errors(unittest.TestCase):
     def test_missing_model_is_one_line_error(self):
         p = run("generate", "--model", "/nonexistent/model.gguf", "--prompt", "hi", check=False)

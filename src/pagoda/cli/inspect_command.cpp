@@ -16,6 +16,7 @@ std::string format_of(const Weight& w) {
   std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
                                    : std::string(dtype_name(w.data.dtype));
   if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
+  if (w.activations != ActivationQuant::kNone) kind += fmt::format(" W8A8 ({})", activation_quant_name(w.activations));
   if (!w.source_format.empty()) kind = fmt::format("{} -> {}", w.source_format, kind);
   return kind;
 }
@@ -69,13 +70,14 @@ void run_inspect(const ModelOptions& o, bool layers) {
   fmt::print("parameters:    {} ({:.2f} M){}\n", c.num_parameters(), c.num_parameters() / 1e6,
              c.tie_word_embeddings ? ", tied embeddings" : "");
   for (const auto& [name, v] : by_dtype)
-    fmt::print("  {:<34} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, v.first, v.second / 1048576.0,
+    fmt::print("  {:<40} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, v.first, v.second / 1048576.0,
                8.0 * static_cast<double>(v.second) / static_cast<double>(v.first));
   fmt::print("weights:       {:.2f} MiB\n", total_bytes / 1048576.0);
   fmt::print("context:       {} tokens; rope theta {}{}\n", c.max_position_embeddings, c.rope.theta,
              c.rope.type == RopeType::kLlama3 ? fmt::format(", llama3 scaling x{}", c.rope.factor) : "");
-  fmt::print("kv cache:      {} bytes per token (fp32 on the CPU)\n",
-             2LL * c.num_layers * c.num_kv_heads * c.head_dim * 4);
+  const int64_t kv_rows = 2LL * c.num_layers * c.num_kv_heads;  // K and V rows of a token
+  fmt::print("kv cache:      {} bytes per token (fp32 on the CPU), {} in bf16 (the GPU), {} with --kv-cache-dtype fp8\n",
+             kv_rows * c.head_dim * 4, kv_rows * c.head_dim * 2, kv_rows * (c.head_dim + 1));
   fmt::print("tokenizer:     {}\n", m.tokenizer ? m.tokenizer->summary() : "none");
   if (layers) {
     fmt::print("weights by tensor:\n");
