@@ -58,7 +58,8 @@ std::string_view quant_scheme_name(QuantScheme scheme);
 enum class ActivationQuant : uint8_t {
   kNone,         // weight-only: x stays in the compute dtype (bf16 on the GPU, fp32 on the CPU)
   kFp8PerToken,  // dynamic, one scale per token: s = max(amax(|x_token|) / 448, 1 / (448 * 512))
-  kFp8Static,    // the checkpoint's input_scale, one per tensor (the largest of a fused linear's parts)
+  kFp8Static,    // the checkpoint's input_scale, one per tensor (q, k, v and gate, up share the largest of
+                 // theirs, as vLLM's fused layers: loader/model_loader.cpp)
 };
 
 std::string_view activation_quant_name(ActivationQuant a);

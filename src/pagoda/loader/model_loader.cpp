@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -65,6 +66,24 @@ LoadedModel load_dummy(const LoadOptions& options) {
   return model;
 }
 
+// Linears that read the same input with static FP8 scales (q, k, v; gate, up) quantize it once, with the
+// largest of their input_scales, as vLLM's fused QKV and gate-up layers do: so every backend, fused or not,
+// computes the same thing.
+void share_static_input_scales(ModelWeights& weights) {
+  auto share = [](std::initializer_list<Weight*> parts) {
+    float s = 0.0f;
+    for (const Weight* w : parts) {
+      if (w->activations != ActivationQuant::kFp8Static) return;
+      s = std::max(s, w->input_scale);
+    }
+    for (Weight* w : parts) w->input_scale = s;
+  };
+  for (LayerWeights& l : weights.layers) {
+    share({&l.wq, &l.wk, &l.wv});
+    share({&l.w_gate, &l.w_up});
+  }
+}
+
 // The tokenizer of another HF directory; the BOS/EOS ids fall back to it as they do to a checkpoint's own.
 void use_tokenizer_from(const std::string& dir, LoadedModel& model) {
   std::error_code ec;
@@ -108,6 +127,7 @@ LoadedModel load_model(const LoadOptions& options) {
     if (!options.quantize_activations) w->activations = ActivationQuant::kNone;
     if (activations == ActivationQuant::kNone) activations = w->activations;
   }
+  share_static_input_scales(model.weights);
   if (!options.tokenizer_path.empty()) use_tokenizer_from(options.tokenizer_path, model);
   const ModelConfig& c = model.config;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -64,6 +64,20 @@ TEST(QuantW8A8, CheckpointsSayHowInputsAreQuantized) {
     TempDir dir;
     expect_every_linear(load(c.write(dir)), ActivationQuant::kFp8Static, s);
   }
+  {  // q, k and v (and gate and up) read one input: they quantize it with the largest of their scales
+    const float larger = 0.0625f;
+    std::vector<uint8_t> b(4);
+    std::memcpy(b.data(), &larger, 4);
+    EditableCheckpoint d = c;
+    d.tensors["model.layers.0.self_attn.k_proj.input_scale"] = {"F32", {1}, b};
+    d.tensors["model.layers.1.mlp.up_proj.input_scale"] = {"F32", {1}, b};
+    TempDir dir;
+    const LoadedModel m = load(d.write(dir));
+    const LayerWeights& l0 = m.weights.layers[0];
+    const LayerWeights& l1 = m.weights.layers[1];
+    for (const Weight* w : {&l0.wq, &l0.wk, &l0.wv, &l1.w_gate, &l1.w_up}) EXPECT_EQ(w->input_scale, larger);
+    for (const Weight* w : {&l0.wo, &l0.w_gate, &l0.w_up, &l0.w_down, &l1.wq, &l1.w_down}) EXPECT_EQ(w->input_scale, s);
+  }
   acts["strategy"] = "group";
   acts["dynamic"] = true;
   {

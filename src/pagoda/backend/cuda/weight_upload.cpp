@@ -101,8 +101,8 @@ bool fp8_row_parts(std::span<const Weight* const> parts) {
 }
 
 // The device Weight of FP8 rows (one source each, in output order): codes [N, K] e4m3 and scales [N, 1], both
-// allocated to a whole number of 16-row tiles (zeros), in two device allocations of `storage`. A fused weight's
-// static activation scale is the largest of its parts' (as vLLM's).
+// allocated to a whole number of 16-row tiles (zeros), in two device allocations of `storage`. The parts of a
+// fused weight share one static activation scale (the loader gave them the largest: model_loader.cpp).
 Weight upload_fp8_rows(std::span<const TileRowSource> rows, const Weight& like, std::vector<cuda::DeviceBuffer>& storage) {
   const int64_t n = static_cast<int64_t>(rows.size()), k = rows[0].weight->cols();
   const int64_t padded = (n + kernels::kFp8RowAlignment - 1) / kernels::kFp8RowAlignment * kernels::kFp8RowAlignment;
