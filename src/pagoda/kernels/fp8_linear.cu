@@ -171,12 +171,7 @@ void launch(bf16* out, const Fp8Activations& x, const Fp8Rows& w, int num_tokens
   if (!fp8_gemv_supported(w, num_tokens))
     throw_cuda_error(cudaErrorInvalidValue, "fp8_gemv: shape not supported", __FILE__, __LINE__);
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows, chunks = (w.k + kChunkCols - 1) / kChunkCols;
-  // Split K while the grid still fits in one wave of resident blocks: a second, partial wave would cost more
-  // than the shorter slices save.
-  const int64_t resident_warps = static_cast<int64_t>(sm_count()) * kBlocksPerSm * kWarps;
-  int splits = 1;
-  while (splits < kWarps && tiles * splits * 2 <= resident_warps && chunks / (2 * splits) >= kMinChunksPerSlice)
-    splits *= 2;
+  const int splits = one_wave_splits(tiles, chunks, kWarps, kBlocksPerSm, kMinChunksPerSlice);
   const int64_t tiles_per_block = kWarps / splits;
   const unsigned blocks = static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block);
   constexpr const char* name = E == Epilogue::kPlain ? "fp8_gemv" : E == Epilogue::kSilu ? "fp8_gemv_silu" : "fp8_gemv_qkv_rope";

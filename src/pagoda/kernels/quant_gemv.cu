@@ -272,13 +272,7 @@ template <TileCodes C, int TT, bool kOffsets, Epilogue E>
 void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
             cudaStream_t stream) {
   const Tiles w = tiles_of(m);
-  // Split K while the grid still fits in one wave of resident blocks (a second, partial wave costs more than
-  // the shorter slices save: N = 6144 went from 1.45 waves to one).
-  const int64_t resident_warps = static_cast<int64_t>(sm_count()) * kBlocksPerSm * kWarps;
-  int splits = 1;
-  while (splits < kWarps && static_cast<int64_t>(w.tiles) * splits * 2 <= resident_warps &&
-         w.chunks / (2 * splits) >= kMinChunksPerSlice)
-    splits *= 2;
+  const int splits = one_wave_splits(w.tiles, w.chunks, kWarps, kBlocksPerSm, kMinChunksPerSlice);
   const int64_t tiles_per_block = kWarps / splits;
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
   constexpr const char* name = E == Epilogue::kPlain  ? "quant_gemv"
