@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [fuzz]
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -12,7 +12,8 @@
 # decode at 128 and 2,048 context under each environment of SWEEP_ENVS (A/B runs in one call); profile: the
 # batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS; quant: `pagoda eval
 # perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data;
-# quant-bench: decode tok/s by batch size with Llama-3-8B-shaped dummy weights of each kind;
+# quant-bench: decode tok/s by batch size with Llama-3-8B-shaped dummy weights of each kind; kv: bf16 vs
+# FP8 KV cache (pool tokens, long-context decode, perplexity);
 # fuzz: the fuzz targets of build/devfuzz (scripts/device/fuzz_bundle.sh) on the host's cores, FUZZ_JOBS
 # ("target=N ...", default 2 of each) processes for FUZZ_SECONDS (default 300) each, in the background of
 # the stages after it: counts in $OUT/fuzz_counts.txt, findings and logs in $OUT/fuzz.tar.xz.
@@ -156,6 +157,32 @@ PY
         echo "[${e:-as is}]"; grep -E "^\[ profile \]" "$OUT/profile_$i.log" | grep -vE "kernel \(batch"
       done
       note "profile: profile_*.log"
+      ;;
+    kv)  # bf16 vs FP8 KV (KV_DTYPES, default "auto fp8") on the Llama-3.1-8B shape (128k context; dummy weights):
+      # the pool's tokens at the default --gpu-memory-utilization, batch-1 decode at 128, 8k and 32k context,
+      # 64 x 4k decode; then (KV_PPL=1) perplexity of the trained tinystories-656k with each dtype
+      l31=/tmp/pagoda-llama-3.1-8b
+      mkdir -p $l31 && cp tests/data/models/llama-3-8b/* $l31/ && cp tests/data/models/llama-3.1-8b/config.json $l31/
+      M="-m $l31 --load-format dummy --device cuda"
+      for d in ${KV_DTYPES:-auto fp8}; do
+        run_kv() {  # name, then the pagoda arguments
+          local name=$1; shift
+          PAGODA_CUDA_STEP_TIMING=1 timeout 300 "$PAGODA" --log-level info bench latency $M --kv-cache-dtype $d "$@" --json \
+            >"$OUT/kv_${d}_$name.json" 2>"$OUT/kv_${d}_$name.log"
+          echo "$d $name rc=$? $(python3 -c "import json; d=json.load(open('$OUT/kv_${d}_$name.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence')" 2>&1 | tail -1) | $(grep -ho 'KV cache: .*' "$OUT/kv_${d}_$name.log" | head -1)"
+        }
+        run_kv b1_ctx128 --batch-size 1 --input-len 128 --output-len 256 --num-iters 3 --max-model-len 4096
+        run_kv b1_ctx8k --batch-size 1 --input-len 8000 --output-len 256 --num-iters 2 --max-model-len 8448
+        run_kv b1_ctx32k --batch-size 1 --input-len 32000 --output-len 256 --num-iters 1 --max-model-len 32768
+        run_kv b64_ctx4k --batch-size 64 --max-num-seqs 64 --input-len 4096 --output-len 128 --num-iters 1 --max-model-len 4352
+      done | tee "$OUT/kv.txt"
+      if [ "${KV_PPL:-1}" = 1 ]; then
+        for d in ${KV_DTYPES:-auto fp8}; do
+          echo "tinystories-656k kv $d: $(timeout 120 "$PAGODA" eval perplexity --device cuda --model tests/data/models/quant/tinystories-656k \
+            --kv-cache-dtype $d --text-file tests/data/text/tinystories_valid_part1.txt --ctx-size 512 --chunks 60 --json 2>>"$OUT/kv_ppl.log" | tail -1)"
+        done | tee -a "$OUT/kv.txt"
+      fi
+      note "kv: $OUT/kv.txt"
       ;;
     quant)  # perplexity on the GPU of every quantized test checkpoint (llama.cpp's convention, 60 chunks of 512)
       text=tests/data/text/tinystories_valid_part1.txt

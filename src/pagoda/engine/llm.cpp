@@ -101,12 +101,7 @@ LLM::~LLM() { engine_.reset(); }
 DType LLM::kv_cache_dtype(const LlmOptions& o) const {
   const std::string& d = o.kv_cache_dtype;
   if (d == "auto" || d.empty()) return ops_->activation_dtype();
-  if (d == "fp8" || d == "fp8_e4m3") {
-    if (o.device == "cuda")
-      throw Error("--kv-cache-dtype fp8: the CUDA backend keeps its KV cache in bf16 for now (FP8 KV runs on "
-                  "--device cpu; the GPU kernels are issue #9's next part)");
-    return DType::kF8E4M3;
-  }
+  if (d == "fp8" || d == "fp8_e4m3") return DType::kF8E4M3;
   if (d == "bf16") {
     if (o.device != "cuda")
       throw Error("--kv-cache-dtype bf16: the CPU backend keeps its KV cache in fp32 (auto) or fp8");

@@ -4,6 +4,9 @@
 // h / (num_heads / num_kv_heads). A sequence with seq_lens[s] == 0 is padding: its output rows are zero.
 // Everything per-sequence is read from device memory, so a decode launch can be captured in a CUDA graph
 // and replayed with new contents.
+// FP8 KV (kv/kv_fp8.h): with k_fp8 set the caches hold e4m3 codes and a power-of-two exponent per (token,
+// KV head) row; the kernels gather the codes (half the bytes), dequantize them exactly to bf16 in shared
+// memory and compute as over a bf16 cache of those values, bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +22,10 @@ struct PagedAttentionParams {
   const __nv_bfloat16* q;        // [num_tokens, num_heads, head_dim]
   const __nv_bfloat16* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
   const __nv_bfloat16* v_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const uint8_t* k_fp8 = nullptr;  // FP8 KV instead of k_cache / v_cache: codes as above,
+  const uint8_t* v_fp8 = nullptr;
+  const int8_t* k_exp = nullptr;   // [num_blocks, num_kv_heads, block_size] exponents (KvCacheSpec::exponent_index)
+  const int8_t* v_exp = nullptr;
   const int32_t* query_start;    // [num_seqs + 1]
   const int32_t* seq_lens;       // [num_seqs]
   const int32_t* kv_page_start;  // [num_seqs + 1] offsets into kv_pages

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -124,6 +125,121 @@ __device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const PagedAtte
       *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// FP8 KV (paged_attention.h). A stage holds the codes of kTileK keys of one KV head, rows of D bytes
+// padded by 16, then each key's exponent: K codes, V codes, K exponents, V exponents. The compute reads
+// bf16 tiles as over a bf16 cache; dequantize_kv_rows fills them (code * 2^e is exact in bf16).
+
+template <int D>
+constexpr int fp8_tile_ld() {
+  return D + 16;
+}
+template <int D>
+constexpr size_t fp8_stage_bytes() {
+  return 2 * (static_cast<size_t>(kTileK) * fp8_tile_ld<D>() + kTileK);
+}
+struct Fp8Stage {
+  uint8_t* k;
+  uint8_t* v;
+  int8_t* k_exp;
+  int8_t* v_exp;
+};
+template <int D>
+__device__ __forceinline__ Fp8Stage fp8_stage(unsigned char* base) {
+  uint8_t* k = base;
+  uint8_t* v = k + kTileK * fp8_tile_ld<D>();
+  int8_t* k_exp = reinterpret_cast<int8_t*>(v + kTileK * fp8_tile_ld<D>());
+  return {k, v, k_exp, k_exp + kTileK};
+}
+
+__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(smem_dst)), "l"(gmem_src) : "memory");
+}
+
+// load_kv_tile for an FP8 cache: the codes of rows [key0, key0 + kTileK) (zero past key_end) and their
+// exponents. Exponents sit block by block, head by head ([num_blocks, nkv, block_size]), so with block
+// sizes divisible by 4 (key0 always is) four keys' exponents are one 4-byte copy; other block sizes load
+// them one by one.
+template <int D>
+__device__ __forceinline__ void load_kv_tile_fp8(const Fp8Stage& st, const PagedAttentionParams& p,
+                                                 const int32_t* pages, int kvh, int key0, int key_end) {
+  constexpr int kLd = fp8_tile_ld<D>();
+  constexpr int kChunks = D / 16;  // 16-byte chunks per row
+  static_assert(kThreads % kChunks == 0, "whole rows per pass");
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  const int c = threadIdx.x % kChunks;
+#pragma unroll
+  for (int i = 0; i < kTileK / kRowsPerPass; ++i) {
+    const int r = threadIdx.x / kChunks + i * kRowsPerPass;
+    uint8_t* kd = st.k + r * kLd + c * 16;
+    uint8_t* vd = st.v + r * kLd + c * 16;
+    const int key = key0 + r;
+    if (key < key_end) {
+      const int64_t slot = static_cast<int64_t>(pages[key / p.block_size]) * p.block_size + key % p.block_size;
+      const int64_t idx = (slot * p.num_kv_heads + kvh) * D + c * 16;
+      cp_async16(kd, p.k_fp8 + idx);
+      cp_async16(vd, p.v_fp8 + idx);
+    } else {
+      *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  const auto exp_src = [&](const int8_t* exps, int key) {
+    return exps + (static_cast<int64_t>(pages[key / p.block_size]) * p.num_kv_heads + kvh) * p.block_size +
+           key % p.block_size;
+  };
+  if (p.block_size % 4 == 0) {
+    static_assert(2 * kTileK / 4 <= kThreads, "one thread per four exponents");
+    if (threadIdx.x < 2 * kTileK / 4) {
+      const bool is_v = threadIdx.x >= kTileK / 4;
+      const int r = 4 * (threadIdx.x % (kTileK / 4));
+      int8_t* dst = (is_v ? st.v_exp : st.k_exp) + r;
+      if (key0 + r < key_end) {  // keys r..r+3 share a block; those past key_end have zero codes
+        cp_async4(dst, exp_src(is_v ? p.v_exp : p.k_exp, key0 + r));
+      } else {
+        *reinterpret_cast<int32_t*>(dst) = 0;
+      }
+    }
+  } else if (threadIdx.x < 2 * kTileK) {
+    const bool is_v = threadIdx.x >= kTileK;
+    const int r = threadIdx.x % kTileK;
+    (is_v ? st.v_exp : st.k_exp)[r] = key0 + r < key_end ? *exp_src(is_v ? p.v_exp : p.k_exp, key0 + r) : 0;
+  }
+}
+
+// 2^e as a float, e in [-126, 127] (kv/kv_fp8.h keeps the exponents there).
+__device__ __forceinline__ float exp2_int(int e) { return __int_as_float((e + 127) << 23); }
+
+// Rows [row0, row0 + rows) of a stage, dequantized into bf16 tiles ks, vs ([rows][tile_ld<D>]) by the
+// `num_threads` threads numbered `tid`: code * 2^e, exact.
+template <int D>
+__device__ __forceinline__ void dequantize_kv_rows(bf16* ks, bf16* vs, const Fp8Stage& st, int row0, int rows,
+                                                   int tid, int num_threads) {
+  constexpr int kChunks = D / 16;
+  const int per_cache = rows * kChunks;
+  for (int i = tid; i < 2 * per_cache; i += num_threads) {
+    const bool is_v = i >= per_cache;
+    const int j = is_v ? i - per_cache : i;
+    const int r = j / kChunks, c = j % kChunks;
+    const uint4 raw = *reinterpret_cast<const uint4*>((is_v ? st.v : st.k) + (row0 + r) * fp8_tile_ld<D>() + c * 16);
+    const float scale = exp2_int((is_v ? st.v_exp : st.k_exp)[row0 + r]);
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t packed[8];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 pair(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3));
+        const float2 f = __half22float2(pair);
+        packed[2 * w + h] = pack_bf16x2(f.x * scale, f.y * scale);
+      }
+    }
+    uint4* dst = reinterpret_cast<uint4*>((is_v ? vs : ks) + r * tile_ld<D>() + c * 16);
+    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
 }
 

@@ -1,12 +1,14 @@
 // Paged attention for decode steps (one query token per sequence), head_dim 64 and 128 (others go to
-// paged_attention_generic.cu). decode_tc_kernel<D, stages>: one block = one span of keys (a whole number
+// paged_attention_generic.cu). decode_tc_kernel<D, stages, fp8>: one block = one span of keys (a whole number
 // of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
 // the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
 // 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. A
 // block that holds all of a sequence's keys writes the output; otherwise each writes (max, sum,
 // unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is
 // one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many splits
-// then does not launch thousands of blocks that find no keys.
+// then does not launch thousands of blocks that find no keys. FP8 KV (kFp8): the stages hold codes and
+// exponents, half the bytes in flight per chunk; each warp dequantizes its 16 keys into bf16 tiles of its
+// own (no extra block barrier) and computes on them as on a bf16 chunk.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -41,21 +43,32 @@ constexpr size_t decode_red_bytes() {  // cross-warp merge buffers, aliasing the
   return (static_cast<size_t>(kWarps) * kDecodeRows * decode_red_ld<D>() + 3 * kWarps * kDecodeRows +
           2 * kDecodeRows) * sizeof(float);
 }
-template <int D, int kStages>
+// FP8 KV: each warp dequantizes its 16 keys of a chunk into a bf16 K and V tile of its own.
+template <int D>
+constexpr size_t decode_fp8_work_elems() {
+  return static_cast<size_t>(kWarps) * 2 * 16 * tile_ld<D>();
+}
+// Q tile, then the pipeline stages (bf16 KV), or the warps' bf16 tiles and the FP8 stages (FP8 KV); the
+// merge buffers alias what follows Q.
+template <int D, int kStages, bool kFp8>
 constexpr size_t decode_smem_bytes() {
-  return (static_cast<size_t>(kDecodeRows) * tile_ld<D>() + kStages * decode_stage_elems<D>()) * sizeof(bf16);
+  const size_t q_bytes = static_cast<size_t>(kDecodeRows) * tile_ld<D>() * sizeof(bf16);
+  if constexpr (kFp8) return q_bytes + decode_fp8_work_elems<D>() * sizeof(bf16) + kStages * fp8_stage_bytes<D>();
+  return q_bytes + kStages * decode_stage_elems<D>() * sizeof(bf16);
 }
 
-template <int D, int kStages>
+template <int D, int kStages, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
-  static_assert(decode_red_bytes<D>() <= kStages * decode_stage_elems<D>() * sizeof(bf16),
-                "merge buffers fit in the stages");
+  static_assert(decode_red_bytes<D>() <= decode_smem_bytes<D, kStages, kFp8>() - kDecodeRows * kLd * sizeof(bf16),
+                "merge buffers fit behind Q");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
-  bf16* stages = qs + kDecodeRows * kLd;         // [kStages][K, V][kTileK][kLd]
+  bf16* stages = qs + kDecodeRows * kLd;         // bf16 KV: [kStages][K, V][kTileK][kLd]
+  // FP8 KV: [kWarps][K, V][16][kLd] bf16, then [kStages] FP8 stages
+  [[maybe_unused]] unsigned char* fp8_stages = reinterpret_cast<unsigned char*>(stages + (kFp8 ? decode_fp8_work_elems<D>() : 0));
 
   const int split = blockIdx.x;
   const int num_spans = gridDim.x;
@@ -82,11 +95,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
   auto stage_k = [&](int i) { return stages + (i % kStages) * decode_stage_elems<D>(); };
   auto stage_v = [&](int i) { return stage_k(i) + kTileK * kLd; };
+  auto fp8_stage_at = [&](int i) { return fp8_stage<D>(fp8_stages + (i % kStages) * fp8_stage_bytes<D>()); };
+  auto load_chunk = [&](int i) {
+    if constexpr (kFp8) {
+      load_kv_tile_fp8<D>(fp8_stage_at(i), p, pages, kvh, k_begin + i * kTileK, k_end);
+    } else {
+      load_kv_tile<D>(stage_k(i), stage_v(i), p, pages, kvh, k_begin + i * kTileK, k_end);
+    }
+  };
 
   load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
 #pragma unroll
   for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
-    if (c < n_chunks) load_kv_tile<D>(stage_k(c), stage_v(c), p, pages, kvh, k_begin + c * kTileK, k_end);
+    if (c < n_chunks) load_chunk(c);
     cp_async_commit();
   }
   cp_async_wait<kStages - 2>();
@@ -104,12 +125,23 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   for (int j = 0; j < n_chunks; ++j) {
     const int next = j + kStages - 1;  // its stage was last read in iteration j - 1
-    if (next < n_chunks) load_kv_tile<D>(stage_k(next), stage_v(next), p, pages, kvh, k_begin + next * kTileK, k_end);
+    if (next < n_chunks) load_chunk(next);
     cp_async_commit();  // always, so that group j + 1 is complete after the wait below
     const int key0 = k_begin + j * kTileK + warp * 16;  // this warp's 16 keys of the chunk
     if (key0 < k_end) {
+      const bf16* ks = stage_k(j) + warp * 16 * kLd;
+      const bf16* vs = stage_v(j) + warp * 16 * kLd;
+      if constexpr (kFp8) {  // the warp's 16 keys into its own bf16 tiles (read by this warp only)
+        bf16* wk = stages + warp * 2 * 16 * kLd;
+        bf16* wv = wk + 16 * kLd;
+        __syncwarp();  // the previous chunk's reads of the tiles are done
+        dequantize_kv_rows<D>(wk, wv, fp8_stage_at(j), warp * 16, 16, lane, 32);
+        __syncwarp();
+        ks = wk;
+        vs = wv;
+      }
       float sc[2][4];
-      qk_tile<D, 2>(sc, qf, stage_k(j) + warp * 16 * kLd, lane);
+      qk_tile<D, 2>(sc, qf, ks, lane);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
@@ -119,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
       online_softmax<2, D / 8>(sc, m, l, o);
-      pv_tile<D, 2>(o, sc, stage_v(j) + warp * 16 * kLd, lane);
+      pv_tile<D, 2>(o, sc, vs, lane);
     }
     cp_async_wait<kStages - 2>();
     __syncthreads();
@@ -266,14 +298,29 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   return {num_spans, span};
 }
 
-template <int D, int kStages>
+template <int D, int kStages, bool kFp8>
 void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  constexpr size_t smem = decode_smem_bytes<D, kStages>();
-  allow_smem(decode_tc_kernel<D, kStages>, smem, configured);
-  launch_kernel("paged_attention_decode (tensor cores)", decode_tc_kernel<D, kStages>, grid, kThreads, smem, stream, p,
-                span, ws_acc, ws_ml);
+  constexpr size_t smem = decode_smem_bytes<D, kStages, kFp8>();
+  allow_smem(decode_tc_kernel<D, kStages, kFp8>, smem, configured);
+  launch_kernel(kFp8 ? "paged_attention_decode (tensor cores, fp8 kv)" : "paged_attention_decode (tensor cores)",
+                decode_tc_kernel<D, kStages, kFp8>, grid, kThreads, smem, stream, p, span, ws_acc, ws_ml);
+}
+
+template <int D, bool kFp8>
+void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
+                          cudaStream_t stream) {
+  const DeviceLimits limits = device_limits();
+  const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep, kFp8>())) {
+    launch_decode_blocks<D, kDecodeStagesDeep, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  } else if (fits(decode_smem_bytes<D, kDecodeStagesWide, kFp8>())) {
+    launch_decode_blocks<D, kDecodeStagesWide, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  } else {
+    launch_decode_blocks<D, kDecodeStagesSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  }
 }
 
 template <int D>
@@ -288,15 +335,10 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
     ws_ml = reinterpret_cast<float2*>(ws_acc + static_cast<size_t>(p.num_seqs) * p.num_heads * spans.num_spans * D);
   }
   const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
-  const DeviceLimits limits = device_limits();
-  const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep>())) {
-    launch_decode_blocks<D, kDecodeStagesDeep>(p, grid, spans.span, ws_acc, ws_ml, stream);
-  } else if (fits(decode_smem_bytes<D, kDecodeStagesWide>())) {
-    launch_decode_blocks<D, kDecodeStagesWide>(p, grid, spans.span, ws_acc, ws_ml, stream);
+  if (p.k_fp8 != nullptr) {
+    launch_decode_stages<D, true>(p, grid, spans.span, ws_acc, ws_ml, stream);
   } else {
-    launch_decode_blocks<D, kDecodeStagesSmall>(p, grid, spans.span, ws_acc, ws_ml, stream);
+    launch_decode_stages<D, false>(p, grid, spans.span, ws_acc, ws_ml, stream);
   }
   if (spans.num_spans > 1) {
     launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,

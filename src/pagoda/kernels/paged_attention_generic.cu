@@ -1,5 +1,6 @@
 // Paged attention for every even head_dim up to 256 without a tensor-core path (the tiny models: 8, 16),
-// prefill and decode: one warp per (token, head), fp32, one key at a time. Speed does not matter there.
+// prefill and decode: one warp per (token, head), fp32, one key at a time, bf16 or FP8 KV. Speed does not
+// matter there.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels::attention {
@@ -8,6 +9,23 @@ namespace {
 // ---------------------------------------------------------------------------------------------------
 // Any even head_dim <= 64 * P: one warp per (token, query head), lane i holds dim pairs i, i + 32, ...
 // grid = (num_tokens, ceil(num_heads / 4)), 128 threads. `decode`: token t is sequence t (token_seq unused).
+// Dims 2i, 2i + 1 of the row of `slot` and KV head kvh in the K (or V) cache, bf16 or FP8.
+__device__ __forceinline__ float2 load_kv_pair(const PagedAttentionParams& p, bool is_v, int64_t slot, int kvh, int i) {
+  const int64_t row = slot * p.num_kv_heads + kvh;
+  if (p.k_fp8 == nullptr) {
+    const bf16* cache = is_v ? p.v_cache : p.k_cache;
+    return __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(cache + row * p.head_dim)[i]);
+  }
+  const uint8_t* codes = (is_v ? p.v_fp8 : p.k_fp8) + row * p.head_dim;
+  const int8_t e = (is_v ? p.v_exp : p.k_exp)[((slot / p.block_size) * p.num_kv_heads + kvh) * p.block_size +
+                                              slot % p.block_size];
+  const __nv_fp8x2_storage_t pair = *reinterpret_cast<const __nv_fp8x2_storage_t*>(codes + 2 * i);
+  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+  const float scale = exp2_int(e);
+  // Rounded to bf16 as the tensor-core kernels' tiles are (exact: e4m3 codes need 4 bits).
+  return __bfloat1622float2(__floats2bfloat162_rn(f.x * scale, f.y * scale));
+}
+
 template <int P>
 __global__ void __launch_bounds__(kThreads) generic_kernel(const __grid_constant__ PagedAttentionParams p, bool decode) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
@@ -45,15 +63,13 @@ __global__ void __launch_bounds__(kThreads) generic_kernel(const __grid_constant
     const int64_t page_slot0 = static_cast<int64_t>(pages[pg]) * p.block_size;
     const int n = min(p.block_size, num_keys - key0);
     for (int off = 0; off < n; ++off) {
-      const int64_t base = ((page_slot0 + off) * p.num_kv_heads + kvh) * half;  // in bf16 pairs
-      const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(p.k_cache) + base;
-      const __nv_bfloat162* v2 = reinterpret_cast<const __nv_bfloat162*>(p.v_cache) + base;
+      const int64_t slot = page_slot0 + off;
       float dot = 0.0f;
 #pragma unroll
       for (int k = 0; k < P; ++k) {
         const int i = lane + 32 * k;
         if (i < half) {
-          const float2 kv = __bfloat1622float2(k2[i]);
+          const float2 kv = load_kv_pair(p, false, slot, kvh, i);
           dot += qv[k].x * kv.x + qv[k].y * kv.y;
         }
       }
@@ -66,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) generic_kernel(const __grid_constant
 #pragma unroll
       for (int k = 0; k < P; ++k) {
         const int i = lane + 32 * k;
-        const float2 vv = i < half ? __bfloat1622float2(v2[i]) : make_float2(0.0f, 0.0f);
+        const float2 vv = i < half ? load_kv_pair(p, true, slot, kvh, i) : make_float2(0.0f, 0.0f);
         acc[k].x = acc[k].x * alpha + w * vv.x;
         acc[k].y = acc[k].y * alpha + w * vv.y;
       }

@@ -3,7 +3,8 @@
 // of one (sequence, query head); 4 warps, 16 query rows each. K/V tiles of 64 keys are gathered into
 // shared memory (cp.async, double-buffered); S = Q K^T and O += P V run on tensor cores (mma.sync
 // m16n8k16, bf16 in, fp32 accumulate); the online softmax stays in registers; key tiles past the causal
-// diagonal are never loaded. Query tiles of all sequences are numbered one after another, so a mixed step
+// diagonal are never loaded (FP8 KV: tiles of codes, dequantized by the block into one bf16 tile before
+// each tile's MMAs). Query tiles of all sequences are numbered one after another, so a mixed step
 // launches no blocks for (short sequence, tile of the longest one).
 #include "pagoda/kernels/paged_attention_common.cuh"
 
@@ -16,9 +17,12 @@ namespace {
 // of all sequences are numbered sequence by sequence (blockIdx.y); blocks past the last tile exit. So a
 // mixed step (many one-token sequences next to a long chunk) launches no block per (sequence, tile of
 // the longest chunk). Within a sequence the last tile comes first: the longest causal rows start first.
-template <int D>
+// bf16 KV: Q, 2 x K, 2 x V. FP8 KV: Q, one bf16 K and V tile that the block dequantizes each FP8 tile
+// into, 2 FP8 stages.
+template <int D, bool kFp8>
 constexpr size_t prefill_smem_bytes() {
-  return static_cast<size_t>(kTileQ + 4 * kTileK) * tile_ld<D>() * sizeof(bf16);  // Q, 2 x K, 2 x V
+  if constexpr (kFp8) return static_cast<size_t>(kTileQ + 2 * kTileK) * tile_ld<D>() * sizeof(bf16) + 2 * fp8_stage_bytes<D>();
+  return static_cast<size_t>(kTileQ + 4 * kTileK) * tile_ld<D>() * sizeof(bf16);
 }
 
 // Block-wide: finds the sequence holding query tile `idx` (tiles numbered sequence by sequence, each
@@ -59,15 +63,16 @@ __device__ __forceinline__ void locate_query_tile(const int32_t* query_start, in
   __syncthreads();
 }
 
-template <int D>
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_constant__ PagedAttentionParams p) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   constexpr int kTileElems = kTileK * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kTileQ][kLd]
-  bf16* ks = qs + kTileQ * kLd;                  // [2][kTileK][kLd]
-  bf16* vs = ks + 2 * kTileElems;                // [2][kTileK][kLd]
+  bf16* ks = qs + kTileQ * kLd;                  // [2][kTileK][kLd] (FP8 KV: [1])
+  bf16* vs = ks + (kFp8 ? 1 : 2) * kTileElems;   // [2][kTileK][kLd] (FP8 KV: [1])
+  [[maybe_unused]] unsigned char* fp8_stages = reinterpret_cast<unsigned char*>(vs + kTileElems);  // FP8 KV: [2] stages
   __shared__ int found[3];
   __shared__ int warp_sums[kWarps];
 
@@ -94,8 +99,17 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
   const int kvh = h / (p.num_heads / p.num_kv_heads);
   const int32_t* pages = p.kv_pages + p.kv_page_start[s];
 
+  // Tile j goes to stage j & 1: bf16 tiles straight into ks / vs, FP8 ones into their stage.
+  const auto load_tile = [&](int j) {
+    const int stage = j & 1;
+    if constexpr (kFp8) {
+      load_kv_tile_fp8<D>(fp8_stage<D>(fp8_stages + stage * fp8_stage_bytes<D>()), p, pages, kvh, j * kTileK, key_end);
+    } else {
+      load_kv_tile<D>(ks + stage * kTileElems, vs + stage * kTileElems, p, pages, kvh, j * kTileK, key_end);
+    }
+  };
   load_q_tile<D, kTileQ>(qs, p.q + (q_begin + m0) * row_stride + h * D, row_stride, rows);
-  if (n_tiles > 0) load_kv_tile<D>(ks, vs, p, pages, kvh, 0, key_end);
+  if (n_tiles > 0) load_tile(0);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -114,12 +128,14 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int j = 0; j < n_tiles; ++j) {
-    const int stage = j & 1;
-    if (j + 1 < n_tiles) {  // prefetch the next tile into the other stage (freed by the last barrier)
-      load_kv_tile<D>(ks + (stage ^ 1) * kTileElems, vs + (stage ^ 1) * kTileElems, p, pages, kvh,
-                      (j + 1) * kTileK, key_end);
-    }
+    const int stage = kFp8 ? 0 : j & 1;  // the bf16 tile computed on
+    if (j + 1 < n_tiles) load_tile(j + 1);  // into the other stage (freed by the last barrier)
     cp_async_commit();
+    if constexpr (kFp8) {
+      dequantize_kv_rows<D>(ks, vs, fp8_stage<D>(fp8_stages + (j & 1) * fp8_stage_bytes<D>()), 0, kTileK, threadIdx.x,
+                            kThreads);
+      __syncthreads();
+    }
     if (warp_active) {
       float sc[kTileK / 8][4];
       qk_tile<D, kTileK / 8>(sc, qf, ks + stage * kTileElems, lane);
@@ -157,17 +173,18 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
 }
 
 
-template <int D>
+template <int D, bool kFp8>
 void launch_prefill_tc(const PagedAttentionParams& p, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
-  constexpr size_t smem = prefill_smem_bytes<D>();
-  allow_smem(prefill_tc_kernel<D>, smem, configured);
+  constexpr size_t smem = prefill_smem_bytes<D, kFp8>();
+  allow_smem(prefill_tc_kernel<D, kFp8>, smem, configured);
   // Upper bound of sum over sequences of ceil(q_len / kTileQ).
   const int64_t tiles = std::min<int64_t>(static_cast<int64_t>(p.num_seqs) * ((p.max_query_len + kTileQ - 1) / kTileQ),
                                           (p.num_tokens + kTileQ - 1) / kTileQ + static_cast<int64_t>(p.num_seqs));
   if (tiles > 65535) throw_cuda_error(cudaErrorInvalidValue, "paged_attention_prefill: too many query tiles", __FILE__, __LINE__);
   const dim3 grid(p.num_heads, static_cast<unsigned>(tiles), 1);
-  launch_kernel("paged_attention_prefill (tensor cores)", prefill_tc_kernel<D>, grid, kThreads, smem, stream, p);
+  launch_kernel(kFp8 ? "paged_attention_prefill (tensor cores, fp8 kv)" : "paged_attention_prefill (tensor cores)",
+                prefill_tc_kernel<D, kFp8>, grid, kThreads, smem, stream, p);
 }
 
 }  // namespace
@@ -175,10 +192,11 @@ void launch_prefill_tc(const PagedAttentionParams& p, cudaStream_t stream) {
 void paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0 || p.num_seqs <= 0 || p.max_query_len <= 0) return;
   check_params(p, "paged_attention_prefill: bad shape");
+  const bool fp8 = p.k_fp8 != nullptr;
   if (p.head_dim == 128) {
-    launch_prefill_tc<128>(p, stream);
+    fp8 ? launch_prefill_tc<128, true>(p, stream) : launch_prefill_tc<128, false>(p, stream);
   } else if (p.head_dim == 64) {
-    launch_prefill_tc<64>(p, stream);
+    fp8 ? launch_prefill_tc<64, true>(p, stream) : launch_prefill_tc<64, false>(p, stream);
   } else {
     launch_generic(p, /*decode=*/false, stream);
   }

@@ -23,13 +23,19 @@ struct KvCacheSpec {
     return rows * head_dim * dtype_block_bytes(dtype) + (fp8() ? rows : 0);
   }
   int64_t num_tokens() const { return static_cast<int64_t>(num_blocks) * block_size; }
+  // FP8: where the exponent of (slot, head) sits in k_exp / v_exp. A block keeps each head's exponents
+  // together ([num_blocks, num_kv_heads, block_size]), so a kernel gathers a page's with one 16-byte load.
+  int64_t exponent_index(int64_t slot, int head) const {
+    return ((slot / block_size) * num_kv_heads + head) * block_size + slot % block_size;
+  }
 };
 
 struct KvCache {
   KvCacheSpec spec;
   std::vector<Tensor> k;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
   std::vector<Tensor> v;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
-  // FP8 only, per layer: I8 [num_blocks, block_size, num_kv_heads], each row's power-of-two exponent.
+  // FP8 only, per layer: I8 [num_blocks, num_kv_heads, block_size], each row's power-of-two exponent
+  // (KvCacheSpec::exponent_index).
   std::vector<Tensor> k_exp{};
   std::vector<Tensor> v_exp{};
 };

@@ -93,7 +93,9 @@ std::vector<float> attention_after_store(DType dtype, const std::vector<float>& 
           const KvCache& c = cache;
           const std::vector<Tensor>& codes = kv == 0 ? c.k : c.v;
           const std::vector<Tensor>& exps = kv == 0 ? c.k_exp : c.v_exp;
-          dequantize_fp8_kv_row(codes[0].ptr<uint8_t>() + r * Setup::hd, exps[0].ptr<int8_t>()[r], Setup::hd, dst);
+          dequantize_fp8_kv_row(codes[0].ptr<uint8_t>() + r * Setup::hd,
+                                exps[0].ptr<int8_t>()[spec.exponent_index(r / Setup::nkv, static_cast<int>(r % Setup::nkv))],
+                                Setup::hd, dst);
         } else {
           std::copy_n((kv == 0 ? cache.k : cache.v)[0].ptr<float>() + r * Setup::hd, Setup::hd, dst);
         }

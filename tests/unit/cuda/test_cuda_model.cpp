@@ -236,11 +236,13 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
 // token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its
 // decode kernel and the prompt with the prefill kernel); both decoding.
+// `fp8_kv`: over an FP8 KV cache.
 std::vector<float> mixed_step_logits(Ops& ops, const ModelConfig& config, const ModelWeights& weights,
-                                     const std::vector<TokenId>& x, const std::vector<TokenId>& y) {
+                                     const std::vector<TokenId>& x, const std::vector<TokenId>& y, bool fp8_kv) {
   LlamaModel model(config, weights);
   constexpr int kBlock = 16;
-  KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(12, kBlock, ops.activation_dtype()));
+  KvCache cache =
+      ops.allocate_kv_cache(model.kv_cache_spec(12, kBlock, fp8_kv ? DType::kF8E4M3 : ops.activation_dtype()));
   const std::vector<int32_t> x_blocks = {3, 0, 9, 5}, y_blocks = {7, 2, 11, 6};
   const std::vector<TokenId> x1 = {17}, x2 = {23}, y1 = {31};
   const int nx = static_cast<int>(x.size()), ny = static_cast<int>(y.size());
@@ -263,9 +265,13 @@ std::vector<float> mixed_step_logits(Ops& ops, const ModelConfig& config, const 
   return out;
 }
 
-// The fast attention paths (head_dim 64 and 128) in mixed steps, on a small random model of each.
+// The fast attention paths (head_dim 64 and 128) in mixed steps, on a small random model of each, with
+// bf16 and FP8 KV (each against the CPU backend with the same KV dtype: FP8 on both sides quantizes K and
+// V rows that differ by bf16 rounding, so a value at a rounding boundary of its code may take the next
+// code, a whole e4m3 step: the W8A8 bound of 6%).
 TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
   PAGODA_SKIP_WITHOUT_GPU();
+  for (const bool fp8_kv : {false, true})
   for (int head_dim : {64, 128}) {
     const std::string dir = ::testing::TempDir() + "/pagoda-mixed-hd" + std::to_string(head_dim);
     std::filesystem::create_directories(dir);
@@ -278,10 +284,11 @@ TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
                                                  .show_progress = false});
     const std::vector<TokenId> x = random_ids(45, 1000, 11), y = random_ids(30, 1000, 12);
     CpuOps cpu;
-    const std::vector<float> ref = mixed_step_logits(cpu, m.config, m.weights, x, y);
+    const std::vector<float> ref = mixed_step_logits(cpu, m.config, m.weights, x, y, fp8_kv);
     CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 512});
     const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
-    const std::vector<float> got = mixed_step_logits(gpu, m.config, weights, x, y);
+    const std::vector<float> got = mixed_step_logits(gpu, m.config, weights, x, y, fp8_kv);
+    const double bound = fp8_kv ? 0.06 : 0.03;
     ASSERT_EQ(got.size(), ref.size());
     const int64_t vocab = 1000;
     double worst = 0;
@@ -290,14 +297,16 @@ TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
       double err = 0;
       for (int64_t v = 0; v < vocab; ++v) err = std::max(err, double(std::abs(got[r * vocab + v] - ref[r * vocab + v])));
       worst = std::max(worst, err / rs.range);
-      EXPECT_LE(err / rs.range, 0.03) << "head_dim " << head_dim << " row " << r;
+      EXPECT_LE(err / rs.range, bound) << "head_dim " << head_dim << " row " << r << (fp8_kv ? " (fp8 kv)" : "");
     }
-    std::printf("[ mixed steps ] head_dim %d: worst |gpu - cpu| / logit range = %.4f\n", head_dim, worst);
+    std::printf("[ mixed steps ] head_dim %d, %s KV: worst |gpu - cpu| / logit range = %.4f\n", head_dim,
+                fp8_kv ? "fp8" : "bf16", worst);
   }
 }
 
 // Decode steps replayed from CUDA graphs produce exactly the tokens of eager steps (batches up to 8 run
-// the same kernels either way; max_model_len 512 keeps decode attention in one split both ways).
+// the same kernels either way; max_model_len 512 keeps decode attention in one split both ways), with
+// bf16 and FP8 KV.
 TEST(CudaGraphs, ReplayGivesTheSameTokensAsEager) {
   PAGODA_SKIP_WITHOUT_GPU();
   std::vector<GenerateRequest> requests;
@@ -309,19 +318,23 @@ TEST(CudaGraphs, ReplayGivesTheSameTokensAsEager) {
     r.params.max_tokens = 40;
     requests.push_back(r);
   }
-  std::vector<std::vector<TokenId>> results[2];
-  for (bool eager : {true, false}) {
-    LLM llm(LlmOptions{.load = {.model_path = model_path("stories260K"), .show_progress = false},
-                       .device = "cuda",
-                       .enforce_eager = eager,
-                       .max_num_seqs = 8,
-                       .max_model_len = 512,
-                       .kv_cache_memory = int64_t{64} << 20});
-    for (const CompletionOutput& out : llm.generate(requests)) results[eager].push_back(out.output_ids);
-    if (!eager) EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+  for (const char* kv_dtype : {"auto", "fp8"}) {
+    std::vector<std::vector<TokenId>> results[2];
+    for (bool eager : {true, false}) {
+      LLM llm(LlmOptions{.load = {.model_path = model_path("stories260K"), .show_progress = false},
+                         .device = "cuda",
+                         .enforce_eager = eager,
+                         .max_num_seqs = 8,
+                         .max_model_len = 512,
+                         .kv_cache_memory = int64_t{64} << 20,
+                         .kv_cache_dtype = kv_dtype});
+      for (const CompletionOutput& out : llm.generate(requests)) results[eager].push_back(out.output_ids);
+      if (!eager) EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+    }
+    ASSERT_EQ(results[0].size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(results[0][i], results[1][i]) << "request " << i << ", kv cache " << kv_dtype;
   }
-  ASSERT_EQ(results[0].size(), requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << "request " << i;
 }
 
 // Seeded sampling on the device: the same seed gives the same tokens, alone or among other requests.

@@ -5,6 +5,9 @@
 // one split, wide batches, and a CUDA graph replayed after the sequence lengths change in device memory.
 // Block tables are shuffled, and every cache slot outside a sequence holds NaN, so a read of a wrong
 // page or of a key past the end shows up as NaN. Tolerance: 2e-2 absolute + 2e-2 relative (bf16 output).
+// Every test runs over a bf16 and an FP8 cache (kv/kv_fp8.h; the suites' parameter): with FP8 the
+// reference reads the values the codes hold, and the FP8 kernels must give the bf16 kernels' outputs over
+// those values bit for bit.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -21,6 +24,7 @@
 #include "cuda_test_util.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/paged_attention.h"
+#include "pagoda/kv/kv_fp8.h"
 
 namespace pagoda {
 namespace {
@@ -53,11 +57,48 @@ struct Batch {
   std::vector<uint16_t> k;  // [num_blocks, block_size, num_kv_heads, head_dim]
   std::vector<uint16_t> v;  // [num_blocks, block_size, num_kv_heads, head_dim]
   std::vector<int32_t> query_start, seq_lens, kv_page_start, kv_pages, token_seq;
+  // FP8 KV: the cache the kernels read (k and v then hold the values it represents).
+  bool fp8 = false;
+  std::vector<uint8_t> k8, v8;  // codes, as k and v
+  std::vector<int8_t> ke, ve;   // exponents [num_blocks, num_kv_heads, block_size]
 };
 
+// With `fp8`, quantizes every owned row of b.k / b.v (kv_fp8.h) and writes back the values it holds;
+// unowned rows get NaN codes (0x7F) and arbitrary exponents.
+void quantize_cache(Batch& b, const std::vector<bool>& owned_slot) {
+  const int bs = b.shape.block_size, hd = b.shape.head_dim, nkv = b.shape.num_kv_heads;
+  const size_t rows = static_cast<size_t>(b.num_blocks) * bs * nkv;
+  b.fp8 = true;
+  b.k8.assign(rows * hd, 0x7F);
+  b.v8.assign(rows * hd, 0x7F);
+  b.ke.assign(rows, 0);
+  b.ve.assign(rows, 0);
+  std::mt19937 rng(static_cast<uint32_t>(rows));
+  for (auto* e : {&b.ke, &b.ve})
+    for (int8_t& x : *e) x = static_cast<int8_t>(static_cast<int>(rng() % 9) - 4);
+  std::vector<float> row(hd), back(hd);
+  for (size_t r = 0; r < rows; ++r) {
+    const int64_t slot = static_cast<int64_t>(r) / nkv;
+    if (!owned_slot[slot]) continue;
+    const size_t e = (slot / bs * nkv + static_cast<int64_t>(r) % nkv) * bs + slot % bs;
+    for (int kv = 0; kv < 2; ++kv) {
+      std::vector<uint16_t>& vals = kv == 0 ? b.k : b.v;
+      std::vector<uint8_t>& codes = kv == 0 ? b.k8 : b.v8;
+      int8_t& exponent = (kv == 0 ? b.ke : b.ve)[e];
+      for (int d = 0; d < hd; ++d) row[d] = bf16_to_f32(vals[r * hd + d]);
+      exponent = quantize_fp8_kv_row(row.data(), hd, codes.data() + r * hd);
+      dequantize_fp8_kv_row(codes.data() + r * hd, exponent, hd, back.data());
+      for (int d = 0; d < hd; ++d) {
+        vals[r * hd + d] = f32_to_bf16(back[d]);
+        EXPECT_EQ(bf16_to_f32(vals[r * hd + d]), back[d]) << "an FP8 KV value is not exact in bf16";
+      }
+    }
+  }
+}
+
 // Random q/K/V (q and K in [-2, 2), V in [-1, 1)), each sequence's blocks drawn from a shuffled pool
-// with a few spare blocks; slots no sequence owns are NaN.
-Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed) {
+// with a few spare blocks; slots no sequence owns are NaN. `fp8`: the cache quantized (quantize_cache).
+Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed, bool fp8) {
   std::mt19937 rng(seed);
   const auto uni = [&rng] { return static_cast<float>(rng() >> 8) * (2.0f / 16777216.0f) - 1.0f; };  // [-1, 1)
   Batch b;
@@ -88,15 +129,18 @@ Batch make_batch(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed
   const size_t cache_elems = static_cast<size_t>(b.num_blocks) * bs * nkv * hd;
   b.k.assign(cache_elems, kBf16NaN);
   b.v.assign(cache_elems, kBf16NaN);
+  std::vector<bool> owned(static_cast<size_t>(b.num_blocks) * bs, false);
   for (int s = 0; s < b.num_seqs; ++s) {
     for (int key = 0; key < seqs[s].seq_len; ++key) {
       const int64_t slot = static_cast<int64_t>(b.kv_pages[b.kv_page_start[s] + key / bs]) * bs + key % bs;
+      owned[slot] = true;
       for (int i = 0; i < nkv * hd; ++i) {
         b.k[slot * nkv * hd + i] = f32_to_bf16(2.0f * uni());
         b.v[slot * nkv * hd + i] = f32_to_bf16(uni());
       }
     }
   }
+  if (fp8) quantize_cache(b, owned);
   return b;
 }
 
@@ -173,8 +217,16 @@ PagedAttentionParams upload_batch(DeviceArena& arena, const Batch& b) {
   p.out = static_cast<__nv_bfloat16*>(arena.alloc(out_bytes));
   PAGODA_CUDA_CHECK(cudaMemset(p.out, 0xff, out_bytes));
   p.q = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.q));
-  p.k_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.k));
-  p.v_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.v));
+  if (b.fp8) {
+    p.k_cache = p.v_cache = nullptr;
+    p.k_fp8 = arena.upload(b.k8);
+    p.v_fp8 = arena.upload(b.v8);
+    p.k_exp = arena.upload(b.ke);
+    p.v_exp = arena.upload(b.ve);
+  } else {
+    p.k_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.k));
+    p.v_cache = reinterpret_cast<const __nv_bfloat16*>(arena.upload(b.v));
+  }
   p.query_start = arena.upload(b.query_start);
   p.seq_lens = arena.upload(b.seq_lens);
   p.kv_page_start = arena.upload(b.kv_page_start);
@@ -198,12 +250,31 @@ std::vector<uint16_t> download_out(const PagedAttentionParams& p, const Batch& b
   return out;
 }
 
+// The same batch over the bf16 cache of the values an FP8 batch holds.
+Batch as_bf16(const Batch& b) {
+  Batch c = b;
+  c.fp8 = false;
+  return c;
+}
+
+// An FP8 batch's outputs are also checked against the bf16 kernels' over the same values: equal bits.
+void expect_same_bits_as_bf16(const Batch& b, const std::vector<uint16_t>& got, const std::vector<uint16_t>& bf16_out,
+                              const char* what) {
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != bf16_out[i] && differ++ == 0) first = i;
+  EXPECT_EQ(differ, 0u) << what << " over FP8 KV differs from bf16 KV holding the same values at " << differ
+                        << " elements, first " << first << " (" << describe(b.shape) << ")";
+}
+
 std::vector<uint16_t> run_prefill(const Batch& b) {
   DeviceArena arena;
   const PagedAttentionParams p = upload_batch(arena, b);
   kernels::paged_attention_prefill(p, nullptr);
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-  return download_out(p, b);
+  std::vector<uint16_t> out = download_out(p, b);
+  if (b.fp8) expect_same_bits_as_bf16(b, out, run_prefill(as_bf16(b)), "prefill");
+  return out;
 }
 
 std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
@@ -213,7 +284,9 @@ std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
       kernels::paged_attention_decode_workspace_bytes(b.num_seqs, b.shape.num_heads, b.shape.head_dim, num_splits));
   kernels::paged_attention_decode(p, num_splits, ws, nullptr);
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-  return download_out(p, b);
+  std::vector<uint16_t> out = download_out(p, b);
+  if (b.fp8) expect_same_bits_as_bf16(b, out, run_decode(as_bf16(b), num_splits), "decode");
+  return out;
 }
 
 // Every element within kAbsTol + kRelTol * |ref|; padding rows exactly zero. Prints the max error.
@@ -268,23 +341,28 @@ const std::vector<Seq> kPrefillSeqs = {{1, 1},   {0, 1},    {150, 150}, {300, 77
 const std::vector<Seq> kDecodeSeqs = {{1, 1},   {0, 1},    {17, 1},  {512, 1}, {513, 1},
                                       {1100, 1}, {777, 1}, {64, 1},  {1025, 1}};
 
-TEST(PagedAttentionPrefill, MatchesReferenceOverShapes) {
+// The parameter: FP8 KV (true) or bf16 KV.
+class PagedAttentionPrefill : public ::testing::TestWithParam<bool> {};
+class PagedAttentionDecode : public ::testing::TestWithParam<bool> {};
+std::string kv_dtype_name(const ::testing::TestParamInfo<bool>& info) { return info.param ? "Fp8Kv" : "Bf16Kv"; }
+
+TEST_P(PagedAttentionPrefill, MatchesReferenceOverShapes) {
   PAGODA_SKIP_WITHOUT_GPU();
   uint32_t seed = 1;
   for (const Shape& shape : shape_grid()) {
-    const Batch b = make_batch(shape, kPrefillSeqs, seed++);
+    const Batch b = make_batch(shape, kPrefillSeqs, seed++, GetParam());
     expect_matches(b, run_prefill(b), reference(b), "prefill " + describe(shape));
   }
 }
 
-TEST(PagedAttentionPrefill, OtherHeadDimsAndLargeGroups) {
+TEST_P(PagedAttentionPrefill, OtherHeadDimsAndLargeGroups) {
   PAGODA_SKIP_WITHOUT_GPU();
   const std::vector<Seq> seqs = {{1, 1}, {0, 1}, {70, 70}, {90, 20}, {40, 1}, {200, 130}};
   const Shape shapes[] = {{4, 2, 2, 16}, {4, 2, 6, 8},    {4, 1, 32, 16},  {6, 3, 96, 16},
                           {4, 2, 256, 32}, {20, 1, 64, 16}, {36, 2, 128, 8}};
   uint32_t seed = 100;
   for (const Shape& shape : shapes) {
-    const Batch b = make_batch(shape, seqs, seed++);
+    const Batch b = make_batch(shape, seqs, seed++, GetParam());
     expect_matches(b, run_prefill(b), reference(b), "prefill " + describe(shape));
   }
 }
@@ -307,20 +385,20 @@ std::vector<Seq> mixed_step_seqs() {
   return seqs;
 }
 
-TEST(PagedAttentionPrefill, MixedStepWithManySequences) {
+TEST_P(PagedAttentionPrefill, MixedStepWithManySequences) {
   PAGODA_SKIP_WITHOUT_GPU();
   uint32_t seed = 150;
   for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 8}, Shape{4, 2, 16, 16}}) {
-    const Batch b = make_batch(shape, mixed_step_seqs(), seed++);
+    const Batch b = make_batch(shape, mixed_step_seqs(), seed++, GetParam());
     expect_matches(b, run_prefill(b), reference(b), "prefill, mixed step, " + describe(shape));
   }
 }
 
-TEST(PagedAttentionDecode, MatchesReferenceOverShapesWithNeededAndExtraSplits) {
+TEST_P(PagedAttentionDecode, MatchesReferenceOverShapesWithNeededAndExtraSplits) {
   PAGODA_SKIP_WITHOUT_GPU();
   uint32_t seed = 200;
   for (const Shape& shape : shape_grid()) {
-    const Batch b = make_batch(shape, kDecodeSeqs, seed++);
+    const Batch b = make_batch(shape, kDecodeSeqs, seed++, GetParam());
     const int splits = kernels::decode_num_splits(b.max_seq_len);
     ASSERT_GE(splits, 3);  // several partitions, so the merge runs
     expect_matches(b, run_decode(b, splits), reference(b), "decode " + describe(shape));
@@ -329,14 +407,14 @@ TEST(PagedAttentionDecode, MatchesReferenceOverShapesWithNeededAndExtraSplits) {
   }
 }
 
-TEST(PagedAttentionDecode, SingleSplitWritesDirectly) {
+TEST_P(PagedAttentionDecode, SingleSplitWritesDirectly) {
   PAGODA_SKIP_WITHOUT_GPU();
   constexpr int P = kernels::kDecodePartitionTokens;  // every context within one partition
   const std::vector<Seq> seqs = {{1, 1}, {0, 1}, {P / 2 + 1, 1}, {P, 1}, {P * 3 / 5, 1}, {P - 1, 1}};
   const Shape shapes[] = {{32, 8, 128, 16}, {8, 8, 64, 32}, {6, 2, 64, 1}, {4, 2, 128, 8}};
   uint32_t seed = 300;
   for (const Shape& shape : shapes) {
-    const Batch b = make_batch(shape, seqs, seed++);
+    const Batch b = make_batch(shape, seqs, seed++, GetParam());
     ASSERT_EQ(kernels::decode_num_splits(b.max_seq_len), 1);
     const std::vector<double> ref = reference(b);
     expect_matches(b, run_decode(b, 1), ref, "decode, 1 split, " + describe(shape));
@@ -344,13 +422,13 @@ TEST(PagedAttentionDecode, SingleSplitWritesDirectly) {
   }
 }
 
-TEST(PagedAttentionDecode, LargeGroupsOtherHeadDimsAndManySequences) {
+TEST_P(PagedAttentionDecode, LargeGroupsOtherHeadDimsAndManySequences) {
   PAGODA_SKIP_WITHOUT_GPU();
   const Shape shapes[] = {{20, 1, 64, 16}, {36, 2, 128, 8}, {4, 2, 2, 16},
                           {4, 2, 6, 8},    {6, 3, 96, 16},  {4, 2, 256, 32}};
   uint32_t seed = 400;
   for (const Shape& shape : shapes) {
-    const Batch b = make_batch(shape, {{1, 1}, {0, 1}, {45, 1}, {600, 1}, {1030, 1}}, seed++);
+    const Batch b = make_batch(shape, {{1, 1}, {0, 1}, {45, 1}, {600, 1}, {1030, 1}}, seed++, GetParam());
     expect_matches(b, run_decode(b, kernels::decode_num_splits(b.max_seq_len)), reference(b),
                    "decode " + describe(shape));
   }
@@ -359,7 +437,7 @@ TEST(PagedAttentionDecode, LargeGroupsOtherHeadDimsAndManySequences) {
   std::vector<Seq> many;
   for (int i = 0; i < 96; ++i) many.push_back({i % 10 == 0 ? 0 : static_cast<int>(1 + rng() % 300), 1});
   for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 16}}) {
-    const Batch b = make_batch(shape, many, seed++);
+    const Batch b = make_batch(shape, many, seed++, GetParam());
     expect_matches(b, run_decode(b, kernels::decode_num_splits(b.max_seq_len)), reference(b),
                    "decode, 96 sequences, " + describe(shape));
   }
@@ -367,14 +445,14 @@ TEST(PagedAttentionDecode, LargeGroupsOtherHeadDimsAndManySequences) {
 
 // A batch big enough that the launch merges partitions into longer spans per block (how many depends on
 // the GPU's SM count), with the needed and with a graph-sized split count.
-TEST(PagedAttentionDecode, WideBatchOfLongContexts) {
+TEST_P(PagedAttentionDecode, WideBatchOfLongContexts) {
   PAGODA_SKIP_WITHOUT_GPU();
   std::mt19937 rng(8);
   std::vector<Seq> seqs;
   for (int i = 0; i < 24; ++i) seqs.push_back({i % 7 == 3 ? 0 : static_cast<int>(1 + rng() % 1500), 1});
   uint32_t seed = 450;
   for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{8, 2, 64, 16}}) {
-    const Batch b = make_batch(shape, seqs, seed++);
+    const Batch b = make_batch(shape, seqs, seed++, GetParam());
     const std::vector<double> ref = reference(b);
     expect_matches(b, run_decode(b, kernels::decode_num_splits(b.max_seq_len)), ref, "decode " + describe(shape));
     const int graph_splits = kernels::decode_num_splits(2048);  // as captured for max_model_len 2048
@@ -384,11 +462,11 @@ TEST(PagedAttentionDecode, WideBatchOfLongContexts) {
 
 // The decode launch is captured once with the largest split count, then replayed after the sequence
 // lengths and queries change in device memory (same pointers, new contents).
-TEST(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
+TEST_P(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const Shape& shape : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 32}}) {
     // Blocks allocated for the longest contexts; the replays use shorter or equal lengths.
-    Batch b = make_batch(shape, {{2048, 1}, {300, 1}, {600, 1}, {1500, 1}, {2048, 1}}, 500);
+    Batch b = make_batch(shape, {{2048, 1}, {300, 1}, {600, 1}, {1500, 1}, {2048, 1}}, 500, GetParam());
     const int splits = kernels::decode_num_splits(2048);
     DeviceArena arena;
     PagedAttentionParams p = upload_batch(arena, b);
@@ -423,6 +501,9 @@ TEST(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
     PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, PagedAttentionPrefill, ::testing::Bool(), kv_dtype_name);
+INSTANTIATE_TEST_SUITE_P(KvDtypes, PagedAttentionDecode, ::testing::Bool(), kv_dtype_name);
 
 }  // namespace
 }  // namespace pagoda

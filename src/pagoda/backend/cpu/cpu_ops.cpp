@@ -103,10 +103,10 @@ void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forwa
     for (int64_t t = 0; t < k.dim(0); ++t) {
       PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
       for (int h = 0; h < nkv; ++h) {
-        const int64_t r = static_cast<int64_t>(slots[t]) * nkv + h;
-        cache.k_exp[layer].ptr<int8_t>()[r] =
+        const int64_t r = static_cast<int64_t>(slots[t]) * nkv + h, e = cache.spec.exponent_index(slots[t], h);
+        cache.k_exp[layer].ptr<int8_t>()[e] =
             quantize_fp8_kv_row(k.ptr<float>() + t * row + h * hd, hd, cache.k[layer].ptr<uint8_t>() + r * hd);
-        cache.v_exp[layer].ptr<int8_t>()[r] =
+        cache.v_exp[layer].ptr<int8_t>()[e] =
             quantize_fp8_kv_row(v.ptr<float>() + t * row + h * hd, hd, cache.v[layer].ptr<uint8_t>() + r * hd);
       }
     }
@@ -165,9 +165,10 @@ void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, co
     for (int64_t u = 0; u < static_cast<int64_t>(unique.size()); ++u) {
       for (int64_t r = 0; r < rows_per_page; ++r) {
         const int64_t src = unique[u] * rows_per_page + r, dst = u * rows_per_page + r;
-        dequantize_fp8_kv_row(cache.k[layer].ptr<uint8_t>() + src * spec.head_dim, cache.k_exp[layer].ptr<int8_t>()[src],
+        const int64_t e = spec.exponent_index(src / spec.num_kv_heads, static_cast<int>(src % spec.num_kv_heads));
+        dequantize_fp8_kv_row(cache.k[layer].ptr<uint8_t>() + src * spec.head_dim, cache.k_exp[layer].ptr<int8_t>()[e],
                               spec.head_dim, kf + dst * spec.head_dim);
-        dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[src],
+        dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[e],
                               spec.head_dim, vf + dst * spec.head_dim);
       }
     }
@@ -230,7 +231,7 @@ KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
     }
     if (!spec.fp8()) continue;
     for (auto* list : {&cache.k_exp, &cache.v_exp}) {
-      Tensor t(nullptr, DType::kI8, {spec.num_blocks, spec.block_size, spec.num_kv_heads});
+      Tensor t(nullptr, DType::kI8, {spec.num_blocks, spec.num_kv_heads, spec.block_size});
       kv_storage_.emplace_back(static_cast<size_t>(t.nbytes()));
       t.data = kv_storage_.back().data();
       list->push_back(t);

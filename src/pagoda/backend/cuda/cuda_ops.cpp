@@ -18,6 +18,7 @@
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/kernels/gemv.h"
+#include "pagoda/kernels/kv_fp8_store.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
 #include "pagoda/kernels/quant_gemv.h"
@@ -307,7 +308,23 @@ void CudaOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& param
                 static_cast<int>(q.dim(1)), static_cast<int>(k.dim(1)), static_cast<int>(q.dim(2)), impl_->stream);
 }
 
+namespace {
+
+// One layer of an FP8 KV cache, as the FP8 store kernels take it.
+kernels::Fp8KvLayer fp8_kv_layer(const KvCache& cache, int layer) {
+  const KvCacheSpec& s = cache.spec;
+  return {static_cast<uint8_t*>(cache.k[layer].data), static_cast<uint8_t*>(cache.v[layer].data),
+          static_cast<int8_t*>(cache.k_exp[layer].data), static_cast<int8_t*>(cache.v_exp[layer].data),
+          s.num_kv_heads, s.head_dim, s.block_size};
+}
+
+}  // namespace
+
 void CudaOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
+  if (cache.spec.fp8()) {
+    kernels::store_kv_fp8(fp8_kv_layer(cache, layer), bf(k), bf(v), i32(batch.slot_mapping), rows_of(k), impl_->stream);
+    return;
+  }
   kernels::store_kv(bf(cache.k[layer]), bf(cache.v[layer]), bf(k), bf(v), i32(batch.slot_mapping), rows_of(k),
                     cache.spec.num_kv_heads, cache.spec.head_dim, impl_->stream);
 }
@@ -321,6 +338,13 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
                x.shape_string(), wqkv.data.shape_string(), q_out.shape_string());
   if (T == 0) return;
   const float* inv_freq = impl_->device_inv_freq(params);
+  if (cache.spec.fp8()) {  // a row's exponent needs its amax: the GEMM, then the FP8 store kernel
+    Tensor qkv = alloc(DType::kBF16, {T, N});
+    linear(qkv, x, wqkv);
+    kernels::qkv_rope_store_fp8(bf(q_out), bf(qkv), fp8_kv_layer(cache, layer), i32(batch.positions),
+                                i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, impl_->stream);
+    return;
+  }
   const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
                                  i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
   // Decode: RoPE and the KV store in the GEMM's epilogue.
@@ -350,8 +374,16 @@ void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, c
   kernels::PagedAttentionParams p;
   p.out = bf(out);
   p.q = bf(q);
-  p.k_cache = bf(cache.k[layer]);
-  p.v_cache = bf(cache.v[layer]);
+  if (cache.spec.fp8()) {
+    p.k_cache = p.v_cache = nullptr;
+    p.k_fp8 = static_cast<const uint8_t*>(cache.k[layer].data);
+    p.v_fp8 = static_cast<const uint8_t*>(cache.v[layer].data);
+    p.k_exp = static_cast<const int8_t*>(cache.k_exp[layer].data);
+    p.v_exp = static_cast<const int8_t*>(cache.v_exp[layer].data);
+  } else {
+    p.k_cache = bf(cache.k[layer]);
+    p.v_cache = bf(cache.v[layer]);
+  }
   p.query_start = i32(batch.query_start);
   p.seq_lens = i32(batch.seq_lens);
   p.kv_page_start = i32(batch.kv_page_start);
@@ -459,17 +491,28 @@ void CudaOps::download_f32(Tensor host_out, Tensor x) {
 void CudaOps::synchronize() { PAGODA_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
 
 KvCache CudaOps::allocate_kv_cache(const KvCacheSpec& spec) {
-  PAGODA_CHECK(spec.dtype == DType::kBF16, "the CUDA backend keeps its KV cache in BF16");
+  PAGODA_CHECK(spec.dtype == DType::kBF16 || spec.fp8(), "the CUDA backend keeps its KV cache in BF16 or FP8, not {}",
+               dtype_name(spec.dtype));
   KvCache cache;
   cache.spec = spec;
-  const int64_t per_layer = static_cast<int64_t>(spec.num_blocks) * spec.block_size * spec.num_kv_heads * spec.head_dim;
-  DeviceBuffer storage(static_cast<size_t>(2 * spec.num_layers * per_layer) * sizeof(uint16_t));
+  // One buffer: per layer K, V (and for FP8 their exponents), each tensor at a 256-byte boundary.
+  const int64_t rows = static_cast<int64_t>(spec.num_blocks) * spec.block_size * spec.num_kv_heads;
+  const auto padded = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  const int64_t kv_bytes = padded(rows * spec.head_dim * dtype_block_bytes(spec.dtype));
+  const int64_t exp_bytes = spec.fp8() ? padded(rows) : 0;
+  const int64_t layer_bytes = 2 * (kv_bytes + exp_bytes);
+  DeviceBuffer storage(static_cast<size_t>(spec.num_layers * layer_bytes));
   PAGODA_CUDA_CHECK(cudaMemsetAsync(storage.data(), 0, storage.size(), impl_->stream));
-  auto* base = static_cast<uint16_t*>(storage.data());
+  auto* base = static_cast<unsigned char*>(storage.data());
   for (int l = 0; l < spec.num_layers; ++l) {
+    unsigned char* layer = base + l * layer_bytes;
     const int64_t dims[] = {spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
-    cache.k.push_back(Tensor::from_span(base + (2 * l) * per_layer, DType::kBF16, dims, Device::kCuda));
-    cache.v.push_back(Tensor::from_span(base + (2 * l + 1) * per_layer, DType::kBF16, dims, Device::kCuda));
+    cache.k.push_back(Tensor::from_span(layer, spec.dtype, dims, Device::kCuda));
+    cache.v.push_back(Tensor::from_span(layer + kv_bytes, spec.dtype, dims, Device::kCuda));
+    if (!spec.fp8()) continue;
+    const int64_t exp_dims[] = {spec.num_blocks, spec.num_kv_heads, spec.block_size};
+    cache.k_exp.push_back(Tensor::from_span(layer + 2 * kv_bytes, DType::kI8, exp_dims, Device::kCuda));
+    cache.v_exp.push_back(Tensor::from_span(layer + 2 * kv_bytes + exp_bytes, DType::kI8, exp_dims, Device::kCuda));
   }
   impl_->kv_storage.emplace(storage.data(), std::move(storage));
   synchronize();
