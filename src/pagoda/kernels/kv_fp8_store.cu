@@ -16,7 +16,7 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kMaxWarps = 4;  // head_dim <= 256
 
-// kv_fp8.cpp's fp8_kv_exponent: the smallest e in [-126, 127] with 448 * 2^e >= amax (the same
+// kv_fp8.cpp's fp8_kv_exponent: the smallest e in [-126, 63] with 448 * 2^e >= amax (the same
 // IEEE operations: frexpf / ldexpf are exact, the division correctly rounded).
 __device__ __forceinline__ int fp8_kv_exponent(float amax) {
   if (!(amax > 0.0f)) return -126;
@@ -24,7 +24,7 @@ __device__ __forceinline__ int fp8_kv_exponent(float amax) {
   const float m = frexpf(__fdiv_rn(amax, 448.0f), &e);
   if (m == 0.5f) --e;
   if (ldexpf(448.0f, e) < amax) ++e;
-  return min(max(e, -126), 127);
+  return min(max(e, -126), 63);  // kv_fp8.h: kFp8KvMaxExponent
 }
 
 // Block-wide: quantizes the row whose elements i and i + half thread i holds (x0, x1; threads with
@@ -42,7 +42,7 @@ __device__ __forceinline__ void store_fp8_row(uint8_t* codes, int8_t* exponent, 
   for (int w = 1; w < warps; ++w) amax = fmaxf(amax, warp_max[w]);
   const int e = fp8_kv_exponent(amax);
   if (active) {
-    const float inv = __int_as_float((127 - e) << 23);  // 2^-e, a normal float for e in [-126, 127]
+    const float inv = __int_as_float((127 - e) << 23);  // 2^-e, a normal float for e in [-126, 63]
     codes[i] = __nv_cvt_float_to_fp8(x0 * inv, __NV_SATFINITE, __NV_E4M3);
     codes[i + half] = __nv_cvt_float_to_fp8(x1 * inv, __NV_SATFINITE, __NV_E4M3);
   }

@@ -37,6 +37,11 @@ constexpr int kTileK = 64;           // keys per shared-memory tile (prefill and
 constexpr int kDecodeStagesWide = 3;
 constexpr int kDecodeStagesDeep = 6;
 constexpr int kDecodeStagesSmall = 2;
+// FP8 KV stages are about half as large, so more of them keep as many bytes in flight: 8 deep; 5 wide where
+// two blocks of that still fit an SM (sm_90's 228 KB), 3 otherwise.
+constexpr int kDecodeStagesDeepFp8 = 8;
+constexpr int kDecodeStagesWideFp8 = 5;
+constexpr int kDecodeStagesWideFp8Small = 3;
 constexpr int kDecodeRows = 16;      // decode: query heads per block (the MMA's M)
 static_assert(kTileK == 16 * kWarps, "decode gives each warp 16 keys of a tile");
 
@@ -210,36 +215,75 @@ __device__ __forceinline__ void load_kv_tile_fp8(const Fp8Stage& st, const Paged
   }
 }
 
-// 2^e as a float, e in [-126, 127] (kv/kv_fp8.h keeps the exponents there).
+// 2^e as a float, e in [-126, 127].
 __device__ __forceinline__ float exp2_int(int e) { return __int_as_float((e + 127) << 23); }
 
-// Rows [row0, row0 + rows) of a stage, dequantized into bf16 tiles ks, vs ([rows][tile_ld<D>]) by the
-// `num_threads` threads numbered `tid`: code * 2^e, exact.
-template <int D>
-__device__ __forceinline__ void dequantize_kv_rows(bf16* ks, bf16* vs, const Fp8Stage& st, int row0, int rows,
-                                                   int tid, int num_threads) {
-  constexpr int kChunks = D / 16;
-  const int per_cache = rows * kChunks;
-  for (int i = tid; i < 2 * per_cache; i += num_threads) {
-    const bool is_v = i >= per_cache;
-    const int j = is_v ? i - per_cache : i;
-    const int r = j / kChunks, c = j % kChunks;
-    const uint4 raw = *reinterpret_cast<const uint4*>((is_v ? st.v : st.k) + (row0 + r) * fp8_tile_ld<D>() + c * 16);
-    const float scale = exp2_int((is_v ? st.v_exp : st.k_exp)[row0 + r]);
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-    uint32_t packed[8];
+// The FP8 tiles hold each code's value times 2^-kFp8TileShift (exact, and a normal bf16 for every nonzero
+// code). The row scales are applied outside the MMAs, which keeps the conversion to a few integer ops:
+//   scores: (q . k_tile) * softmax_scale * 2^(e_k + kFp8TileShift)
+//   values: P * 2^e_v times v_tile, the accumulator times 2^kFp8TileShift at the end.
+// Each factor is a power of two, so the results equal the bf16 kernel's over the values code * 2^e, bit
+// for bit (kv/kv_fp8.h keeps e in [-126, 63], so every factor is a normal float).
+constexpr int kFp8TileShift = 56;
+
+// Four e4m3 codes (one word) as two bf16 pairs of value * 2^-120: sign to bit 15, exponent and mantissa
+// to bits 10..4 of each half (bf16's exponent field then holds e4m3's, biased by 127 instead of 7).
+// Subnormal codes map to bf16 subnormals, zero to zero; multiplying by 2^64 (exact) makes them normal.
+__device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t high = (w & 0x80808080u) | ((w >> 4) & 0x07070707u);  // s000 0EEE: each bf16's high byte
+  const uint32_t low = (w << 4) & 0xF0F0F0F0u;                         // EMMM 0000: its low byte
+  const __nv_bfloat162 two64 = __floats2bfloat162_rn(0x1p64f, 0x1p64f);
+  const uint32_t l = __byte_perm(low, high, 0x5140), h = __byte_perm(low, high, 0x7362);
+  const __nv_bfloat162 a = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&l), two64);
+  const __nv_bfloat162 b = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&h), two64);
+  lo = *reinterpret_cast<const uint32_t*>(&a);
+  hi = *reinterpret_cast<const uint32_t*>(&b);
+}
+
+// Rows [row0, row0 + kRows) of a stage's K or V codes (`codes`, rows of fp8_tile_ld<D>) into the bf16
+// tile dst ([kRows][tile_ld<D>]) by the kThreadsUsed threads numbered `tid`, as code * 2^-kFp8TileShift.
+// Every thread first loads all of its chunks, then converts and stores them: the shared-memory loads
+// overlap instead of each waiting on the last.
+template <int D, int kRows, int kThreadsUsed>
+__device__ __forceinline__ void dequantize_kv_rows(bf16* dst, const uint8_t* codes, int row0, int tid) {
+  static_assert(kFp8TileShift == 120 - 64, "e4m3x4_to_bf16x4's factor");
+  constexpr int kChunks = D / 16;  // 16 codes each
+  static_assert(kRows * kChunks % kThreadsUsed == 0, "whole chunks per thread");
+  constexpr int kIters = kRows * kChunks / kThreadsUsed;
+  uint4 raw[kIters];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+  for (int it = 0; it < kIters; ++it) {
+    const int j = tid + it * kThreadsUsed;
+    raw[it] = *reinterpret_cast<const uint4*>(codes + (row0 + j / kChunks) * fp8_tile_ld<D>() + (j % kChunks) * 16);
+  }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const __half2 pair(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h)), __NV_E4M3));
-        const float2 f = __half22float2(pair);
-        packed[2 * w + h] = pack_bf16x2(f.x * scale, f.y * scale);
-      }
+  for (int it = 0; it < kIters; ++it) {
+    const int j = tid + it * kThreadsUsed;
+    uint32_t o[8];
+    e4m3x4_to_bf16x4(raw[it].x, o[0], o[1]);
+    e4m3x4_to_bf16x4(raw[it].y, o[2], o[3]);
+    e4m3x4_to_bf16x4(raw[it].z, o[4], o[5]);
+    e4m3x4_to_bf16x4(raw[it].w, o[6], o[7]);
+    uint4* out = reinterpret_cast<uint4*>(dst + (j / kChunks) * tile_ld<D>() + (j % kChunks) * 16);
+    out[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    out[1] = make_uint4(o[4], o[5], o[6], o[7]);
+  }
+}
+
+// The FP8 scale factors of a thread's score elements s[nt][e] (keys 8nt + 2t + (e & 1) of the rows
+// starting at key row `row0` of the stage): scores are multiplied by softmax_scale first, then by
+// k_factor; probabilities by v_factor before P V.
+template <int NT>
+__device__ __forceinline__ void fp8_key_factors(float (&k_factor)[NT][2], float (&v_factor)[NT][2], const Fp8Stage& st,
+                                                int row0, int t) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int r = row0 + nt * 8 + 2 * t + j;
+      k_factor[nt][j] = exp2_int(st.k_exp[r] + kFp8TileShift);
+      v_factor[nt][j] = exp2_int(st.v_exp[r]);
     }
-    uint4* dst = reinterpret_cast<uint4*>((is_v ? vs : ks) + r * tile_ld<D>() + c * 16);
-    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
 }
 

@@ -7,8 +7,8 @@
 // unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is
 // one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many splits
 // then does not launch thousands of blocks that find no keys. FP8 KV (kFp8): the stages hold codes and
-// exponents, half the bytes in flight per chunk; each warp dequantizes its 16 keys into bf16 tiles of its
-// own (no extra block barrier) and computes on them as on a bf16 chunk.
+// exponents, half the bytes in flight per chunk; each warp converts its 16 keys into bf16 tiles of its
+// own (no extra block barrier) and applies the keys' scales to scores and probabilities.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -43,10 +43,10 @@ constexpr size_t decode_red_bytes() {  // cross-warp merge buffers, aliasing the
   return (static_cast<size_t>(kWarps) * kDecodeRows * decode_red_ld<D>() + 3 * kWarps * kDecodeRows +
           2 * kDecodeRows) * sizeof(float);
 }
-// FP8 KV: each warp dequantizes its 16 keys of a chunk into a bf16 K and V tile of its own.
+// FP8 KV: each warp converts its 16 keys of a chunk into a bf16 tile of its own, K and then V.
 template <int D>
 constexpr size_t decode_fp8_work_elems() {
-  return static_cast<size_t>(kWarps) * 2 * 16 * tile_ld<D>();
+  return static_cast<size_t>(kWarps) * 16 * tile_ld<D>();
 }
 // Q tile, then the pipeline stages (bf16 KV), or the warps' bf16 tiles and the FP8 stages (FP8 KV); the
 // merge buffers alias what follows Q.
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
   bf16* stages = qs + kDecodeRows * kLd;         // bf16 KV: [kStages][K, V][kTileK][kLd]
-  // FP8 KV: [kWarps][K, V][16][kLd] bf16, then [kStages] FP8 stages
+  // FP8 KV: [kWarps][16][kLd] bf16, then [kStages] FP8 stages
   [[maybe_unused]] unsigned char* fp8_stages = reinterpret_cast<unsigned char*>(stages + (kFp8 ? decode_fp8_work_elems<D>() : 0));
 
   const int split = blockIdx.x;
@@ -131,26 +131,37 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (key0 < k_end) {
       const bf16* ks = stage_k(j) + warp * 16 * kLd;
       const bf16* vs = stage_v(j) + warp * 16 * kLd;
-      if constexpr (kFp8) {  // the warp's 16 keys into its own bf16 tiles (read by this warp only)
-        bf16* wk = stages + warp * 2 * 16 * kLd;
-        bf16* wv = wk + 16 * kLd;
-        __syncwarp();  // the previous chunk's reads of the tiles are done
-        dequantize_kv_rows<D>(wk, wv, fp8_stage_at(j), warp * 16, 16, lane, 32);
+      bf16* work = stages + warp * 16 * kLd;  // FP8: this warp's bf16 tile (read by this warp only)
+      if constexpr (kFp8) {
+        __syncwarp();  // the previous chunk's reads of the tile are done
+        dequantize_kv_rows<D, 16, 32>(work, fp8_stage_at(j).k, warp * 16, lane);
         __syncwarp();
-        ks = wk;
-        vs = wv;
+        ks = vs = work;
       }
       float sc[2][4];
       qk_tile<D, 2>(sc, qf, ks, lane);
+      float k_factor[2][2], v_factor[2][2];  // FP8: the keys' scales (paged_attention_common.cuh)
+      if constexpr (kFp8) fp8_key_factors<2>(k_factor, v_factor, fp8_stage_at(j), warp * 16, t);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = key0 + nt * 8 + 2 * t + (e & 1);
-          sc[nt][e] = key < k_end ? sc[nt][e] * scale : -INFINITY;
+          float x = sc[nt][e] * scale;
+          if constexpr (kFp8) x = __fmul_rn(x, k_factor[nt][e & 1]);
+          sc[nt][e] = key < k_end ? x : -INFINITY;
         }
       }
       online_softmax<2, D / 8>(sc, m, l, o);
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[nt][e] *= v_factor[nt][e & 1];
+        __syncwarp();  // QK^T's reads of the tile are done: V over K
+        dequantize_kv_rows<D, 16, 32>(work, fp8_stage_at(j).v, warp * 16, lane);
+        __syncwarp();
+      }
       pv_tile<D, 2>(o, sc, vs, lane);
     }
     cp_async_wait<kStages - 2>();
@@ -158,6 +169,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   cp_async_wait<0>();  // only empty groups can be pending; the stages are free after this barrier
   __syncthreads();
+  if constexpr (kFp8) {  // the value tiles held code * 2^-kFp8TileShift
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][e] *= 0x1p56f;
+    static_assert(kFp8TileShift == 56, "the factor above");
+  }
 
   // Merge the four warps: red_o [warp][row][D + 4], red_m / red_l / red_w [warp][row], row_m / row_l [row].
   constexpr int kRedLd = decode_red_ld<D>();
@@ -314,10 +332,19 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, fl
   const DeviceLimits limits = device_limits();
   const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDecodeStagesDeep, kFp8>())) {
-    launch_decode_blocks<D, kDecodeStagesDeep, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
-  } else if (fits(decode_smem_bytes<D, kDecodeStagesWide, kFp8>())) {
-    launch_decode_blocks<D, kDecodeStagesWide, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  constexpr int kDeep = kFp8 ? kDecodeStagesDeepFp8 : kDecodeStagesDeep;
+  constexpr int kWide = kFp8 ? kDecodeStagesWideFp8 : kDecodeStagesWide;
+  constexpr int kWideSmall = kFp8 ? kDecodeStagesWideFp8Small : kDecodeStagesWide;
+  // An SM holds what one block may opt into plus 1 KB (reserved per block): 228 KB on sm_90, 164 on sm_80.
+  const auto two_per_sm = [&](size_t bytes) {
+    return 2 * (bytes + 1024) <= static_cast<size_t>(limits.max_smem_per_block) + 1024;
+  };
+  if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDeep, kFp8>())) {
+    launch_decode_blocks<D, kDeep, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  } else if (kWide != kWideSmall && two_per_sm(decode_smem_bytes<D, kWide, kFp8>())) {
+    launch_decode_blocks<D, kWide, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+  } else if (fits(decode_smem_bytes<D, kWideSmall, kFp8>())) {
+    launch_decode_blocks<D, kWideSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
   } else {
     launch_decode_blocks<D, kDecodeStagesSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
   }

@@ -3,8 +3,8 @@
 // of one (sequence, query head); 4 warps, 16 query rows each. K/V tiles of 64 keys are gathered into
 // shared memory (cp.async, double-buffered); S = Q K^T and O += P V run on tensor cores (mma.sync
 // m16n8k16, bf16 in, fp32 accumulate); the online softmax stays in registers; key tiles past the causal
-// diagonal are never loaded (FP8 KV: tiles of codes, dequantized by the block into one bf16 tile before
-// each tile's MMAs). Query tiles of all sequences are numbered one after another, so a mixed step
+// diagonal are never loaded (FP8 KV: tiles of codes, converted by the block into one bf16 tile before
+// each tile's MMAs, the keys' scales applied to scores and probabilities). Query tiles of all sequences are numbered one after another, so a mixed step
 // launches no blocks for (short sequence, tile of the longest one).
 #include "pagoda/kernels/paged_attention_common.cuh"
 
@@ -132,8 +132,9 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
     if (j + 1 < n_tiles) load_tile(j + 1);  // into the other stage (freed by the last barrier)
     cp_async_commit();
     if constexpr (kFp8) {
-      dequantize_kv_rows<D>(ks, vs, fp8_stage<D>(fp8_stages + (j & 1) * fp8_stage_bytes<D>()), 0, kTileK, threadIdx.x,
-                            kThreads);
+      const Fp8Stage st = fp8_stage<D>(fp8_stages + (j & 1) * fp8_stage_bytes<D>());
+      dequantize_kv_rows<D, kTileK, kThreads>(ks, st.k, 0, threadIdx.x);
+      dequantize_kv_rows<D, kTileK, kThreads>(vs, st.v, 0, threadIdx.x);
       __syncthreads();
     }
     if (warp_active) {
@@ -143,16 +144,28 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
       // Causal mask only where some key of the tile lies past some row's position (the diagonal tiles,
       // which also hold the zero-filled keys past key_end).
       const bool masked = key0 + kTileK - 1 > warp_pos;
+      float k_factor[kTileK / 8][2], v_factor[kTileK / 8][2];  // FP8: the keys' scales
+      if constexpr (kFp8) {
+        fp8_key_factors<kTileK / 8>(k_factor, v_factor, fp8_stage<D>(fp8_stages + (j & 1) * fp8_stage_bytes<D>()), 0, t);
+      }
 #pragma unroll
       for (int nt = 0; nt < kTileK / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = key0 + nt * 8 + 2 * t + (e & 1);
           const int pos = warp_pos + g + (e >> 1) * 8;
-          sc[nt][e] = masked && key > pos ? -INFINITY : sc[nt][e] * scale;
+          float x = sc[nt][e] * scale;
+          if constexpr (kFp8) x = __fmul_rn(x, k_factor[nt][e & 1]);
+          sc[nt][e] = masked && key > pos ? -INFINITY : x;
         }
       }
       online_softmax<kTileK / 8, D / 8>(sc, m, l, o);
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int nt = 0; nt < kTileK / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[nt][e] *= v_factor[nt][e & 1];
+      }
       pv_tile<D, kTileK / 8>(o, sc, vs + stage * kTileElems, lane);
     }
     cp_async_wait<0>();
@@ -160,6 +173,13 @@ __global__ void __launch_bounds__(kThreads) prefill_tc_kernel(const __grid_const
   }
 
   if (!warp_active) return;
+  if constexpr (kFp8) {  // the value tiles held code * 2^-kFp8TileShift
+    static_assert(kFp8TileShift == 56, "the factor below");
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][e] *= 0x1p56f;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = quad_sum(l[r]);

@@ -15,7 +15,7 @@ int8_t fp8_kv_exponent(float amax) {
   if (m == 0.5f) --e;                               // a power of two: 2^(e - 1) is exactly enough
   // amax / 448 is rounded: step up where that made 448 * 2^e fall short of amax.
   if (std::ldexp(448.0f, e) < amax) ++e;
-  return static_cast<int8_t>(std::clamp(e, -126, 127));
+  return static_cast<int8_t>(std::clamp(e, -126, kFp8KvMaxExponent));
 }
 
 int8_t quantize_fp8_kv_row(const float* x, int n, uint8_t* codes) {

@@ -1,8 +1,8 @@
 // The FP8 KV cache's number format (KvCacheSpec::dtype == kF8E4M3): every (token, KV head) row of K and of V
 // holds head_dim e4m3 codes and one power-of-two scale 2^e, e an int8 exponent stored beside the block:
-//   e     = the smallest integer with 448 * 2^e >= amax(|row|), within [-126, 127] so that 2^e is a normal
-//           float (amax 0: kFp8KvZeroExponent)
-//   code  = e4m3(x * 2^-e), round to nearest even (|x * 2^-e| <= 448: nothing saturates)
+//   e     = the smallest integer with 448 * 2^e >= amax(|row|), within [-126, 63] (amax 0:
+//           kFp8KvZeroExponent), so that the GPU kernels' factors 2^e, 2^(e + 56) are normal floats
+//   code  = e4m3(x * 2^-e), round to nearest even, saturating (only rows beyond 448 * 2^63 = 4.1e21 do)
 //   value = e4m3_to_f32(code) * 2^e  (exact)
 // A scale per token and head is finer than any peer's (vLLM, SGLang, TensorRT-LLM: one per tensor; vLLM's
 // FA3 path one per head) and than one per (block, head): a token is quantized once, when it is written,
@@ -17,6 +17,7 @@
 namespace pagoda {
 
 constexpr int8_t kFp8KvZeroExponent = -126;
+constexpr int kFp8KvMaxExponent = 63;
 
 // The exponent e of a row whose largest magnitude is amax (finite, >= 0).
 int8_t fp8_kv_exponent(float amax);

@@ -34,6 +34,8 @@ TEST(Fp8KvRow, TheScaleIsTheSmallestPowerOfTwoThatHoldsTheRow) {
   EXPECT_EQ(fp8_kv_exponent(448.0f), 0);
   EXPECT_EQ(fp8_kv_exponent(896.0f), 1);
   EXPECT_EQ(fp8_kv_exponent(0.0f), kFp8KvZeroExponent);
+  EXPECT_EQ(fp8_kv_exponent(1e30f), kFp8KvMaxExponent);  // beyond 448 * 2^63 a row saturates
+  EXPECT_EQ(fp8_kv_exponent(1e-40f), -126);
 
   for (const float stddev : {1e-3f, 1.0f, 300.0f}) {
     const int n = 128;
