@@ -1,6 +1,7 @@
 // EvictionPolicy: which cached-but-unreferenced KV block to give up when a fresh block is needed.
-// The block pool tells the policy when a cached block becomes evictable (its last reference dropped)
-// and when it is referenced again (a prefix hit); the policy picks victims. LRU is implemented.
+// The block pool tells the policy when a cached block is accessed (published, or a prefix hit), when it
+// becomes evictable (its last reference dropped) and when it is referenced again; the policy picks
+// victims. LRU is implemented.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +13,21 @@
 namespace pagoda {
 
 // What the pool knows about a cached block, for policies that weigh more than recency (LRU-K keeps
-// its own access history from these calls; per-tenant weights use salt_key).
+// its own access history from on_access calls and scales ages by weight).
 struct CachedBlockInfo {
   int chain_index = 0;    // position of the block in its sequence (0 = first block)
   uint64_t salt_key = 0;  // see salt_key() in block_hash.h
+  float weight = 1.0f;    // the tenant's priority weight, in (0, inf): a larger weight keeps blocks longer
 };
 
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
+
+  // `block_id` (cached) was accessed: just published, or a prefix hit on it, also while other sequences
+  // still reference it. Called after on_referenced when the hit takes it out of the evictable set.
+  // Policies that order by recency of freeing alone (LRU) ignore it.
+  virtual void on_access(BlockId block_id, const CachedBlockInfo& info) {}
 
   // `block_id` (cached, reference count now 0) may be evicted from now on.
   virtual void on_evictable(BlockId block_id, const CachedBlockInfo& info) = 0;
