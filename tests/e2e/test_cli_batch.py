@@ -93,6 +93,21 @@ class BenchThroughput(unittest.TestCase):
                        "--prefix-len", "48", "--no-enable-prefix-caching", "--json")
         self.assertEqual(out["prefix_cache_hit_rate"], 0)
 
+    def test_lru_k_eviction(self):
+        out = run_json("bench", "throughput", "--num-prompts", "32", "--input-len", "64", "--output-len", "16",
+                       "--prefix-len", "48", "--kv-eviction", "lru-k", "--lru-k", "3", "--lru-k-correlated-ms", "0",
+                       "--json")
+        self.assertEqual(out["num_failed"], 0)
+        self.assertGreater(out["prefix_cache_hit_rate"], 0.3)
+        # Bad values and combinations fail before the model loads, naming the flag.
+        for argv, says in ((["--lru-k", "3"], "need --kv-eviction lru-k"),
+                           (["--kv-eviction", "lru-k", "--lru-k", "0"], "--lru-k"),
+                           (["--kv-eviction", "lru-k", "--lru-k-correlated-ms", "-1"], "--lru-k-correlated-ms"),
+                           (["--kv-eviction", "lfu"], "--kv-eviction")):
+            p = run("bench", "throughput", "--num-prompts", "1", *argv, check=False)
+            self.assertNotEqual(p.returncode, 0, argv)
+            self.assertIn(says, p.stderr, argv)
+
 
 class BenchLatency(unittest.TestCase):
     def test_reports_prefill_decode_and_end_to_end(self):

@@ -1,6 +1,10 @@
 // Engine option registration and conversion.
 #include "pagoda/cli/engine_options.h"
 
+#include <cmath>
+#include <fmt/format.h>
+
+#include "pagoda/core/error.h"
 #include "pagoda/core/memory_size.h"
 
 namespace pagoda::cli {
@@ -19,6 +23,17 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "power-of-two scale per token and KV head (about twice the tokens of bf16; CPU for now)")
       ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}));
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
+  cmd.add_option("--kv-eviction", kv_eviction,
+                 "which cached block a full KV cache gives up: lru (default; least recently freed first) or lru-k "
+                 "(the oldest K-th most recent use first, blocks used fewer than K times before them, ages divided "
+                 "by the tenant's weight: blocks used K times outlive one-off prompts)")
+      ->check(CLI::IsMember({"lru", "lru-k"}));
+  cmd.add_option("--lru-k", lru_k,
+                 fmt::format("with --kv-eviction lru-k: K, 1 to {} (default 2; 1 is LRU by last use)", LruKOptions::kMaxK))
+      ->check(CLI::Range(1, LruKOptions::kMaxK));
+  cmd.add_option("--lru-k-correlated-ms", lru_k_correlated_ms,
+                 "with --kv-eviction lru-k: uses of a block less than this many ms after the first of a burst count "
+                 "as one (default 10: the uses within one scheduling step, such as a request's n > 1 siblings)");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -46,6 +61,16 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
   o.kv_cache_dtype = kv_cache_dtype;
   o.enable_prefix_caching = !no_prefix_caching;
+  o.kv_eviction = kv_eviction == "lru-k" ? EvictionPolicyKind::kLruK : EvictionPolicyKind::kLru;
+  if (o.kv_eviction != EvictionPolicyKind::kLruK && (lru_k || lru_k_correlated_ms))
+    throw Error("--lru-k and --lru-k-correlated-ms need --kv-eviction lru-k");
+  if (lru_k) o.lru_k.k = *lru_k;
+  if (lru_k_correlated_ms) {
+    if (!(*lru_k_correlated_ms >= 0) || !std::isfinite(*lru_k_correlated_ms))
+      throw Error(fmt::format("--lru-k-correlated-ms must be a number of milliseconds >= 0, got {}", *lru_k_correlated_ms));
+    o.lru_k.correlated_period_seconds = *lru_k_correlated_ms / 1000.0;
+  }
+  validate(o.lru_k);
   o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   o.seed = seed;
   o.use_mmap = mmap;

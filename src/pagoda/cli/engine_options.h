@@ -20,6 +20,9 @@ struct EngineCliOptions {
   std::string kv_cache_memory;  // e.g. "4MiB"; empty: sized automatically
   std::string kv_cache_dtype = "auto";
   bool no_prefix_caching = false;
+  std::string kv_eviction = "lru";  // lru | lru-k
+  std::optional<int> lru_k;         // unset: LruKOptions' default (2)
+  std::optional<double> lru_k_correlated_ms;  // unset: LruKOptions' default (10 ms)
   std::string policy = "fcfs";
   uint64_t seed = 0;
   bool mmap = false;

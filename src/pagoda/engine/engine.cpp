@@ -13,7 +13,8 @@ namespace {
 
 BlockManagerOptions kv_options(const EngineOptions& o) {
   return BlockManagerOptions{.num_blocks = o.num_kv_blocks, .block_size = o.block_size,
-                             .enable_prefix_caching = o.enable_prefix_caching};
+                             .enable_prefix_caching = o.enable_prefix_caching, .eviction_policy = o.kv_eviction,
+                             .lru_k = o.lru_k};
 }
 
 bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }

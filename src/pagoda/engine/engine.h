@@ -30,6 +30,9 @@ struct EngineOptions {
   int num_kv_blocks = 0;  // the KV pool, in blocks of block_size tokens
   std::optional<DType> kv_dtype{};  // the cache's dtype; unset: the backend's activation dtype
   bool enable_prefix_caching = true;
+  // Which cached block a full pool gives up (BlockManagerOptions); lru_k is read for kLruK only.
+  EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
+  LruKOptions lru_k{};
   std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
   uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
   // Tokens in the start-up forward (threads, workspace, page cache). Small on the CPU, where a forward of

@@ -77,6 +77,10 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
                format_memory_size(num_kv_blocks_ * block_bytes), kv_dtype_ == DType::kF8E4M3 ? "fp8" : dtype_name(kv_dtype_),
                static_cast<double>(num_kv_blocks_) * o.block_size / max_model_len_);
 
+  if (o.kv_eviction == EvictionPolicyKind::kLruK)
+    spdlog::info("prefix-cache eviction: LRU-K, K = {}, correlated-reference period {} ms", o.lru_k.k,
+                 o.lru_k.correlated_period_seconds * 1000.0);
+
   EngineOptions eo;
   eo.scheduler = SchedulerConfig{.max_num_seqs = o.max_num_seqs,
                                  .max_num_batched_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs),
@@ -86,6 +90,8 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   eo.num_kv_blocks = num_kv_blocks_;
   eo.kv_dtype = kv_dtype_;
   eo.enable_prefix_caching = o.enable_prefix_caching;
+  eo.kv_eviction = o.kv_eviction;
+  eo.lru_k = o.lru_k;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
   eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");

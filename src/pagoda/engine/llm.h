@@ -33,6 +33,10 @@ struct LlmOptions {
   // power-of-two scale per token and KV head: kv/kv_fp8.h), as vLLM's --kv-cache-dtype.
   std::string kv_cache_dtype = "auto";
   bool enable_prefix_caching = true;
+  // Prefix-cache eviction: LRU (default), or LRU-K with its K and correlated-reference period
+  // (kv/lru_k_policy.h), as --kv-eviction, --lru-k and --lru-k-correlated-ms.
+  EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
+  LruKOptions lru_k{};
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
   // false (default): copy the weights out of the file mapping into process memory (huge pages where

@@ -9,7 +9,7 @@
 namespace pagoda {
 
 BlockManager::BlockManager(const BlockManagerOptions& options)
-    : BlockManager(options, make_eviction_policy(options.eviction_policy, options.num_blocks)) {}
+    : BlockManager(options, make_eviction_policy(options.eviction_policy, options.num_blocks, options.lru_k)) {}
 
 BlockManager::BlockManager(const BlockManagerOptions& options, std::unique_ptr<EvictionPolicy> policy)
     : options_(options), pool_(options.num_blocks, std::move(policy)) {

@@ -21,6 +21,7 @@ struct BlockManagerOptions {
   int block_size = 16;
   bool enable_prefix_caching = true;
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
+  LruKOptions lru_k{};  // K and the correlated-reference period, for kLruK
 };
 
 // Cached blocks that already hold the first num_tokens tokens of a sequence.

@@ -50,6 +50,8 @@ void BlockPool::add_ref(BlockId block_id) {
     policy_->on_referenced(block_id);
   }
   ++block.ref_count;
+  // A hit counts as an access whether or not other sequences already hold the block.
+  if (block.cached) policy_->on_access(block_id, block.info);
 }
 
 void BlockPool::release(BlockId block_id) {
@@ -71,6 +73,7 @@ bool BlockPool::publish(BlockId block_id, const BlockHash& hash, const CachedBlo
   block.cached = true;
   block.hash = hash;
   block.info = info;
+  policy_->on_access(block_id, info);  // its first access
   return true;
 }
 

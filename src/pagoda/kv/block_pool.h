@@ -35,12 +35,14 @@ class BlockPool {
   // victims of the eviction policy, whose hashes leave the cache. Requires num <= num_free_blocks().
   void take_fresh(int num, std::vector<BlockId>& out);
   // One more reference to a block (a prefix hit on a cached block); an evictable block stops being one.
+  // On a cached block the policy sees an access (EvictionPolicy::on_access), also when already referenced.
   void add_ref(BlockId block_id);
   // One reference less; at zero a cached block becomes evictable and an uncached one free.
   void release(BlockId block_id);
   // Registers a computed, full, referenced block under `hash`. Returns false and changes nothing when the
   // block is already cached or another block holds the same hash (two sequences computed the same
-  // block at once: the first one wins, the duplicate stays private and is freed normally).
+  // block at once: the first one wins, the duplicate stays private and is freed normally). Publishing is
+  // the block's first access for the policy.
   [[nodiscard]] bool publish(BlockId block_id, const BlockHash& hash, const CachedBlockInfo& info);
   // Forgets every evictable cached block (they become free). Referenced cached blocks stay cached.
   // Returns how many were dropped.

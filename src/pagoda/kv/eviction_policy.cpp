@@ -1,7 +1,12 @@
-// LRU eviction over an intrusive doubly linked list of block ids.
+// LRU eviction over an intrusive doubly linked list of block ids; the policy factory.
 #include "pagoda/kv/eviction_policy.h"
 
+#include <cmath>
+#include <fmt/format.h>
+
 #include "pagoda/core/check.h"
+#include "pagoda/core/error.h"
+#include "pagoda/kv/lru_k_policy.h"
 
 namespace pagoda {
 
@@ -50,13 +55,25 @@ void LruEvictionPolicy::unlink(BlockId block_id) {
   --num_evictable_;
 }
 
-std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionPolicyKind kind, int num_blocks) {
+std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionPolicyKind kind, int num_blocks,
+                                                     const LruKOptions& lru_k) {
   switch (kind) {
     case EvictionPolicyKind::kLru:
       return std::make_unique<LruEvictionPolicy>(num_blocks);
+    case EvictionPolicyKind::kLruK:
+      validate(lru_k);
+      return std::make_unique<LruKEvictionPolicy>(num_blocks, lru_k);
   }
   PAGODA_CHECK(false, "unknown eviction policy");
   return nullptr;
+}
+
+void validate(const LruKOptions& options) {
+  if (options.k < 1 || options.k > LruKOptions::kMaxK)
+    throw Error(fmt::format("LRU-K: K must be in [1, {}], got {}", LruKOptions::kMaxK, options.k));
+  if (!(options.correlated_period_seconds >= 0) || !std::isfinite(options.correlated_period_seconds))
+    throw Error(fmt::format("LRU-K: the correlated-reference period must be >= 0 seconds, got {}",
+                            options.correlated_period_seconds));
 }
 
 }  // namespace pagoda

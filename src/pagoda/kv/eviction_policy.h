@@ -1,6 +1,7 @@
 // EvictionPolicy: which cached-but-unreferenced KV block to give up when a fresh block is needed.
-// The block pool tells the policy when a cached block becomes evictable (its last reference dropped)
-// and when it is referenced again (a prefix hit); the policy picks victims. LRU is implemented.
+// The block pool tells the policy when a cached block is accessed (published, or a prefix hit), when it
+// becomes evictable (its last reference dropped) and when it is referenced again; the policy picks
+// victims. LRU (here) and LRU-K with tenant weights (lru_k_policy.h) are implemented.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +13,21 @@
 namespace pagoda {
 
 // What the pool knows about a cached block, for policies that weigh more than recency (LRU-K keeps
-// its own access history from these calls; per-tenant weights use salt_key).
+// its own access history from on_access calls and scales ages by weight).
 struct CachedBlockInfo {
   int chain_index = 0;    // position of the block in its sequence (0 = first block)
   uint64_t salt_key = 0;  // see salt_key() in block_hash.h
+  float weight = 1.0f;    // the tenant's priority weight, in (0, inf): a larger weight keeps blocks longer
 };
 
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
+
+  // `block_id` (cached) was accessed: just published, or a prefix hit on it, also while other sequences
+  // still reference it. Called after on_referenced when the hit takes it out of the evictable set.
+  // Policies that order by recency of freeing alone (LRU) ignore it.
+  virtual void on_access(BlockId block_id, const CachedBlockInfo& info) {}
 
   // `block_id` (cached, reference count now 0) may be evicted from now on.
   virtual void on_evictable(BlockId block_id, const CachedBlockInfo& info) = 0;
@@ -35,7 +42,18 @@ class EvictionPolicy {
   virtual bool contains(BlockId block_id) const = 0;
 };
 
-enum class EvictionPolicyKind : uint8_t { kLru };
+enum class EvictionPolicyKind : uint8_t { kLru, kLruK };
+
+// Parameters of LruKEvictionPolicy (lru_k_policy.h has the exact definition).
+struct LruKOptions {
+  int k = 2;  // the K-th most recent access decides, in [1, kMaxK]; 1 is LRU by last access
+  // Accesses less than this after the first access of a block's latest history entry merge into it.
+  // 10 ms: the accesses of one scheduling pass (a request's n > 1 siblings, a block published and hit
+  // in the same step) are microseconds apart and count once; re-use driven by clients (a chat's next
+  // turn, another request with the same system prompt) comes later than that and counts.
+  double correlated_period_seconds = 0.010;
+  static constexpr int kMaxK = 8;
+};
 
 // Least recently freed first. O(1) per call: an intrusive doubly linked list over block ids.
 class LruEvictionPolicy final : public EvictionPolicy {
@@ -59,6 +77,10 @@ class LruEvictionPolicy final : public EvictionPolicy {
   int num_evictable_ = 0;
 };
 
-std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionPolicyKind kind, int num_blocks);
+// `lru_k` is used by kLruK only; its clock is the steady clock.
+std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionPolicyKind kind, int num_blocks,
+                                                     const LruKOptions& lru_k = {});
+// Throws pagoda::Error when k or the period is out of range (the CLI's and the engine's check).
+void validate(const LruKOptions& options);
 
 }  // namespace pagoda

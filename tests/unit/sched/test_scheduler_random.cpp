@@ -27,6 +27,8 @@ struct SimParams {
   int max_num_batched_tokens = 24;
   int max_model_len = 72;
   bool async_scheduling = false;
+  // LRU-K reads the steady clock: its victims may differ from run to run, what the test checks does not.
+  EvictionPolicyKind eviction = EvictionPolicyKind::kLru;
 };
 
 // A planned step and its fake tokens, drawn at "launch" (right after planning).
@@ -40,7 +42,9 @@ class SchedulerRandomTest : public ::testing::TestWithParam<SimParams> {};
 TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   const SimParams p = GetParam();
   Scheduler s(SchedulerConfig{p.max_num_seqs, p.max_num_batched_tokens, p.max_model_len, p.policy},
-              BlockManagerOptions{p.num_blocks, p.block_size, p.prefix_caching});
+              BlockManagerOptions{.num_blocks = p.num_blocks, .block_size = p.block_size,
+                                  .enable_prefix_caching = p.prefix_caching, .eviction_policy = p.eviction,
+                                  .lru_k = LruKOptions{.k = 2, .correlated_period_seconds = 0}});
   std::mt19937 rng(p.seed);
   const auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
 
@@ -168,7 +172,10 @@ std::vector<SimParams> sims() {
       SimParams{.seed = 3, .prefix_caching = false},
       SimParams{.seed = 4, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8},
       SimParams{.seed = 5, .num_blocks = 64, .max_num_seqs = 16, .max_num_batched_tokens = 64},
-      SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3, .max_num_batched_tokens = 5}};
+      SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3, .max_num_batched_tokens = 5},
+      SimParams{.seed = 7, .eviction = EvictionPolicyKind::kLruK},
+      SimParams{.seed = 8, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8,
+                .eviction = EvictionPolicyKind::kLruK}};
   std::vector<SimParams> out;
   for (bool async_scheduling : {false, true}) {
     for (SimParams p : base) {
@@ -180,7 +187,8 @@ std::vector<SimParams> sims() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sims, SchedulerRandomTest, ::testing::ValuesIn(sims()), [](const auto& info) {
-  return "seed" + std::to_string(info.param.seed) + (info.param.async_scheduling ? "_async" : "_sync");
+  return "seed" + std::to_string(info.param.seed) + (info.param.async_scheduling ? "_async" : "_sync") +
+         (info.param.eviction == EvictionPolicyKind::kLruK ? "_lruk" : "");
 });
 
 }  // namespace
