@@ -1,4 +1,5 @@
-"""`pagoda serve` limits: API keys and tenants (401, per-tenant concurrency, prefix-cache isolation),
+"""`pagoda serve` limits: API keys and tenants (401, per-tenant concurrency, prefix-cache isolation,
+--tenants-file with opt-in prefix sharing),
 the waiting-queue limit (429 + Retry-After) and the request body limit (413)."""
 import http.client
 import json
@@ -134,6 +135,65 @@ class Timeouts(unittest.TestCase):
             self.assertEqual(server.request("GET", "/health")[0], 200)
         finally:
             server.stop()
+
+
+class TenantsFile(unittest.TestCase):
+    """--tenants-file: tenants with several keys; prefix sharing only among tenants that all opt in; the
+    file's errors name the tenant and the field."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.dir.name, "tenants.json")
+        with open(path, "w") as f:
+            json.dump({"tenants": {
+                "alice": {"keys": ["a1", "a2"], "weight": 0.8, "share_prefixes": True},
+                "carol": {"keys": ["c1"], "share_prefixes": True, "kv_share": 0.2},
+                "bob": {"keys": ["b1"], "weight": 0.3, "kv_cap": 0.5, "max_concurrent_requests": 4},
+            }}, f)
+        cls.server = Server("--tenants-file", path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.dir.cleanup()
+
+    def post(self, key, body):
+        return self.server.post("/v1/completions", body, headers={"Authorization": f"Bearer {key}"})
+
+    def test_every_key_of_a_tenant_is_accepted(self):
+        for key in ("a1", "a2", "c1", "b1"):
+            status, body = self.post(key, {"prompt": "Hi", "max_tokens": 2})
+            self.assertEqual(status, 200, body)
+        self.assertEqual(self.post("x", {"prompt": "Hi", "max_tokens": 2})[0], 401)
+
+    def test_prefixes_are_shared_only_among_tenants_that_opt_in(self):
+        body = {"prompt": "Zebras " + LONG_PROMPT, "max_tokens": 2, "temperature": 0}
+        status, first = self.post("a1", body)
+        self.assertEqual(status, 200, first)
+        status, carol = self.post("c1", body)  # both opted in
+        self.assertGreater(carol["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        status, bob = self.post("b1", body)  # bob did not
+        self.assertEqual(bob["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        self.assertEqual(bob["choices"][0]["text"], first["choices"][0]["text"])
+
+    def test_bad_files_are_one_line_errors(self):
+        cases = [
+            ({"tenants": {"t": {"keys": []}}}, "tenant 't': \"keys\" must be a non-empty array"),
+            ({"tenants": {"t": {"keys": ["k"], "weight": 0}}}, "weight must be a positive number"),
+            ({"tenants": {"t": {"keys": ["k"], "kv_cap": -1}}}, "kv_cap must be"),
+            ({"tenants": {"t": {"keys": ["k"], "kv_share": 0.6, "kv_cap": 0.5}}}, "kv_share (0.6) is larger than kv_cap"),
+            ({"tenants": {"t": {"keys": ["k"], "colour": "red"}}}, "unknown field \"colour\""),
+            ({"tenants": {"t": {"keys": ["k"]}, "u": {"keys": ["k"]}}}, "a key is given twice"),
+            ({"keys": {}}, "expected {\"tenants\""),
+        ]
+        for i, (content, message) in enumerate(cases):
+            path = os.path.join(self.dir.name, f"bad{i}.json")
+            with open(path, "w") as f:
+                json.dump(content, f)
+            p = pagoda_cli.run("serve", "--tenants-file", path, "--port", "0", check=False, timeout=60)
+            self.assertNotEqual(p.returncode, 0, content)
+            self.assertIn(message, p.stderr.strip().splitlines()[-1], content)
 
 
 class RateAndConnectionLimits(unittest.TestCase):

@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string served_model_name;
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  std::string tenants_file;
   int max_waiting_requests = 0;
   server::RequestLimits limits;
   int request_threads = 2;
@@ -144,6 +145,7 @@ void run_serve(ServeOptions& o) {
   so.num_workers = o.request_threads;
   for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
   if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
+  if (!o.tenants_file.empty()) so.api_keys.load_tenants_file(o.tenants_file);
   std::unique_ptr<server::TraceWriter> trace;
   if (!o.trace_file.empty()) {
     trace = std::make_unique<server::TraceWriter>(o.trace_file);
@@ -190,6 +192,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-keys-file", opts->api_keys_file,
                   "keys and tenants: JSON {\"KEY\": \"tenant\" | {\"tenant\", \"max_concurrent_requests\", "
                   "\"max_requests_per_second\"}} or lines \"KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]\"");
+  cmd->add_option("--tenants-file", opts->tenants_file,
+                  "tenants and their keys: JSON {\"tenants\": {\"NAME\": {\"keys\": [...], \"weight\": W, "
+                  "\"kv_share\": S, \"kv_cap\": C, \"max_concurrent_requests\": N, \"max_requests_per_second\": R, "
+                  "\"share_prefixes\": B}}}; shares and caps are fractions of the KV pool (<= 1) or tokens")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--max-waiting-requests", opts->max_waiting_requests,
                   "answer 429 when this many requests wait to start (default 0: unlimited)")
       ->check(CLI::NonNegativeNumber);

@@ -150,7 +150,7 @@ void Engine::admit(Pending p) {
         throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
     scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
                                    .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
-                                   .cache_salt = p.request.cache_salt});
+                                   .cache_salt = p.request.cache_salt, .tenant = p.request.tenant});
   } catch (const Error& e) {
     RequestEvent event;
     event.request_id = p.id;

@@ -9,6 +9,7 @@
 #include "pagoda/core/types.h"
 #include "pagoda/runner/sampler.h"
 #include "pagoda/runner/sampling_params.h"
+#include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda {
 
@@ -20,6 +21,7 @@ struct GenerateRequest {
   SamplingParams params;
   int priority = 0;        // priority policy: lower runs first
   std::string cache_salt;  // scopes prefix-cache sharing (tenant, request cache_salt)
+  TenantKv tenant;         // the tenant's KV share, cap and eviction weight (sched/tenant_kv.h)
 };
 
 struct Usage {

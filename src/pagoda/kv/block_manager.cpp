@@ -89,7 +89,7 @@ void BlockManager::publish_full_blocks(SequenceBlocks& seq, std::span<const Toke
     const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), seq.salt_);
     seq.block_hashes_.push_back(hash);
     // A false result means an identical block is already cached; this copy stays private.
-    (void)pool_.publish(seq.block_table_[i], hash, CachedBlockInfo{i, seq.salt_key_});
+    (void)pool_.publish(seq.block_table_[i], hash, CachedBlockInfo{i, seq.salt_key_, seq.weight_});
   }
 }
 

@@ -14,8 +14,10 @@ namespace pagoda {
 
 class SequenceBlocks {
  public:
-  // `salt` scopes the sequence's prefix-cache entries (tenant / request cache_salt).
-  explicit SequenceBlocks(std::string salt = {}) : salt_(std::move(salt)), salt_key_(salt_key(salt_)) {}
+  // `salt` scopes the sequence's prefix-cache entries (tenant / request cache_salt); `weight` is its
+  // tenant's in eviction (CachedBlockInfo::weight).
+  explicit SequenceBlocks(std::string salt = {}, float weight = 1.0f)
+      : salt_(std::move(salt)), salt_key_(salt_key(salt_)), weight_(weight) {}
 
   // Block i holds token positions [i * block_size, (i + 1) * block_size).
   std::span<const BlockId> block_table() const { return block_table_; }
@@ -29,6 +31,7 @@ class SequenceBlocks {
 
   std::string salt_;
   uint64_t salt_key_ = 0;
+  float weight_ = 1.0f;
   std::vector<BlockId> block_table_;
   std::vector<BlockHash> block_hashes_;  // [num_hashed_blocks], a prefix of block_table_
 };

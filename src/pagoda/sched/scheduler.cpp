@@ -52,7 +52,12 @@ void Scheduler::add(SequenceRequest request) {
         num_blocks_needed, num_prompt, max_len - num_prompt, block_manager_.block_size(), block_manager_.num_blocks(),
         static_cast<int64_t>(block_manager_.num_blocks()) * block_manager_.block_size()));
   }
+  if (request.tenant.kv_cap > 0 && num_blocks_needed > quota_blocks(request.tenant.kv_cap)) {
+    throw InvalidRequest(fmt::format("the request needs up to {} KV blocks but tenant '{}' may hold {} (kv_cap)",
+                                     num_blocks_needed, request.tenant.name, quota_blocks(request.tenant.kv_cap)));
+  }
   if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));
+  tenant_quotas_ = tenant_quotas_ || request.tenant.has_quota();
 
   const SeqId seq_id = request.seq_id;
   auto seq = std::make_unique<Sequence>(std::move(request), next_arrival_index_++);
@@ -102,32 +107,77 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
 
 bool Scheduler::reserve_blocks(size_t index, int num_tokens, StepPlan& plan) {
   Sequence& seq = *running_[index];
+  // Only sequences not yet planned this step are candidates; running_ is in policy order, so the victim
+  // is the last one (of its tenant, or of the tenants above their share), `seq` itself when nothing else
+  // is left.
+  while (over_tenant_cap(seq, num_tokens)) {
+    Sequence* victim = &seq;
+    for (size_t i = index + 1; i < running_.size(); ++i)
+      if (running_[i]->tenant.name == seq.tenant.name) victim = running_[i];
+    preempt(*victim, plan);
+    if (victim == &seq) return false;
+  }
   while (!block_manager_.allocate(seq.blocks, num_tokens)) {
-    // Only sequences not yet planned this step are candidates; running_ is in policy order, so the
-    // victim is the last one, and it is `seq` itself when nothing else is left.
     const std::span<Sequence* const> candidates = std::span(running_).subspan(index);
-    Sequence& victim = *candidates[pick_preemption_victim(config_.policy, candidates)];
+    Sequence& victim = *candidates[pick_victim(candidates)];
     preempt(victim, plan);
     if (&victim == &seq) return false;
   }
   return true;
 }
 
+int Scheduler::quota_blocks(double amount) const {
+  return tenant_quota_blocks(amount, block_manager_.num_blocks(), block_manager_.block_size());
+}
+
+int Scheduler::tenant_blocks(const std::string& tenant) const {
+  int n = 0;
+  for (const Sequence* s : running_)
+    if (s->tenant.name == tenant) n += s->blocks.num_blocks();
+  return n;
+}
+
+bool Scheduler::over_tenant_cap(const Sequence& seq, int num_tokens) const {
+  if (seq.tenant.kv_cap <= 0 || seq.tenant.name.empty()) return false;
+  const int more = std::max(0, block_manager_.num_blocks_for(num_tokens) - seq.blocks.num_blocks());
+  return more > 0 && tenant_blocks(seq.tenant.name) + more > quota_blocks(seq.tenant.kv_cap);
+}
+
+size_t Scheduler::pick_victim(std::span<Sequence* const> candidates) const {
+  if (!tenant_quotas_) return pick_preemption_victim(config_.policy, candidates);
+  // Sequences whose tenant holds more than its share (no share: any block is more).
+  std::vector<Sequence*> above;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const TenantKv& t = candidates[i]->tenant;
+    if (t.kv_share <= 0 || tenant_blocks(t.name) > quota_blocks(t.kv_share)) {
+      above.push_back(candidates[i]);
+      where.push_back(i);
+    }
+  }
+  if (above.empty()) return pick_preemption_victim(config_.policy, candidates);
+  return where[pick_preemption_victim(config_.policy, above)];
+}
+
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
-  while (!waiting_.empty() && !budget.exhausted() && num_running() < config_.max_num_seqs) {
-    Sequence& seq = **waiting_.begin();
+  for (auto it = waiting_.begin(); it != waiting_.end() && !budget.exhausted() && num_running() < config_.max_num_seqs;) {
+    Sequence& seq = **it;
     // Preempted while its last step was in flight: that step's update() comes before the next plan.
     PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
     const std::span<const TokenId> tokens(seq.token_ids);
     // Never the whole sequence: the last token must be computed to have logits to sample.
     const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
     const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
+    if (over_tenant_cap(seq, hit.num_tokens + num_new)) {  // waits for its tenant's blocks; others go past it
+      ++it;
+      continue;
+    }
     if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) break;
     if (block_manager_.prefix_caching_enabled()) block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens);
     if (seq.status == SeqStatus::kWaiting) seq.num_cached_tokens = hit.num_tokens;
     seq.num_computed_tokens = hit.num_tokens;
     seq.status = SeqStatus::kRunning;
-    waiting_.erase(waiting_.begin());
+    it = waiting_.erase(it);
     insert_running(&seq);
     add_to_plan(plan, seq, num_new);
     budget.take(num_new);
@@ -246,6 +296,12 @@ std::string Scheduler::check_invariants() const {
         return fmt::format("sequence {} holds more blocks than its tokens need", seq_id);
       }
     }
+  }
+  for (const auto& [seq_id, seq] : seqs_) {
+    const TenantKv& t = seq->tenant;
+    if (t.kv_cap > 0 && tenant_blocks(t.name) > quota_blocks(t.kv_cap))
+      return fmt::format("tenant '{}' holds {} blocks, over its cap of {}", t.name, tenant_blocks(t.name),
+                         quota_blocks(t.kv_cap));
   }
   return block_manager_.check_invariants(tables);
 }

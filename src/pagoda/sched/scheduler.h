@@ -77,8 +77,16 @@ class Scheduler {
 
  private:
   // Capacity decision: gives `seq` (running_[index]) blocks for num_tokens positions, preempting from
-  // the back of running_ until they fit. False when `seq` itself had to be preempted.
+  // the back of running_ until they fit (sequences of tenants above their share first; within its
+  // tenant's cap by preempting the tenant's own). False when `seq` itself had to be preempted.
   bool reserve_blocks(size_t index, int num_tokens, StepPlan& plan);
+  // Tenant quotas (tenant_kv.h), in blocks.
+  int quota_blocks(double amount) const;
+  int tenant_blocks(const std::string& tenant) const;  // held by the tenant's running sequences
+  // Whether `seq` holding blocks for num_tokens positions would take its tenant past its cap.
+  bool over_tenant_cap(const Sequence& seq, int num_tokens) const;
+  // The index in `candidates` to preempt: among sequences of tenants above their share if there are any.
+  size_t pick_victim(std::span<Sequence* const> candidates) const;
   void schedule_running(TokenBudget& budget, StepPlan& plan);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
   void preempt(Sequence& seq, StepPlan& plan);
@@ -97,6 +105,7 @@ class Scheduler {
   std::vector<SeqId> finished_since_plan_;
   uint64_t next_arrival_index_ = 0;
   uint64_t num_preemptions_ = 0;
+  bool tenant_quotas_ = false;  // some request so far had a tenant share or cap
 };
 
 }  // namespace pagoda

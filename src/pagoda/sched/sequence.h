@@ -12,6 +12,7 @@
 
 #include "pagoda/core/types.h"
 #include "pagoda/kv/sequence_blocks.h"
+#include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda {
 
@@ -48,6 +49,7 @@ struct SequenceRequest {
   int max_tokens = 16;     // output tokens, >= 1
   int priority = 0;        // priority policy: lower values run first (vLLM semantics); FCFS ignores it
   std::string cache_salt;  // scopes prefix-cache sharing (tenant / request cache_salt)
+  TenantKv tenant;         // quotas and eviction weight (tenant_kv.h)
 };
 
 struct Sequence {
@@ -58,7 +60,8 @@ struct Sequence {
         max_tokens(request.max_tokens),
         priority(request.priority),
         arrival_index(arrival_index),
-        blocks(std::move(request.cache_salt)) {}
+        tenant(std::move(request.tenant)),
+        blocks(std::move(request.cache_salt), tenant.weight) {}
 
   // Tokens whose ids are known (token_ids).
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
@@ -76,6 +79,7 @@ struct Sequence {
   int max_tokens;
   int priority;
   uint64_t arrival_index;        // order of Scheduler::add(); unique
+  TenantKv tenant;
   // Leading tokens whose K/V are in the cache or computed by a launched step (advanced when planned).
   int num_computed_tokens = 0;
   // Tokens sampled by planned steps whose results update() has not applied yet (async scheduling: at

@@ -3,7 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "pagoda/core/error.h"
@@ -89,6 +91,57 @@ void ApiKeys::load_file(const std::string& path) {
       if (!(t.max_requests_per_second >= 0)) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
     }
     add(key, t);
+  }
+}
+
+std::string Tenant::cache_salt(const std::string& request_salt) const {
+  return (share_prefixes ? std::string("\x1eshared") : name) + '\x1f' + request_salt;
+}
+
+void ApiKeys::load_tenants_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tenants") || !j["tenants"].is_object())
+    throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
+  static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
+                                        "max_requests_per_second", "share_prefixes"};
+  for (const auto& [name, v] : j["tenants"].items()) {
+    const std::string where = fmt::format("{}: tenant '{}'", path, name);
+    if (name.empty()) throw Error(path + ": empty tenant name");
+    if (!v.is_object()) throw Error(where + ": expected an object");
+    for (const auto& [field, value] : v.items()) {
+      if (std::find(std::begin(kFields), std::end(kFields), field) == std::end(kFields))
+        throw Error(fmt::format("{}: unknown field \"{}\"", where, field));
+    }
+    const auto number = [&](const char* field, double fallback) {
+      if (!v.contains(field)) return fallback;
+      if (!v[field].is_number()) throw Error(fmt::format("{}: {} must be a number", where, field));
+      return v[field].get<double>();
+    };
+    Tenant t;
+    t.name = name;
+    t.weight = static_cast<float>(number("weight", 1.0));
+    t.kv_share = number("kv_share", 0);
+    t.kv_cap = number("kv_cap", 0);
+    const double concurrent = number("max_concurrent_requests", 0);
+    if (!(concurrent >= 0) || concurrent != static_cast<int>(concurrent))
+      throw Error(where + ": max_concurrent_requests must be a non-negative integer");
+    t.max_concurrent_requests = static_cast<int>(concurrent);
+    t.max_requests_per_second = number("max_requests_per_second", 0);
+    if (!(t.max_requests_per_second >= 0)) throw Error(where + ": max_requests_per_second must be >= 0");
+    if (v.contains("share_prefixes")) {
+      if (!v["share_prefixes"].is_boolean()) throw Error(where + ": share_prefixes must be true or false");
+      t.share_prefixes = v["share_prefixes"].get<bool>();
+    }
+    validate(t.kv(), path);
+    if (!v.contains("keys") || !v["keys"].is_array() || v["keys"].empty())
+      throw Error(where + ": \"keys\" must be a non-empty array of strings");
+    for (const auto& key : v["keys"]) {
+      if (!key.is_string()) throw Error(where + ": \"keys\" must be a non-empty array of strings");
+      if (keys_.contains(key.get<std::string>())) throw Error(where + ": a key is given twice");
+      add(key.get<std::string>(), t);
+    }
   }
 }
 

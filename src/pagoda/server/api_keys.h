@@ -1,9 +1,12 @@
 // ApiKeys: bearer keys and the tenants they belong to. A tenant names a prefix-cache salt and carries
-// limits (max concurrent requests). Keys come from --api-key (tenant "default") and --api-keys-file.
+// limits (max concurrent requests, requests a second) and its claims on the KV pool (sched/tenant_kv.h).
+// Keys come from --api-key (tenant "default"), --api-keys-file and --tenants-file.
 #pragma once
 
 #include <string>
 #include <unordered_map>
+
+#include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda::server {
 
@@ -11,6 +14,14 @@ struct Tenant {
   std::string name;
   int max_concurrent_requests = 0;     // 0: unlimited
   double max_requests_per_second = 0;  // API requests a second, as a token bucket with that burst; 0: unlimited
+  float weight = 1.0f;                 // in eviction (LRU-K)
+  double kv_share = 0, kv_cap = 0;     // fractions of the KV pool (<= 1) or tokens; 0: none
+  bool share_prefixes = false;         // prefix-cache hits across tenants that all set it
+
+  TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap}; }
+  // The prefix-cache salt of a request with the client's cache_salt: the tenant's name, or one salt common
+  // to every tenant that shares prefixes.
+  std::string cache_salt(const std::string& request_salt) const;
 };
 
 class ApiKeys {
@@ -21,6 +32,10 @@ class ApiKeys {
   // Simple: one "KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]" per line, '#' comments. Throws pagoda::Error
   // naming the file.
   void load_file(const std::string& path);
+  // --tenants-file: {"tenants": {"NAME": {"keys": ["sk-..."], "weight": 0.8, "kv_share": 0.2, "kv_cap": 0.5,
+  // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false}}}, all but
+  // "keys" optional. Throws pagoda::Error naming the file and the tenant.
+  void load_tenants_file(const std::string& path);
 
   bool enabled() const { return !keys_.empty(); }
   // The tenant of an "Authorization: Bearer KEY" header value; nullptr when missing or unknown.

@@ -278,8 +278,10 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
                      parsed.chat ? "messages" : "max_tokens");
     }
     r.priority = parsed.priority;
-    // A tenant's name salts its prefix cache, so tenants never share cached blocks.
-    r.cache_salt = tenant ? tenant->name + '\x1f' + parsed.cache_salt : parsed.cache_salt;
+    // A tenant's name salts its prefix cache, so tenants never share cached blocks (unless they all
+    // opted in: Tenant::cache_salt).
+    r.cache_salt = tenant ? tenant->cache_salt(parsed.cache_salt) : parsed.cache_salt;
+    if (tenant) r.tenant = tenant->kv();
     requests.push_back(std::move(r));
   }
   int64_t total_tokens = 0;  // what the request may make the engine hold: prompts and completions, n times

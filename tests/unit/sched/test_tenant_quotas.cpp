@@ -1,0 +1,156 @@
+// Tenant quotas in the scheduler (sched/tenant_kv.h): a tenant at its cap waits while others are admitted
+// past it and never holds more than its cap; when blocks run short, tenants above their share are preempted
+// first, so a flood cannot push another tenant below its share; a request larger than its tenant's cap is
+// rejected; the tenant's weight reaches the eviction policy with the blocks it publishes; quotas in fractions and tokens.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "pagoda/core/error.h"
+#include "pagoda/kv/block_manager.h"
+#include "pagoda/sched/scheduler.h"
+#include "pagoda/sched/tenant_kv.h"
+#include "sched_test_util.h"
+
+namespace pagoda {
+namespace {
+
+using test::fake_sample;
+using test::iota_tokens;
+using test::make_request;
+using test::make_scheduler;
+
+SequenceRequest tenant_request(SeqId id, const TenantKv& tenant, int prompt_len, int max_tokens, TokenId first) {
+  SequenceRequest r = make_request(id, iota_tokens(prompt_len, first), max_tokens, 0, tenant.name);
+  r.tenant = tenant;
+  return r;
+}
+
+int blocks_of(const Scheduler& s, const std::map<SeqId, std::string>& owner, const std::string& tenant) {
+  int n = 0;
+  for (const auto& [id, name] : owner) {
+    const Sequence* seq = s.find(id);
+    if (seq != nullptr && name == tenant) n += seq->blocks.num_blocks();
+  }
+  return n;
+}
+
+void run_step(Scheduler& s) {
+  const StepPlan plan = s.schedule();
+  test::expect_plan_valid(s, plan);
+  s.update(plan, fake_sample(plan), {});
+  ASSERT_EQ(s.check_invariants(), "");
+}
+
+TEST(TenantQuotas, QuotaBlocksFromFractionsAndTokens) {
+  EXPECT_EQ(tenant_quota_blocks(0, 64, 4), 0);
+  EXPECT_EQ(tenant_quota_blocks(0.25, 64, 4), 16);
+  EXPECT_EQ(tenant_quota_blocks(1.0, 64, 4), 64);
+  EXPECT_EQ(tenant_quota_blocks(0.001, 64, 4), 1);  // at least a block
+  EXPECT_EQ(tenant_quota_blocks(10, 64, 4), 3);      // tokens, rounded up to blocks
+  EXPECT_EQ(tenant_quota_blocks(1e9, 64, 4), 64);
+  EXPECT_THROW(validate(TenantKv{"a", 0.0f}, "f"), Error);
+  EXPECT_THROW(validate(TenantKv{"a", 1.0f, -0.1}, "f"), Error);
+  EXPECT_THROW(validate(TenantKv{"a", 1.0f, 0.5, 0.25}, "f"), Error);  // share above cap
+  EXPECT_NO_THROW(validate(TenantKv{"a", 0.5f, 0.2, 0.5}, "f"));
+}
+
+// A floods with long requests under a cap of a quarter of the pool; B's requests, queued after A's, are
+// admitted past A's waiting ones, and A never holds more than its cap.
+TEST(TenantQuotas, ATenantAtItsCapWaitsAndOthersGoPastIt) {
+  Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64});
+  const TenantKv a{"a", 1.0f, 0, 0.25}, b{"b", 1.0f};
+  std::map<SeqId, std::string> owner;
+  for (SeqId id = 1; id <= 8; ++id) {
+    s.add(tenant_request(id, a, 20, 12, static_cast<TokenId>(100 * id)));  // 8 blocks each at the end
+    owner[id] = "a";
+  }
+  for (SeqId id = 9; id <= 11; ++id) {
+    s.add(tenant_request(id, b, 8, 4, static_cast<TokenId>(100 * id)));
+    owner[id] = "b";
+  }
+  const StepPlan first = s.schedule();
+  bool b_admitted = false;
+  for (const ScheduledSequence& e : first.seqs) b_admitted = b_admitted || owner[e.seq_id] == "b";
+  EXPECT_TRUE(b_admitted) << "B waited behind A's capped requests";
+  s.update(first, fake_sample(first), {});
+  for (int i = 0; i < 200 && s.has_unfinished(); ++i) {
+    run_step(s);
+    ASSERT_LE(blocks_of(s, owner, "a"), 16) << "step " << i;
+  }
+  EXPECT_FALSE(s.has_unfinished()) << "every request finishes";
+}
+
+// B holds half the pool as its share; A (no share) floods. When blocks run short A's sequences are
+// preempted, not B's.
+TEST(TenantQuotas, AFloodDoesNotPushAnotherTenantBelowItsShare) {
+  Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64});
+  const TenantKv a{"a", 1.0f}, b{"b", 1.0f, 0.5};
+  std::map<SeqId, std::string> owner;
+  for (SeqId id = 1; id <= 3; ++id) {  // B first: 3 sequences growing to 10 blocks each... within its share
+    s.add(tenant_request(id, b, 16, 20, static_cast<TokenId>(100 * id)));
+    owner[id] = "b";
+  }
+  run_step(s);
+  for (SeqId id = 4; id <= 12; ++id) {
+    s.add(tenant_request(id, a, 24, 16, static_cast<TokenId>(100 * id)));
+    owner[id] = "a";
+  }
+  std::map<SeqId, int> preemptions;
+  for (int i = 0; i < 400 && s.has_unfinished(); ++i) {
+    const StepPlan plan = s.schedule();
+    for (SeqId id : plan.preempted) {
+      if (owner[id] == "b") {
+        // Allowed only when B holds more than its share (16 blocks).
+        EXPECT_GT(blocks_of(s, owner, "b") + 4, 16) << "B was preempted within its share at step " << i;
+      }
+      ++preemptions[id];
+    }
+    s.update(plan, fake_sample(plan), {});
+    ASSERT_EQ(s.check_invariants(), "");
+  }
+  EXPECT_FALSE(s.has_unfinished());
+  int a_preempted = 0;
+  for (const auto& [id, n] : preemptions) a_preempted += owner[id] == "a" ? n : 0;
+  EXPECT_GT(a_preempted, 0) << "the scenario never ran short of blocks";
+}
+
+TEST(TenantQuotas, ARequestLargerThanItsTenantsCapIsRejected) {
+  Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4});
+  const TenantKv a{"a", 1.0f, 0, 16};  // 16 tokens: 4 blocks
+  EXPECT_THROW(s.add(tenant_request(1, a, 12, 10, 0)), InvalidRequest);
+  EXPECT_NO_THROW(s.add(tenant_request(2, a, 8, 8, 0)));  // 15 tokens with a KV slot
+}
+
+// LRU with a record of the weights the pool passes along.
+class WeightRecordingPolicy final : public EvictionPolicy {
+ public:
+  explicit WeightRecordingPolicy(std::vector<float>* weights) : lru_(64), weights_(weights) {}
+  void on_access(BlockId, const CachedBlockInfo& info) override { weights_->push_back(info.weight); }
+  void on_evictable(BlockId b, const CachedBlockInfo& info) override { lru_.on_evictable(b, info); }
+  void on_referenced(BlockId b) override { lru_.on_referenced(b); }
+  BlockId evict() override { return lru_.evict(); }
+  std::vector<BlockId> evict_all() override { return lru_.evict_all(); }
+  int num_evictable() const override { return lru_.num_evictable(); }
+  bool contains(BlockId b) const override { return lru_.contains(b); }
+
+ private:
+  LruEvictionPolicy lru_;
+  std::vector<float>* weights_;
+};
+
+TEST(TenantQuotas, TheTenantsWeightReachesTheEvictionPolicy) {
+  std::vector<float> weights;
+  BlockManager bm(BlockManagerOptions{.num_blocks = 64, .block_size = 4},
+                  std::make_unique<WeightRecordingPolicy>(&weights));
+  const TenantKv tenant{"a", 0.25f};
+  Sequence seq(tenant_request(1, tenant, 9, 2, 0), 0);
+  ASSERT_TRUE(bm.allocate(seq.blocks, 9));
+  bm.publish_full_blocks(seq.blocks, seq.token_ids, 9);
+  ASSERT_EQ(weights.size(), 2u);  // two full blocks published
+  for (float w : weights) EXPECT_EQ(w, 0.25f);
+  bm.free(seq.blocks);
+}
+
+}  // namespace
+}  // namespace pagoda
