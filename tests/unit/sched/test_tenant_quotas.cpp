@@ -58,7 +58,8 @@ TEST(TenantQuotas, QuotaBlocksFromFractionsAndTokens) {
 // A floods with long requests under a cap of a quarter of the pool; B's requests, queued after A's, are
 // admitted past A's waiting ones, and A never holds more than its cap.
 TEST(TenantQuotas, ATenantAtItsCapWaitsAndOthersGoPastIt) {
-  Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64});
+  // A token budget that admits every prompt at once: only the cap holds A back.
+  Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 256});
   const TenantKv a{"a", 1.0f, 0, 0.25}, b{"b", 1.0f};
   std::map<SeqId, std::string> owner;
   for (SeqId id = 1; id <= 8; ++id) {
