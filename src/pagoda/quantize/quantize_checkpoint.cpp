@@ -1,5 +1,5 @@
 // The quantization run: check everything that can fail before the long work (options, source, group sizes,
-// the output directory), quantize layer by layer (AWQ: calibration forward, searches, then RTN of the
+// --tokenizer, the output directory), quantize layer by layer (AWQ: calibration forward, searches, then RTN of the
 // scaled weights), then write the tensors in name order, config.json and the copied files.
 #include "pagoda/quantize/quantize_checkpoint.h"
 
@@ -216,7 +216,8 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& options) {
   check_tokenizer_dir(options);
   std::unique_ptr<Tokenizer> tokenizer;
   if (options.method == QuantizeMethod::kAwq) {
-    tokenizer = options.tokenizer_dir.empty() ? src.load_tokenizer() : load_hf_tokenizer_if_present(options.tokenizer_dir);
+    tokenizer = options.tokenizer_dir.empty() ? src.load_tokenizer()
+                                              : load_hf_tokenizer_if_present(options.tokenizer_dir);
     if (!tokenizer)
       throw LoadError(src.path, src.format == SourceFormat::kGguf
                                     ? "no tokenizer.ggml.* metadata: AWQ needs a tokenizer for the calibration text "

@@ -1,7 +1,7 @@
 // quantize_checkpoint: an unquantized HF safetensors checkpoint or llama GGUF file (F32/F16/BF16) -> a
-// quantized HF checkpoint that Pagoda, vLLM and transformers load: AutoAWQ GEMM (W4, RTN or AWQ), compressed-tensors pack-quantized
-// (W8A16 channel, W4A16 group) or compressed-tensors FP8_DYNAMIC. Every decoder linear is quantized;
-// embeddings, norms (AWQ: with its scales folded in) and lm_head keep their dtype.
+// quantized HF checkpoint that Pagoda, vLLM and transformers load: AutoAWQ GEMM (W4, RTN or AWQ),
+// compressed-tensors pack-quantized (W8A16 channel, W4A16 group) or compressed-tensors FP8_DYNAMIC. Every
+// decoder linear is quantized; embeddings, norms (AWQ: with its scales folded in) and lm_head keep their dtype.
 #pragma once
 
 #include <string>
