@@ -1,5 +1,5 @@
-// `pagoda quantize`: writes a quantized copy of an unquantized HF checkpoint (quantize/quantize_checkpoint.h)
-// and prints the per-layer error table on stderr.
+// `pagoda quantize`: writes a quantized HF checkpoint from an unquantized HF checkpoint or F32/F16/BF16 GGUF
+// file (quantize/quantize_checkpoint.h) and prints the per-layer error table on stderr.
 #include <cstdio>
 #include <memory>
 
@@ -46,9 +46,17 @@ void run_quantize(QuantizeCliOptions& o) {
 void add_quantize_command(CLI::App& app) {
   auto o = std::make_shared<QuantizeCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "quantize", "Quantize an HF safetensors checkpoint: RTN or AWQ W4 (AutoAWQ GEMM), W8A16 or FP8 (compressed-tensors)");
-  cmd->add_option("-m,--model", o->q.model_path, "unquantized HF safetensors directory (F32, F16 or BF16)")->required();
+      "quantize",
+      "Quantize an HF safetensors checkpoint or a GGUF file into an HF checkpoint: RTN or AWQ W4 (AutoAWQ GEMM), "
+      "W8A16 or FP8 (compressed-tensors)");
+  cmd->add_option("-m,--model", o->q.model_path,
+                  "unquantized HF safetensors directory or llama .gguf file (F32, F16 or BF16 weights)")
+      ->required();
   cmd->add_option("-o,--out", o->q.out_dir, "output directory")->required();
+  cmd->add_option("--tokenizer", o->q.tokenizer_dir,
+                  "HF directory whose tokenizer.json, tokenizer_config.json, special_tokens_map.json, "
+                  "generation_config.json (and tokenizer.model) are copied into --out; a GGUF input has none of its "
+                  "own to copy");
   cmd->add_option("--method", o->method, "rtn | awq (default rtn)")->check(CLI::IsMember({"rtn", "awq"}));
   cmd->add_option("--bits", o->q.bits, "4 (AutoAWQ GEMM, zero points) or 8 (W8A16 per channel, or FP8 with --format fp8)");
   cmd->add_option("--group-size", o->q.group_size, "4-bit group size along in_features (default 128)");

@@ -1,5 +1,5 @@
 // The quantization run: check everything that can fail before the long work (options, source, group sizes,
-// the output directory), quantize layer by layer (AWQ: calibration forward, searches, then RTN of the
+// --tokenizer, the output directory), quantize layer by layer (AWQ: calibration forward, searches, then RTN of the
 // scaled weights), then write the tensors in name order, config.json and the copied files.
 #include "pagoda/quantize/quantize_checkpoint.h"
 
@@ -13,6 +13,7 @@
 #include <set>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/logging.h"
 #include "pagoda/loader/hf_loader.h"
 #include "pagoda/loader/progress_bar.h"
 #include "pagoda/model/rope.h"
@@ -118,6 +119,24 @@ const Matrix& layer_linear(const DenseLayer& l, const char* name) {
   return l.w_down;
 }
 
+// What --tokenizer DIR contributes: the files transformers' AutoTokenizer and GenerationConfig read.
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json", "tokenizer.model"};
+
+void copy_into(const fs::path& file, const QuantizeOptions& o) {
+  std::error_code ec;
+  fs::copy_file(file, fs::path(o.out_dir) / file.filename(), fs::copy_options::overwrite_existing, ec);
+  if (ec) throw Error(fmt::format("{}: cannot copy into {}: {}", file.string(), o.out_dir, ec.message()));
+}
+
+void check_tokenizer_dir(const QuantizeOptions& o) {
+  if (o.tokenizer_dir.empty()) return;
+  std::error_code ec;
+  if (!fs::is_directory(o.tokenizer_dir, ec)) throw LoadError(o.tokenizer_dir, "--tokenizer: not a directory");
+  if (!fs::exists(fs::path(o.tokenizer_dir) / "tokenizer.json", ec))
+    throw LoadError(o.tokenizer_dir, "--tokenizer: no tokenizer.json in the directory");
+}
+
 // A norm weight AWQ changed, in the source tensor's dtype.
 SafetensorsEntry norm_entry(const SafetensorsTensor& t, const std::vector<float>& values) {
   return float_entry(t.name, t.dtype, t.shape, values);
@@ -132,7 +151,7 @@ nlohmann::ordered_json quantization_config(const QuantizeOptions& o) {
 void write_outputs(const QuantizeOptions& o, const SourceCheckpoint& src,
                    std::map<std::string, std::vector<SafetensorsEntry>>& replaced, QuantizeSummary& summary) {
   std::vector<SafetensorsEntry> entries;
-  for (const auto& [name, t] : src.tensors.tensors()) {
+  for (const auto& [name, t] : src.tensors) {
     if (auto it = replaced.find(name); it != replaced.end()) {
       for (SafetensorsEntry& e : it->second) entries.push_back(std::move(e));
       continue;
@@ -141,9 +160,8 @@ void write_outputs(const QuantizeOptions& o, const SourceCheckpoint& src,
     e.data.assign(t.data, t.data + t.nbytes);
     entries.push_back(std::move(e));
   }
-  std::vector<std::pair<std::string, std::string>> metadata(src.tensors.metadata_entries().begin(),
-                                                            src.tensors.metadata_entries().end());
-  if (src.tensors.metadata("format") == nullptr) metadata.emplace_back("format", "pt");
+  std::vector<std::pair<std::string, std::string>> metadata(src.metadata.begin(), src.metadata.end());
+  if (src.metadata.count("format") == 0) metadata.emplace_back("format", "pt");
   const fs::path out(o.out_dir);
   write_safetensors((out / "model.safetensors").string(), entries, metadata);
 
@@ -154,15 +172,17 @@ void write_outputs(const QuantizeOptions& o, const SourceCheckpoint& src,
   cfg.close();
   if (!cfg) throw Error(fmt::format("{}: cannot write", (out / "config.json").string()));
 
-  for (const fs::directory_entry& f : fs::directory_iterator(src.dir)) {  // tokenizer, generation config, ...
-    const std::string fname = f.path().filename().string();
-    if (!f.is_regular_file() || fname == "config.json" || fname.ends_with(".safetensors") ||
-        fname.ends_with(".safetensors.index.json"))
-      continue;
-    std::error_code ec;
-    fs::copy_file(f.path(), out / fname, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error(fmt::format("{}: cannot copy into {}: {}", f.path().string(), o.out_dir, ec.message()));
-  }
+  if (!src.files_dir.empty())
+    for (const fs::directory_entry& f : fs::directory_iterator(src.files_dir)) {  // tokenizer, generation config, ...
+      const std::string fname = f.path().filename().string();
+      if (!f.is_regular_file() || fname == "config.json" || fname.ends_with(".safetensors") ||
+          fname.ends_with(".safetensors.index.json"))
+        continue;
+      copy_into(f.path(), o);
+    }
+  if (!o.tokenizer_dir.empty())
+    for (const char* fname : kTokenizerFiles)
+      if (const fs::path f = fs::path(o.tokenizer_dir) / fname; fs::is_regular_file(f)) copy_into(f, o);
   std::error_code ec;
   summary.bytes_written = static_cast<int64_t>(fs::file_size(out / "model.safetensors", ec));
 }
@@ -193,12 +213,22 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& options) {
   validate_options(options);
   const SourceCheckpoint src = SourceCheckpoint::open(options.model_path);
   check_shapes(options, src);
+  check_tokenizer_dir(options);
   std::unique_ptr<Tokenizer> tokenizer;
   if (options.method == QuantizeMethod::kAwq) {
-    tokenizer = load_hf_tokenizer_if_present(src.dir);
-    if (!tokenizer) throw LoadError(src.dir, "no tokenizer.json: AWQ needs it to tokenize the calibration text");
+    tokenizer = options.tokenizer_dir.empty() ? src.load_tokenizer()
+                                              : load_hf_tokenizer_if_present(options.tokenizer_dir);
+    if (!tokenizer)
+      throw LoadError(src.path, src.format == SourceFormat::kGguf
+                                    ? "no tokenizer.ggml.* metadata: AWQ needs a tokenizer for the calibration text "
+                                      "(pass --tokenizer DIR)"
+                                    : "no tokenizer.json: AWQ needs it to tokenize the calibration text");
   }
   prepare_out_dir(options);
+  if (src.format == SourceFormat::kGguf && options.tokenizer_dir.empty())
+    spdlog::warn("{}: GGUF input: the output gets no tokenizer files (GGUF vocabularies are not converted); pass "
+                 "--tokenizer DIR (the HF model's directory) here, or load the output with --tokenizer DIR",
+                 src.path);
 
   QuantizeSummary summary;
   std::map<std::string, std::vector<SafetensorsEntry>> replaced;

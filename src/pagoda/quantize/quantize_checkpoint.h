@@ -1,7 +1,7 @@
-// quantize_checkpoint: an unquantized HF safetensors checkpoint (F32/F16/BF16) -> a quantized one that
-// Pagoda, vLLM and transformers load: AutoAWQ GEMM (W4, RTN or AWQ), compressed-tensors pack-quantized
-// (W8A16 channel, W4A16 group) or compressed-tensors FP8_DYNAMIC. Every decoder linear is quantized;
-// embeddings, norms (AWQ: with its scales folded in) and lm_head keep their dtype.
+// quantize_checkpoint: an unquantized HF safetensors checkpoint or llama GGUF file (F32/F16/BF16) -> a
+// quantized HF checkpoint that Pagoda, vLLM and transformers load: AutoAWQ GEMM (W4, RTN or AWQ),
+// compressed-tensors pack-quantized (W8A16 channel, W4A16 group) or compressed-tensors FP8_DYNAMIC. Every
+// decoder linear is quantized; embeddings, norms (AWQ: with its scales folded in) and lm_head keep their dtype.
 #pragma once
 
 #include <string>
@@ -21,8 +21,12 @@ enum class QuantizeFormat {
 };
 
 struct QuantizeOptions {
-  std::string model_path;
+  std::string model_path;  // an HF safetensors directory or a .gguf file
   std::string out_dir;
+  // An HF directory whose tokenizer files (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+  // generation_config.json, tokenizer.model) are copied into out_dir, over the source's own; AWQ tokenizes its
+  // calibration text with it. Empty: the source's files (a GGUF has none to copy: a warning says so).
+  std::string tokenizer_dir{};
   QuantizeMethod method = QuantizeMethod::kRtn;
   int bits = 4;
   int64_t group_size = 128;  // W4 only; W8 and FP8 are per channel
@@ -49,9 +53,10 @@ struct QuantizeSummary {
 
 // Checks the options alone (bits, method and format, group size); an InvalidRequest naming the option.
 void validate_options(const QuantizeOptions& options);
-// Writes out_dir/{model.safetensors, config.json} and copies SRC's other files (tokenizer, generation config).
-// Bad input (missing or GGUF model, already quantized, group size not dividing K, unwritable or non-empty
-// out_dir) is an Error with a one-line message.
+// Writes out_dir/{model.safetensors, config.json} and copies an HF source's other files (tokenizer,
+// generation config), then --tokenizer's. Bad input (missing model, already quantized, a block-quantized
+// GGUF, group size not dividing K, a --tokenizer without tokenizer.json, unwritable or non-empty out_dir) is
+// an Error with a one-line message.
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& options);
 
 }  // namespace pagoda::quantizer

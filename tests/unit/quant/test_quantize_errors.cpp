@@ -57,12 +57,24 @@ TEST(QuantizeErrors, Sources) {
   QuantizeOptions o = base(tmp.file("out"));
   o.model_path = tmp.file("missing");
   expect_error(o, "no such model file or directory");
-  o.model_path = test::stories_gguf();
-  expect_error(o, "GGUF input is not supported");
+  o.model_path = test::data_dir() + "/models/gguf-kquant/tinystories-656k-Q4_K_M.gguf";
+  expect_error(o, "tensor token_embd.weight is Q5_0: only F32, F16 or BF16 GGUF files can be quantized");
+  o.model_path = test::data_dir() + "/README.md";
+  expect_error(o, "not a model: give an HF safetensors checkpoint directory or a .gguf file");
   o.model_path = test::data_dir() + "/models/quant/awq-w4-g128-gemm";
   expect_error(o, "already quantized");
   o.model_path = tmp.path();
   expect_error(o, "no config.json");
+}
+
+TEST(QuantizeErrors, TokenizerDirectory) {
+  test::TempDir tmp;
+  QuantizeOptions o = base(tmp.file("out"));
+  o.tokenizer_dir = tmp.file("missing");
+  expect_error(o, "--tokenizer: not a directory");
+  o.tokenizer_dir = tmp.path();
+  expect_error(o, "--tokenizer: no tokenizer.json in the directory");
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("out")));  // checked before anything is written
 }
 
 TEST(QuantizeErrors, OutputDirectory) {
