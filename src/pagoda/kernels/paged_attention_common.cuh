@@ -105,27 +105,28 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 //   o[D/8][4]     output accumulator, n-tile dt holds dims 8dt..8dt+7
 // Row r of the warp's 16 is held by lanes with lane/4 == r % 8, in elements 0-1 (r < 8) or 2-3 (r >= 8).
 
-// Gathers rows [key0, key0 + kTileK) of one KV head into ks/vs ([kTileK][ld] bf16) with cp.async.
-// Keys at or past key_end are zero-filled and never read from memory (nor their block ids).
-template <int D>
-__device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const PagedAttentionParams& p,
-                                             const int32_t* pages, int kvh, int key0, int key_end) {
-  constexpr int kLd = tile_ld<D>();
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+// Gathers rows [key0, key0 + kTileK) of one KV head, kRowBytes each, from the K and V caches (rows
+// [slots, nkv] of kRowBytes) into ks/vs (rows of kLdBytes) with cp.async, 16 bytes a copy. Keys at or past
+// key_end are zero-filled and never read from memory (nor their block ids). The bf16 and FP8 tiles share it.
+template <int kRowBytes, int kLdBytes>
+__device__ __forceinline__ void gather_kv_rows(unsigned char* ks, unsigned char* vs, const void* k_cache,
+                                               const void* v_cache, const PagedAttentionParams& p,
+                                               const int32_t* pages, int kvh, int key0, int key_end) {
+  constexpr int kChunks = kRowBytes / 16;
   static_assert(kThreads % kChunks == 0, "whole rows per pass");
   constexpr int kRowsPerPass = kThreads / kChunks;
   const int c = threadIdx.x % kChunks;
 #pragma unroll
   for (int i = 0; i < kTileK / kRowsPerPass; ++i) {
     const int r = threadIdx.x / kChunks + i * kRowsPerPass;
-    bf16* kd = ks + r * kLd + c * 8;
-    bf16* vd = vs + r * kLd + c * 8;
+    unsigned char* kd = ks + r * kLdBytes + c * 16;
+    unsigned char* vd = vs + r * kLdBytes + c * 16;
     const int key = key0 + r;
     if (key < key_end) {
       const int64_t slot = static_cast<int64_t>(pages[key / p.block_size]) * p.block_size + key % p.block_size;
-      const int64_t idx = (slot * p.num_kv_heads + kvh) * D + c * 8;
-      cp_async16(kd, p.k_cache + idx);
-      cp_async16(vd, p.v_cache + idx);
+      const int64_t offset = (slot * p.num_kv_heads + kvh) * kRowBytes + c * 16;
+      cp_async16(kd, static_cast<const unsigned char*>(k_cache) + offset);
+      cp_async16(vd, static_cast<const unsigned char*>(v_cache) + offset);
     } else {
       *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
@@ -133,10 +134,19 @@ __device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const PagedAtte
   }
 }
 
+// The bf16 tile of rows [key0, key0 + kTileK) into ks/vs ([kTileK][tile_ld<D>] bf16).
+template <int D>
+__device__ __forceinline__ void load_kv_tile(bf16* ks, bf16* vs, const PagedAttentionParams& p,
+                                             const int32_t* pages, int kvh, int key0, int key_end) {
+  gather_kv_rows<D * 2, tile_ld<D>() * 2>(reinterpret_cast<unsigned char*>(ks), reinterpret_cast<unsigned char*>(vs),
+                                          p.k_cache, p.v_cache, p, pages, kvh, key0, key_end);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // FP8 KV (paged_attention.h). A stage holds the codes of kTileK keys of one KV head, rows of D bytes
 // padded by 16, then each key's exponent: K codes, V codes, K exponents, V exponents. The compute reads
-// bf16 tiles as over a bf16 cache; dequantize_kv_rows fills them (code * 2^e is exact in bf16).
+// bf16 tiles as over a bf16 cache: dequantize_kv_rows fills them, and the scales come in outside the MMAs
+// (kFp8TileShift below).
 
 template <int D>
 constexpr int fp8_tile_ld() {
@@ -171,27 +181,7 @@ __device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) 
 template <int D>
 __device__ __forceinline__ void load_kv_tile_fp8(const Fp8Stage& st, const PagedAttentionParams& p,
                                                  const int32_t* pages, int kvh, int key0, int key_end) {
-  constexpr int kLd = fp8_tile_ld<D>();
-  constexpr int kChunks = D / 16;  // 16-byte chunks per row
-  static_assert(kThreads % kChunks == 0, "whole rows per pass");
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  const int c = threadIdx.x % kChunks;
-#pragma unroll
-  for (int i = 0; i < kTileK / kRowsPerPass; ++i) {
-    const int r = threadIdx.x / kChunks + i * kRowsPerPass;
-    uint8_t* kd = st.k + r * kLd + c * 16;
-    uint8_t* vd = st.v + r * kLd + c * 16;
-    const int key = key0 + r;
-    if (key < key_end) {
-      const int64_t slot = static_cast<int64_t>(pages[key / p.block_size]) * p.block_size + key % p.block_size;
-      const int64_t idx = (slot * p.num_kv_heads + kvh) * D + c * 16;
-      cp_async16(kd, p.k_fp8 + idx);
-      cp_async16(vd, p.v_fp8 + idx);
-    } else {
-      *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
-    }
-  }
+  gather_kv_rows<D, fp8_tile_ld<D>()>(st.k, st.v, p.k_fp8, p.v_fp8, p, pages, kvh, key0, key_end);
   const auto exp_src = [&](const int8_t* exps, int key) {
     return exps + (static_cast<int64_t>(pages[key / p.block_size]) * p.num_kv_heads + kvh) * p.block_size +
            key % p.block_size;
