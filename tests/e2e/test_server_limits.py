@@ -177,6 +177,18 @@ class TenantsFile(unittest.TestCase):
         self.assertEqual(bob["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
         self.assertEqual(bob["choices"][0]["text"], first["choices"][0]["text"])
 
+    def test_metrics_by_tenant(self):
+        body = {"prompt": "Quokkas " + LONG_PROMPT, "max_tokens": 2, "temperature": 0}
+        for key in ("b1", "b1", "a2"):
+            self.assertEqual(self.post(key, body)[0], 200)
+        labels = 'tenant="bob"'
+        self.assertGreaterEqual(self.server.metric("pagoda:tenant_requests_total", labels), 2)
+        self.assertGreater(self.server.metric("pagoda:tenant_prompt_tokens_total", labels), 0)
+        self.assertGreater(self.server.metric("pagoda:tenant_prefix_cache_hits_total", labels), 0)  # bob's repeat
+        self.assertGreaterEqual(self.server.metric("pagoda:tenant_request_queue_time_seconds_count", labels), 2)
+        self.assertGreaterEqual(self.server.metric("pagoda:tenant_requests_total", 'tenant="alice"'), 1)
+        self.assertEqual(self.server.metric("pagoda:tenant_kv_cache_blocks", labels), 0)  # nothing running now
+
     def test_bad_files_are_one_line_errors(self):
         cases = [
             ({"tenants": {"t": {"keys": []}}}, "tenant 't': \"keys\" must be a non-empty array"),

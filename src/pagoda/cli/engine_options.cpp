@@ -20,7 +20,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "auto (fp32 on the CPU, bf16 on the GPU) | bf16 | fp8 | fp8_e4m3: fp8 stores e4m3 codes with a "
-                 "power-of-two scale per token and KV head (about twice the tokens of bf16; CPU for now)")
+                 "power-of-two scale per token and KV head (about twice the tokens of bf16)")
       ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}));
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_option("--kv-eviction", kv_eviction,

@@ -373,6 +373,7 @@ void Engine::publish_stats() {
   s.num_steps = num_steps_;
   s.execute_seconds = execute_seconds_;
   s.last_step = last_step_;
+  s.tenant_kv_blocks = scheduler_.blocks_by_tenant();
   std::lock_guard lock(mutex_);
   stats_ = s;
 }

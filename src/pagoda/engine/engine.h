@@ -78,6 +78,8 @@ struct EngineStats {
   uint64_t num_steps = 0;
   double execute_seconds = 0;  // sum of StepRecord::execute_seconds: time the backend was busy (at most)
   StepRecord last_step;        // the latest step (all zero before the first)
+  // KV blocks held by each named tenant's running requests (Scheduler::blocks_by_tenant).
+  std::vector<std::pair<std::string, int>> tenant_kv_blocks;
 };
 
 class Engine {

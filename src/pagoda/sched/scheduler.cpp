@@ -130,6 +130,17 @@ int Scheduler::quota_blocks(double amount) const {
   return tenant_quota_blocks(amount, block_manager_.num_blocks(), block_manager_.block_size());
 }
 
+std::vector<std::pair<std::string, int>> Scheduler::blocks_by_tenant() const {
+  std::vector<std::pair<std::string, int>> out;
+  for (const Sequence* s : running_) {
+    if (s->tenant.name.empty()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == s->tenant.name; });
+    if (it == out.end()) it = out.insert(out.end(), {s->tenant.name, 0});
+    it->second += s->blocks.num_blocks();
+  }
+  return out;
+}
+
 int Scheduler::tenant_blocks(const std::string& tenant) const {
   int n = 0;
   for (const Sequence* s : running_)

@@ -64,6 +64,8 @@ class Scheduler {
   const Sequence* find(SeqId seq_id) const;
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
+  // Blocks held by the running sequences of each named tenant (tenant_kv.h), in first-seen order.
+  std::vector<std::pair<std::string, int>> blocks_by_tenant() const;
   bool has_unfinished() const { return !seqs_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }

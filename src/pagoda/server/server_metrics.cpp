@@ -1,6 +1,8 @@
 // The pagoda:* metric families.
 #include "pagoda/server/server_metrics.h"
 
+#include <map>
+
 namespace pagoda::server {
 namespace {
 
@@ -87,6 +89,29 @@ void ServerMetrics::observe_trace(const RequestTrace& t) {
   if (auto v = t.decode_seconds()) decode_->observe(*v);
   if (auto v = t.inference_seconds()) inference_->observe(*v);
   if (auto v = t.time_per_output_token()) request_tpot_->observe(*v);
+  if (t.tenant.empty() || t.tenant == "-") return;
+  const metrics::Labels l = tenant_labels(t.tenant);
+  registry_.counter("pagoda:tenant_requests_total", "Finished engine requests, by tenant.", l).inc();
+  registry_.counter("pagoda:tenant_prompt_tokens_total", "Prompt tokens of finished requests, by tenant.", l)
+      .inc(t.usage.prompt_tokens);
+  registry_.counter("pagoda:tenant_prefix_cache_hits_total",
+                    "Prompt tokens of finished requests served from the prefix cache, by tenant.", l)
+      .inc(t.usage.cached_tokens);
+  if (auto q = t.queue_seconds())
+    registry_.histogram("pagoda:tenant_request_queue_time_seconds", "Time requests waited to be scheduled, by tenant.",
+                        kLatencyBuckets, l).observe(*q);
+}
+
+metrics::Labels ServerMetrics::tenant_labels(const std::string& tenant) {
+  metrics::Labels l = labels_;
+  std::lock_guard lock(tenants_mutex_);
+  if (tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels) {
+    tenant_names_.insert(tenant);
+    l.emplace_back("tenant", tenant);
+  } else {
+    l.emplace_back("tenant", "other");
+  }
+  return l;
 }
 
 void ServerMetrics::observe_step(const StepRecord& step) { step_duration_->observe(step.execute_seconds); }
@@ -122,6 +147,22 @@ std::string ServerMetrics::render(const EngineStats& s) {
   step_decode_seqs_->set(s.last_step.decode_seqs);
   step_seconds_->set(s.last_step.execute_seconds);
   step_graph_batch_->set(s.last_step.graph_batch_size);
+  // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
+  std::map<std::string, int> blocks;
+  for (const auto& [tenant, n] : s.tenant_kv_blocks) {
+    const metrics::Labels l = tenant_labels(tenant);
+    blocks[l.back().second] += n;
+  }
+  std::lock_guard lock(tenants_mutex_);
+  for (const auto& [label, n] : blocks) kv_tenants_.insert(label);
+  kv_tenants_.insert(tenant_names_.begin(), tenant_names_.end());
+  for (const std::string& label : kv_tenants_) {
+    metrics::Labels l = labels_;
+    l.emplace_back("tenant", label);
+    const auto it = blocks.find(label);
+    registry_.gauge("pagoda:tenant_kv_cache_blocks", "KV blocks held by the tenant's running requests.", l)
+        .set(it == blocks.end() ? 0 : it->second);
+  }
   return registry_.render();
 }
 

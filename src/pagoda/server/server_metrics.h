@@ -1,7 +1,10 @@
 // ServerMetrics: the pagoda:* Prometheus metrics (named after vLLM's, with a model_name label). Engine
 // gauges and totals are read from EngineStats at scrape time; latencies are observed by the server.
+// Tenants (--api-keys-file, --tenants-file) get pagoda:tenant_* series labelled by name.
 #pragma once
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "pagoda/engine/engine.h"
@@ -42,6 +45,13 @@ class ServerMetrics {
   metrics::Histogram *prefill_, *decode_, *inference_, *request_tpot_, *step_duration_;
   metrics::Counter *steps_, *busy_;
   metrics::Gauge *step_prefill_tokens_, *step_decode_seqs_, *step_seconds_, *step_graph_batch_;
+
+  // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
+  static constexpr size_t kMaxTenantLabels = 64;
+  metrics::Labels tenant_labels(const std::string& tenant);
+  std::mutex tenants_mutex_;
+  std::set<std::string> tenant_names_;  // the labelled tenants
+  std::set<std::string> kv_tenants_;    // labels with a pagoda:tenant_kv_cache_blocks series
 };
 
 }  // namespace pagoda::server
