@@ -5,6 +5,7 @@
 namespace pagoda::testing {
 
 INSTANTIATE_TEST_SUITE_P(Cuda, EngineScenarios,
-                         ::testing::Combine(::testing::Values("cuda"), ::testing::Values("stories260K", "tiny-llama3-hf")));
+                         ::testing::Combine(::testing::Values("cuda"), ::testing::Values("stories260K", "tiny-llama3-hf"),
+                                            ::testing::Values("auto")));
 
 }  // namespace pagoda::testing

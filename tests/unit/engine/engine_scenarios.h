@@ -4,10 +4,11 @@
 // a small KV pool, many sequences of mixed lengths, and a cancellation mid-prompt.
 //
 // Every request is greedy. Each token it produced is checked against the CPU backend's logits for the
-// same history (the prompt and the request's own earlier tokens, computed in one pass): on the CPU it must
-// be the CPU's greedy choice; on CUDA (bf16, whose rounding depends on the batch's shape) it may also be
-// a token within kCudaNearTie of the logit range below that choice, and at most a tenth of all tokens (plus two)
-// may be such near-ties.
+// same history (the prompt and the request's own earlier tokens, computed in one pass, fp32 KV): on the
+// CPU with its fp32 KV it must be the CPU's greedy choice; on CUDA (bf16, whose rounding depends on the
+// batch's shape) or with an FP8 KV cache (the parameter's third element: e4m3 keeps 3 mantissa bits) it may
+// also be a token within kCudaNearTie of the logit range below that choice, and at most a tenth of all
+// tokens (plus two) may be such near-ties.
 // Included by tests/unit/engine/test_engine_scenarios.cpp (CPU) and tests/unit/cuda/
 // test_engine_scenarios_gpu.cpp (CUDA), one instantiation each.
 #pragma once
@@ -80,7 +81,8 @@ inline std::vector<float> cpu_logits_along(const LoadedModel& m, const std::vect
   return rows;
 }
 
-class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+// (device, model, --kv-cache-dtype)
+class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {
  protected:
   void SetUp() override {
     if (device() != "cuda") return;
@@ -92,13 +94,18 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
   }
   const std::string& device() const { return std::get<0>(GetParam()); }
   const std::string& model_name() const { return std::get<1>(GetParam()); }
+  const std::string& kv_dtype() const { return std::get<2>(GetParam()); }
+  bool fp8_kv() const { return kv_dtype() == "fp8"; }
   const LoadedModel& model() const { return scenario_model(model_name()); }
   int vocab() const { return model().config.vocab_size; }
 
-  // KV bytes for `tokens` tokens in the backend's KV dtype (CPU f32, CUDA bf16).
+  // KV bytes for `tokens` tokens in the pool's KV dtype (CPU f32, CUDA bf16; FP8: a byte a value and one
+  // a row).
   int64_t kv_bytes(int tokens) const {
     const ModelConfig& c = model().config;
-    return int64_t{tokens} * c.num_layers * 2 * c.num_kv_heads * c.head_dim * (device() == "cuda" ? 2 : 4);
+    const int64_t rows = int64_t{tokens} * c.num_layers * 2 * c.num_kv_heads;
+    if (fp8_kv()) return rows * (c.head_dim + 1);
+    return rows * c.head_dim * (device() == "cuda" ? 2 : 4);
   }
 
   // A pool of `kv_tokens` (default: every one of max_num_seqs sequences at max_model_len).
@@ -111,6 +118,7 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
     o.max_model_len = kScenarioMaxModelLen;
     o.kv_cache_memory = kv_bytes(kv_tokens);
     o.enable_prefix_caching = prefix_caching;
+    o.kv_cache_dtype = kv_dtype();
     o.seed = 3;
     return o;
   }
@@ -118,7 +126,7 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
   // Each output token against the CPU's logits given the same history (see the file comment).
   void expect_cpu_tokens(const std::vector<GenerateRequest>& requests, const std::vector<CompletionOutput>& outs) {
     ASSERT_EQ(outs.size(), requests.size());
-    const double near_tie = device() == "cuda" ? kCudaNearTie : 0.0;
+    const double near_tie = device() == "cuda" || fp8_kv() ? kCudaNearTie : 0.0;
     const int64_t V = vocab();
     int total = 0, near_ties = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -139,8 +147,8 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
             << got[p] << " is " << *hi - row[got[p]] << " below the CPU's best (logit range " << *hi - *lo << ")";
       }
     }
-    std::printf("[ %s %s ] %d tokens: %d the CPU's greedy choice, %d within a near-tie of it\n", device().c_str(),
-                model_name().c_str(), total, total - near_ties, near_ties);
+    std::printf("[ %s %s kv %s ] %d tokens: %d the CPU's greedy choice, %d within a near-tie of it\n",
+                device().c_str(), model_name().c_str(), kv_dtype().c_str(), total, total - near_ties, near_ties);
     EXPECT_LE(near_ties, 2 + total / 10) << "more than a tenth of the tokens were not the CPU's greedy choice";
   }
 };
