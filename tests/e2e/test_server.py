@@ -439,6 +439,22 @@ class ContinueFinalMessageTest(unittest.TestCase):
         status, tok = self.server.post("/tokenize", {"messages": self.MESSAGES, "continue_final_message": True})
         self.assertEqual(out["usage"]["prompt_tokens"], tok["count"])
 
+    def test_content_parts_are_their_text(self):
+        # What the official SDKs send: text parts, joined by newlines as vLLM does for a text-only template.
+        parts = [{"role": "user", "content": [{"type": "text", "text": "Tell me"}, {"type": "text", "text": "a story"}]}]
+        plain = [{"role": "user", "content": "Tell me\na story"}]
+        status, a = self.server.post("/tokenize", {"messages": parts})
+        self.assertEqual(status, 200, a)
+        status, b = self.server.post("/tokenize", {"messages": plain})
+        self.assertEqual(a["tokens"], b["tokens"])
+        status, out = self.server.post("/v1/chat/completions", {"messages": parts, "max_tokens": 2, "temperature": 0})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(out["usage"]["prompt_tokens"], a["count"])
+        status, out = self.server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "http://example.com/cat.png"}}]}]})
+        assert_error(self, status, out, 400, "messages[0].content[0]")
+        self.assertIn("'image_url'", out["error"]["message"])
+
     def test_conflicts_and_missing_text_are_400(self):
         status, out = self.server.post("/v1/chat/completions", {
             "messages": self.MESSAGES, "continue_final_message": True, "add_generation_prompt": True})

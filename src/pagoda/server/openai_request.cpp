@@ -239,13 +239,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   return r;
 }
 
-ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
-  const json o = parse_json_object(body, limits.max_json_depth);
-  ParsedRequest r;
-  r.chat = true;
-  parse_common(o, limits, r);
-  if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
-  const json& messages = o["messages"];
+json parse_chat_messages(const json& messages) {
   if (!messages.is_array() || messages.empty()) bad("messages", "a non-empty list of messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
@@ -255,7 +249,37 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
     if (m.contains("content") && !(m["content"].is_string() || m["content"].is_array() || m["content"].is_null()))
       bad(field + ".content", "a string or a list of content parts");
   }
-  r.messages = messages;
+  json out = messages;
+  // Content parts, as vLLM gives them to a text-only chat template: the text parts joined by newlines.
+  for (size_t i = 0; i < out.size(); ++i) {
+    json& m = out[i];
+    if (!m.contains("content") || !m["content"].is_array()) continue;
+    std::string text;
+    for (size_t j = 0; j < m["content"].size(); ++j) {
+      const json& part = m["content"][j];
+      const std::string where = fmt::format("messages[{}].content[{}]", i, j);
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+        bad(where, "a content part with a 'type'");
+      const std::string type = part["type"].get<std::string>();
+      if (type != "text")
+        throw ApiError(400, fmt::format("{}: content parts of type '{}' are not supported: this model takes text", where,
+                                        type), where);
+      if (!part.contains("text") || !part["text"].is_string()) bad(where + ".text", "a string");
+      if (j > 0) text += '\n';
+      text += part["text"].get<std::string>();
+    }
+    m["content"] = std::move(text);
+  }
+  return out;
+}
+
+ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
+  const json o = parse_json_object(body, limits.max_json_depth);
+  ParsedRequest r;
+  r.chat = true;
+  parse_common(o, limits, r);
+  if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
+  r.messages = parse_chat_messages(o["messages"]);
   r.chat_options = parse_chat_options(o);
   if (boolean(o, "logprobs", false)) {
     r.top_logprobs = static_cast<int>(integer(o, "top_logprobs", 0, 0, kMaxLogprobs));

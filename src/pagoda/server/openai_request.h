@@ -71,5 +71,9 @@ int json_nesting_depth(std::string_view text, int limit);
 // the first off when it is left out) and chat_template_kwargs (an object of extra template variables that
 // cannot set messages or add_generation_prompt) of a parsed body; 400 naming the field otherwise.
 ChatOptions parse_chat_options(const nlohmann::ordered_json& o);
+// Chat messages checked (each an object with a string 'role'; 'content' a string, null or a list of
+// parts) and given to the template as vLLM gives them to a text-only one: text parts joined by newlines;
+// other part types (image_url, ...) are a 400 naming the part. Throws ApiError (400).
+nlohmann::ordered_json parse_chat_messages(const nlohmann::ordered_json& messages);
 
 }  // namespace pagoda::server

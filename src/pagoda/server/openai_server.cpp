@@ -327,8 +327,7 @@ HttpResponse OpenAiServer::tokenize(const std::string& request_body) const {
   if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer");
   std::vector<TokenId> ids;
   if (o.contains("messages")) {
-    if (!o["messages"].is_array()) throw ApiError(400, "'messages' must be a list of messages", "messages");
-    ids = encode_chat(chat_prompt(o["messages"], parse_chat_options(o)));
+    ids = encode_chat(chat_prompt(parse_chat_messages(o["messages"]), parse_chat_options(o)));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

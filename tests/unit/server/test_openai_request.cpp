@@ -89,6 +89,30 @@ TEST(OpenAiRequest, ChatMessagesKeepTheirKeyOrder) {
             R"("arguments":{"zeta":1,"alpha":2}}}]}])");
 }
 
+// Text parts joined by newlines (vLLM's string content format); other part types are a 400 naming the part.
+TEST(OpenAiRequest, ContentPartsBecomeText) {
+  const auto c = parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+                       {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}]},
+                       {"role": "user", "content": []}]})");
+  EXPECT_EQ(c.messages[0]["content"], "Be brief.");
+  EXPECT_EQ(c.messages[1]["content"], "hi\nthere");
+  EXPECT_EQ(c.messages[2]["content"], "");
+  try {
+    parse_chat_request(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                          {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]})");
+    ADD_FAILURE() << "an image part was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "messages[0].content[1]");
+    EXPECT_NE(std::string(e.what()).find("'image_url'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": [{"text": "a"}]}]})", true), "messages[0].content[0]");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", true),
+            "messages[0].content[0].text");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": ["a"]}]})", true), "messages[0].content[0]");
+}
+
 TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
   EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");
