@@ -10,6 +10,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/runner/logit_bias.h"
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/request_fields.h"
 
 namespace pagoda::server {
 namespace {
@@ -199,6 +200,7 @@ ChatOptions parse_chat_options(const json& o) {
 
 ParsedRequest parse_completion_request(const std::string& body, const RequestLimits& limits) {
   const json o = parse_json_object(body, limits.max_json_depth);
+  check_and_log_request_fields(o, /*chat=*/false);
   ParsedRequest r;
   parse_common(o, limits, r);
   if (!present(o, "prompt")) throw ApiError(400, "'prompt' is required", "prompt");
@@ -275,6 +277,7 @@ json parse_chat_messages(const json& messages) {
 
 ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& limits) {
   const json o = parse_json_object(body, limits.max_json_depth);
+  check_and_log_request_fields(o, /*chat=*/true);
   ParsedRequest r;
   r.chat = true;
   parse_common(o, limits, r);

@@ -5,6 +5,7 @@
 #include "pagoda/server/api_error.h"
 #include "pagoda/server/api_keys.h"
 #include "pagoda/server/openai_request.h"
+#include "pagoda/server/request_fields.h"
 
 namespace pagoda::server {
 namespace {
@@ -111,6 +112,29 @@ TEST(OpenAiRequest, ContentPartsBecomeText) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", true),
             "messages[0].content[0].text");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": ["a"]}]})", true), "messages[0].content[0]");
+}
+
+// Features Pagoda lacks are a 400 naming the field when asked for, never dropped; other fields are ignored
+// as vLLM ignores them (and logged once).
+TEST(OpenAiRequest, MissingFeaturesAreRefusedAndOtherFieldsIgnored) {
+  const char* chat = R"("messages": [{"role": "user", "content": "hi"}])";
+  const auto chat_param = [&](const std::string& extra) { return param_of("{" + std::string(chat) + ", " + extra + "}", true); };
+  EXPECT_EQ(chat_param(R"("tools": [{"type": "function", "function": {"name": "f"}}])"), "tools");
+  EXPECT_EQ(chat_param(R"("tool_choice": "required")"), "tool_choice");
+  EXPECT_EQ(chat_param(R"("response_format": {"type": "json_object"})"), "response_format");
+  EXPECT_EQ(chat_param(R"("response_format": {"type": "json_schema", "json_schema": {}})"), "response_format");
+  EXPECT_EQ(chat_param(R"("guided_json": {"type": "object"})"), "guided_json");
+  EXPECT_EQ(chat_param(R"("guided_choice": ["a", "b"])"), "guided_choice");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "suffix": "end"})"), "suffix");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 3})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "use_beam_search": true})"), "use_beam_search");
+  // What asks for nothing is accepted: no tools, tool_choice none, plain text, best_of within n.
+  EXPECT_EQ(chat_param(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})"), "<no error>");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 2, "n": 2, "suffix": null})"), "<no error>");
+  EXPECT_EQ(check_request_fields(nlohmann::ordered_json::parse(R"({"prompt": "x", "zzz": 1, "metadata": {}, "n": 1})"), false),
+            (std::vector<std::string>{"zzz", "metadata"}));
+  EXPECT_EQ(check_request_fields(nlohmann::ordered_json::parse(R"({"messages": [], "top_logprobs": 2})"), true),
+            std::vector<std::string>{});
 }
 
 TEST(OpenAiRequest, ErrorsNameTheField) {

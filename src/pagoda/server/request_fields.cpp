@@ -1,0 +1,81 @@
+// Refused and ignored request fields (request_fields.h).
+#include "pagoda/server/request_fields.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <string_view>
+
+#include "pagoda/server/api_error.h"
+
+namespace pagoda::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// What openai_request.cpp reads.
+constexpr std::string_view kCommon[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "seed", "ignore_eos", "logit_bias", "stop_token_ids", "n", "stream", "stream_options",
+    "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens"};
+constexpr std::string_view kCompletion[] = {"prompt", "echo", "logprobs", "add_special_tokens"};
+constexpr std::string_view kChat[] = {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
+                                      "add_generation_prompt", "continue_final_message", "chat_template_kwargs"};
+
+template <size_t N>
+bool among(const std::string_view (&names)[N], const std::string& name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+[[noreturn]] void refuse(const std::string& field, const std::string& why) {
+  throw ApiError(400, fmt::format("'{}': {}", field, why), field);
+}
+
+bool is_empty(const json& v) {
+  return v.is_null() || ((v.is_array() || v.is_object() || v.is_string()) && v.empty());
+}
+
+}  // namespace
+
+std::vector<std::string> check_request_fields(const json& o, bool chat) {
+  std::vector<std::string> ignored;
+  for (const auto& [name, v] : o.items()) {
+    if (among(kCommon, name) || (chat ? among(kChat, name) : among(kCompletion, name))) continue;
+    if (name == "tools" || name == "functions") {
+      if (!is_empty(v)) refuse(name, "tool calling is not supported yet");
+    } else if (name == "tool_choice" || name == "function_call") {
+      if (!is_empty(v) && !(v.is_string() && (v == "none" || v == "auto"))) refuse(name, "tool calling is not supported yet");
+    } else if (name == "response_format") {
+      if (!is_empty(v) && !(v.is_object() && v.value("type", "") == "text"))
+        refuse(name, "structured outputs (JSON mode, JSON schema) are not supported yet; only {\"type\": \"text\"}");
+    } else if (name.starts_with("guided_") || name == "structured_outputs") {
+      if (!is_empty(v)) refuse(name, "guided decoding is not supported yet");
+    } else if (name == "best_of") {
+      const int64_t n = o.contains("n") && o["n"].is_number_integer() ? o["n"].get<int64_t>() : 1;
+      if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() <= n))
+        refuse(name, "best_of above n is not supported (ranking extra samples by logprob)");
+    } else if (name == "suffix") {
+      if (!is_empty(v)) refuse(name, "suffix is not supported");
+    } else if (name == "use_beam_search") {
+      if (v.is_boolean() && v.get<bool>()) refuse(name, "beam search is not supported");
+    } else {
+      ignored.push_back(name);
+    }
+  }
+  return ignored;
+}
+
+void check_and_log_request_fields(const json& o, bool chat) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  for (const std::string& name : check_request_fields(o, chat)) {
+    std::lock_guard lock(mutex);
+    if (logged.size() >= 256 || !logged.insert(name).second) continue;  // bounded: names come from clients
+    spdlog::warn("request field '{}' is not used by Pagoda and was ignored (logged once per field)", name);
+  }
+}
+
+}  // namespace pagoda::server
