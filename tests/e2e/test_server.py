@@ -274,6 +274,12 @@ class ServerTest(unittest.TestCase):
         assert_error(self, status, body, 400)
         status, _, text = s.request("GET", "/v1/nothing")
         assert_error(self, status, json.loads(text), 404)
+        # A wrong method says which ones the path takes.
+        status, headers, text = s.request("GET", "/v1/completions")
+        assert_error(self, status, json.loads(text), 405)
+        self.assertEqual(headers.get("Allow"), "POST")
+        status, headers, text = s.request("POST", "/v1/models", {})
+        self.assertEqual((status, headers.get("Allow")), (405, "GET, HEAD"), text)
         # The server keeps serving after every error.
         self.complete(prompt="Once upon a time", max_tokens=2)
 

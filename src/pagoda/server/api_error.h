@@ -20,6 +20,12 @@ class ApiError : public std::runtime_error {
     retry_after_s_ = seconds;
     return *this;
   }
+  // 405: the methods the path takes, for the Allow header.
+  const std::string& allow() const { return allow_; }
+  ApiError& allow(std::string methods) {
+    allow_ = std::move(methods);
+    return *this;
+  }
   // OpenAI's error types: invalid_request_error (400, 404, 413), authentication_error (401),
   // rate_limit_error (429), server_error (5xx).
   std::string type() const {
@@ -37,7 +43,7 @@ class ApiError : public std::runtime_error {
 
  private:
   int status_;
-  std::string param_, type_;
+  std::string param_, type_, allow_;
   int retry_after_s_ = 1;
 };
 

@@ -51,6 +51,7 @@ double query_number(const std::string& target, const std::string& name, double f
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r = json_response(e.to_json(), e.status());
   if (e.status() == 429 || e.status() == 503) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_seconds()));
+  if (e.status() == 405 && !e.allow().empty()) r.headers.emplace_back("Allow", e.allow());
   if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
@@ -143,17 +144,17 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
   if (path == "/health") {
-    if (!get) throw ApiError(405, "use GET");
+    if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     ex->respond(HttpResponse{200, "text/plain", "", {}});
     return;
   }
   if (path == "/version") {
-    if (!get) throw ApiError(405, "use GET");
+    if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     ex->respond(json_response({{"version", PAGODA_VERSION}}));
     return;
   }
   if (path == "/metrics") {
-    if (!get) throw ApiError(405, "use GET");
+    if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     ex->respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(engine_.stats()), {}});
     return;
   }
@@ -165,18 +166,18 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
     if (tenant->max_requests_per_second > 0) admit_at_tenant_rate(*tenant);
   }
   if (path == "/debug/gpu_timeline") {
-    if (!get) throw ApiError(405, "use GET");
+    if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     gpu_timeline(ex);
     return;
   }
   if (path == "/v1/models") {
-    if (!get) throw ApiError(405, "use GET");
+    if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     json model = {{"id", options_.served_model_name}, {"object", "model"}, {"created", created_},
                   {"owned_by", "pagoda"}, {"root", options_.model_path}, {"parent", nullptr},
                   {"max_model_len", options_.max_model_len}};
     ex->respond(json_response({{"object", "list"}, {"data", json::array({model})}}));
   } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
-    if (!post) throw ApiError(405, "use POST");
+    if (!post) throw ApiError(405, "use POST").allow("POST");
     const bool chat = path == "/v1/chat/completions";
     off_io_threads(ex, [this, ex, tenant, chat]() -> std::function<void()> {
       auto parsed = std::make_shared<ParsedRequest>(chat ? parse_chat_request(ex->request().body, options_.limits)
@@ -185,10 +186,10 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
       return [this, ex, tenant, parsed, requests] { generate(ex, std::move(*parsed), std::move(*requests), tenant); };
     });
   } else if (path == "/tokenize") {
-    if (!post) throw ApiError(405, "use POST");
+    if (!post) throw ApiError(405, "use POST").allow("POST");
     off_io_threads(ex, [this, ex] { return respond_with(ex, tokenize(ex->request().body)); });
   } else if (path == "/detokenize") {
-    if (!post) throw ApiError(405, "use POST");
+    if (!post) throw ApiError(405, "use POST").allow("POST");
     off_io_threads(ex, [this, ex] { return respond_with(ex, detokenize(ex->request().body)); });
   } else {
     throw ApiError(404, fmt::format("no route for {} {}", req.method, path), "", "NotFoundError");
