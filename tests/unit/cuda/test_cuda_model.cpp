@@ -126,8 +126,9 @@ void expect_logits_match_the_cpu_within_bf16(const std::string& name) {
       for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::abs(g[v] - r[v])));
       worst = std::max(worst, err / rs.range);
       EXPECT_LE(err / rs.range, bound) << name << " chunk " << chunk << " position " << p;
-      if (rs.margin > bound * rs.range)
+      if (rs.margin > bound * rs.range) {
         EXPECT_EQ(row_stats(g, vocab).argmax, rs.argmax) << name << " chunk " << chunk << " position " << p;
+      }
     }
     std::printf("[ %s ] chunk %d: worst |gpu - cpu| / logit range = %.4f\n", name.c_str(), chunk, worst);
   }
@@ -221,7 +222,9 @@ TEST_P(CudaQuantModel, GraphReplayGivesTheSameTokensAsEager) {
                        .max_model_len = 256,
                        .kv_cache_memory = int64_t{64} << 20});
     for (const CompletionOutput& out : llm.generate(requests)) results[eager].push_back(out.output_ids);
-    if (!eager) EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+    if (!eager) {
+      EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+    }
   }
   ASSERT_EQ(results[0].size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << "request " << i;
@@ -329,7 +332,9 @@ TEST(CudaGraphs, ReplayGivesTheSameTokensAsEager) {
                          .kv_cache_memory = int64_t{64} << 20,
                          .kv_cache_dtype = kv_dtype});
       for (const CompletionOutput& out : llm.generate(requests)) results[eager].push_back(out.output_ids);
-      if (!eager) EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+      if (!eager) {
+        EXPECT_GT(llm.backend().last_graph_batch_size(), 0) << "the last decode step did not replay a graph";
+      }
     }
     ASSERT_EQ(results[0].size(), requests.size());
     for (size_t i = 0; i < requests.size(); ++i)
