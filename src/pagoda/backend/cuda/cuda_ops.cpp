@@ -338,35 +338,36 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
                x.shape_string(), wqkv.data.shape_string(), q_out.shape_string());
   if (T == 0) return;
   const float* inv_freq = impl_->device_inv_freq(params);
-  if (cache.spec.fp8()) {  // a row's exponent needs its amax: the GEMM, then the FP8 store kernel
-    Tensor qkv = alloc(DType::kBF16, {T, N});
-    linear(qkv, x, wqkv);
-    kernels::qkv_rope_store_fp8(bf(q_out), bf(qkv), fp8_kv_layer(cache, layer), i32(batch.positions),
-                                i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, impl_->stream);
-    return;
-  }
-  const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                                 i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
-  // Decode: RoPE and the KV store in the GEMM's epilogue.
-  if (is_fp8_rows(wqkv) && T <= kernels::kFp8GemvMaxTokens) {
-    kernels::fp8_gemv_qkv_rope(o, impl_->quantize_input(x, wqkv), fp8_rows(wqkv), T, impl_->stream);
-    return;
-  }
-  if (wqkv.tiled) {
-    const kernels::QuantMatrix m = quant_matrix(wqkv);
-    if (kernels::quant_gemv_supported(x.data, m, T)) {
-      kernels::quant_gemv_qkv_rope(o, bf(x), m, T, impl_->stream);
+  // Decode: RoPE and the KV store in the GEMM's epilogue. Not for an FP8 cache: a row's exponent needs the
+  // amax of the whole row, so the GEMM writes qkv and the FP8 store kernel follows.
+  if (!cache.spec.fp8()) {
+    const kernels::QkvRopeOutput o{bf(q_out), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                                   i32(batch.slot_mapping), inv_freq, params.attention_scaling, nh, nkv, hd};
+    if (is_fp8_rows(wqkv) && T <= kernels::kFp8GemvMaxTokens) {
+      kernels::fp8_gemv_qkv_rope(o, impl_->quantize_input(x, wqkv), fp8_rows(wqkv), T, impl_->stream);
+      return;
+    }
+    if (wqkv.tiled) {
+      const kernels::QuantMatrix m = quant_matrix(wqkv);
+      if (kernels::quant_gemv_supported(x.data, m, T)) {
+        kernels::quant_gemv_qkv_rope(o, bf(x), m, T, impl_->stream);
+        return;
+      }
+    }
+    if (!wqkv.tiled && !is_fp8_rows(wqkv) && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
+      kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
       return;
     }
   }
-  if (!wqkv.tiled && !is_fp8_rows(wqkv) && kernels::skinny_gemm_supported(x.data, wqkv.data.data, T, N, K)) {
-    kernels::skinny_gemm_qkv_rope(o, bf(x), bf(wqkv.data), T, K, impl_->stream);
-    return;
-  }
   Tensor qkv = alloc(DType::kBF16, {T, N});
   linear(qkv, x, wqkv);
-  kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                          i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream);
+  if (cache.spec.fp8()) {
+    kernels::qkv_rope_store_fp8(bf(q_out), bf(qkv), fp8_kv_layer(cache, layer), i32(batch.positions),
+                                i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, impl_->stream);
+  } else {
+    kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                            i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream);
+  }
 }
 
 void CudaOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
