@@ -5,8 +5,10 @@
 // Everything per-sequence is read from device memory, so a decode launch can be captured in a CUDA graph
 // and replayed with new contents.
 // FP8 KV (kv/kv_fp8.h): with k_fp8 set the caches hold e4m3 codes and a power-of-two exponent per (token,
-// KV head) row; the kernels gather the codes (half the bytes), dequantize them exactly to bf16 in shared
-// memory and compute as over a bf16 cache of those values, bit for bit.
+// KV head) row; the kernels gather the codes (half the bytes) and convert them exactly to bf16: prefill
+// into shared-memory tiles, computing as over a bf16 cache of those values bit for bit; decode in
+// registers, straight into the MMA fragments, which sums Q K^T's products in another order (within one
+// bf16 ulp of the bf16 kernel's output).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -42,6 +42,8 @@ constexpr int kDecodeStagesSmall = 2;
 constexpr int kDecodeStagesDeepFp8 = 8;
 constexpr int kDecodeStagesWideFp8 = 5;
 constexpr int kDecodeStagesWideFp8Small = 3;
+constexpr int kDecodeStagesManyFp8 = 2;  // four blocks an SM, when the grid is more than two waves of two
+
 constexpr int kDecodeRows = 16;      // decode: query heads per block (the MMA's M)
 static_assert(kTileK == 16 * kWarps, "decode gives each warp 16 keys of a tile");
 
@@ -105,6 +107,19 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 //   o[D/8][4]     output accumulator, n-tile dt holds dims 8dt..8dt+7
 // Row r of the warp's 16 is held by lanes with lane/4 == r % 8, in elements 0-1 (r < 8) or 2-3 (r >= 8).
 
+// A key's block (index into its sequence's page list) and offset in it: shifts for the usual power-of-two
+// block sizes, a division otherwise.
+struct BlockIndex {
+  int size, shift;  // shift < 0: not a power of two
+  __device__ __forceinline__ explicit BlockIndex(int block_size) : size(block_size), shift(-1) {
+#ifdef __CUDA_ARCH__  // (the host pass sees this body too, without the intrinsic)
+    if ((block_size & (block_size - 1)) == 0) shift = __ffs(block_size) - 1;
+#endif
+  }
+  __device__ __forceinline__ int block(int key) const { return shift >= 0 ? key >> shift : key / size; }
+  __device__ __forceinline__ int offset(int key) const { return shift >= 0 ? key & (size - 1) : key % size; }
+};
+
 // Gathers rows [key0, key0 + kTileK) of one KV head, kRowBytes each, from the K and V caches (rows
 // [slots, nkv] of kRowBytes) into ks/vs (rows of kLdBytes) with cp.async, 16 bytes a copy. Keys at or past
 // key_end are zero-filled and never read from memory (nor their block ids). The bf16 and FP8 tiles share it.
@@ -116,6 +131,7 @@ __device__ __forceinline__ void gather_kv_rows(unsigned char* ks, unsigned char*
   static_assert(kThreads % kChunks == 0, "whole rows per pass");
   constexpr int kRowsPerPass = kThreads / kChunks;
   const int c = threadIdx.x % kChunks;
+  const BlockIndex blocks(p.block_size);
 #pragma unroll
   for (int i = 0; i < kTileK / kRowsPerPass; ++i) {
     const int r = threadIdx.x / kChunks + i * kRowsPerPass;
@@ -123,7 +139,7 @@ __device__ __forceinline__ void gather_kv_rows(unsigned char* ks, unsigned char*
     unsigned char* vd = vs + r * kLdBytes + c * 16;
     const int key = key0 + r;
     if (key < key_end) {
-      const int64_t slot = static_cast<int64_t>(pages[key / p.block_size]) * p.block_size + key % p.block_size;
+      const int64_t slot = static_cast<int64_t>(pages[blocks.block(key)]) * p.block_size + blocks.offset(key);
       const int64_t offset = (slot * p.num_kv_heads + kvh) * kRowBytes + c * 16;
       cp_async16(kd, static_cast<const unsigned char*>(k_cache) + offset);
       cp_async16(vd, static_cast<const unsigned char*>(v_cache) + offset);
@@ -182,9 +198,10 @@ template <int D>
 __device__ __forceinline__ void load_kv_tile_fp8(const Fp8Stage& st, const PagedAttentionParams& p,
                                                  const int32_t* pages, int kvh, int key0, int key_end) {
   gather_kv_rows<D, fp8_tile_ld<D>()>(st.k, st.v, p.k_fp8, p.v_fp8, p, pages, kvh, key0, key_end);
+  const BlockIndex blocks(p.block_size);
   const auto exp_src = [&](const int8_t* exps, int key) {
-    return exps + (static_cast<int64_t>(pages[key / p.block_size]) * p.num_kv_heads + kvh) * p.block_size +
-           key % p.block_size;
+    return exps + (static_cast<int64_t>(pages[blocks.block(key)]) * p.num_kv_heads + kvh) * p.block_size +
+           blocks.offset(key);
   };
   if (p.block_size % 4 == 0) {
     static_assert(2 * kTileK / 4 <= kThreads, "one thread per four exponents");
@@ -277,6 +294,103 @@ __device__ __forceinline__ void fp8_key_factors(float (&k_factor)[NT][2], float 
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// FP8 KV straight from the codes (decode): the MMAs' B fragments are built in registers from ldmatrix
+// loads of the stage's code rows, with no bf16 tile between. ldmatrix moves b16 elements, two codes each,
+// so the fragments come out in a permuted order, which the other operand follows:
+//   Q K^T: a lane's 4 codes of a 16-dim k-step are dims 4t..4t+3 of key g (one b16 pair). The MMA's k
+//     slots (2t, 2t+1, 2t+8, 2t+9) take dims (4t, 4t+1, 4t+2, 4t+3), and Q's A fragments are loaded in
+//     that order (load_q_frags_fp8). The sum over a k-step's 16 dims is the same set of products.
+//   P V: ldmatrix.trans gives a lane dims 2g, 2g+1 of keys 2t, 2t+1; a byte permute splits them into an
+//     "even" n-tile (dims 2g of a 16-dim block) and an "odd" one (dims 2g + 1). Keys keep their order, so
+//     each output element sums the same products in the same order as over a bf16 tile. o[2b] and o[2b+1]
+//     hold dims b*16 + 4t + 2(e & 1) and that + 1 (see store_o_fp8).
+
+__device__ __forceinline__ void ldmatrix_x4_bytes(uint32_t (&r)[4], const uint8_t* p) {
+  ldmatrix_x4(r, reinterpret_cast<const bf16*>(p));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_bytes(uint32_t (&r)[4], const uint8_t* p) {
+  ldmatrix_x4_trans(r, reinterpret_cast<const bf16*>(p));
+}
+
+// A fragments of the 16 rows starting at qs in the k order of qk_tile_fp8.
+template <int D>
+__device__ __forceinline__ void load_q_frags_fp8(uint32_t (&qf)[D / 16][4], const bf16* qs, int lane) {
+  constexpr int kLd = tile_ld<D>();
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint2 top = *reinterpret_cast<const uint2*>(qs + g * kLd + kk * 16 + 4 * t);
+    const uint2 bottom = *reinterpret_cast<const uint2*>(qs + (g + 8) * kLd + kk * 16 + 4 * t);
+    qf[kk][0] = top.x;
+    qf[kk][1] = bottom.x;
+    qf[kk][2] = top.y;
+    qf[kk][3] = bottom.y;
+  }
+}
+
+// s[2][4] = Q K^T for the 16 keys whose code rows (fp8_tile_ld<D> bytes apart) start at `codes`, as
+// code * 2^-kFp8TileShift (the keys' scales come in afterwards, as with the bf16 tiles).
+template <int D>
+__device__ __forceinline__ void qk_tile_fp8(float (&s)[2][4], const uint32_t (&qf)[D / 16][4], const uint8_t* codes,
+                                            int lane) {
+  constexpr int kLd = fp8_tile_ld<D>();
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  // Matrices of one ldmatrix.x4: (keys 0-7, dims 0-15), (keys 0-7, dims 16-31), (keys 8-15, dims 0-15),
+  // (keys 8-15, dims 16-31) of a 32-dim slice.
+  const uint8_t* row = codes + ((lane & 7) + ((lane >> 4) << 3)) * kLd + ((lane >> 3) & 1) * 16;
+#pragma unroll
+  for (int kp = 0; kp < D / 32; ++kp) {
+    uint32_t r[4];
+    ldmatrix_x4_bytes(r, row + kp * 32);
+    uint32_t b[4][2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e4m3x4_to_bf16x4(r[i], b[i][0], b[i][1]);
+    mma_bf16(s[0], qf[2 * kp], b[0][0], b[0][1]);
+    mma_bf16(s[1], qf[2 * kp], b[2][0], b[2][1]);
+    mma_bf16(s[0], qf[2 * kp + 1], b[1][0], b[1][1]);
+    mma_bf16(s[1], qf[2 * kp + 1], b[3][0], b[3][1]);
+  }
+}
+
+// o += P V for the 16 keys whose value code rows start at `codes`; P (= s after online_softmax, times the
+// keys' value scales) rounded to bf16. o in the even/odd dim order above.
+template <int D>
+__device__ __forceinline__ void pv_tile_fp8(float (&o)[D / 8][4], const float (&s)[2][4], const uint8_t* codes,
+                                            int lane) {
+  constexpr int kLd = fp8_tile_ld<D>();
+  const uint32_t a[4] = {pack_bf16x2(s[0][0], s[0][1]), pack_bf16x2(s[0][2], s[0][3]), pack_bf16x2(s[1][0], s[1][1]),
+                         pack_bf16x2(s[1][2], s[1][3])};
+  // Matrices of one ldmatrix.x4.trans: (keys 0-7, dims 0-15), (keys 8-15, dims 0-15), (keys 0-7, dims
+  // 16-31), (keys 8-15, dims 16-31) of a 32-dim slice; register i = keys 2t, 2t+1 (+8) x dims 2g, 2g+1.
+  const uint8_t* row = codes + ((lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 16;
+#pragma unroll
+  for (int dq = 0; dq < D / 32; ++dq) {
+    uint32_t r[4];
+    ldmatrix_x4_trans_bytes(r, row + dq * 32);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // 16-dim block 2dq + half
+      uint32_t even[2], odd[2];             // [keys 0-7, keys 8-15]
+#pragma unroll
+      for (int j = 0; j < 2; ++j) e4m3x4_to_bf16x4(__byte_perm(r[2 * half + j], 0, 0x3120), even[j], odd[j]);
+      const int blk = 2 * dq + half;
+      mma_bf16(o[2 * blk], a, even[0], even[1]);
+      mma_bf16(o[2 * blk + 1], a, odd[0], odd[1]);
+    }
+  }
+}
+
+// Row r (0 or 1: rows g, g + 8) of a warp's o from pv_tile_fp8 into dst[D] (fp32, 16-byte aligned) in dim order.
+template <int D>
+__device__ __forceinline__ void store_o_fp8(float* dst, const float (&o)[D / 8][4], int r, int t) {
+#pragma unroll
+  for (int blk = 0; blk < D / 16; ++blk) {
+    *reinterpret_cast<float4*>(dst + blk * 16 + 4 * t) =
+        make_float4(o[2 * blk][2 * r], o[2 * blk + 1][2 * r], o[2 * blk][2 * r + 1], o[2 * blk + 1][2 * r + 1]);
+  }
+}
+
 // Copies `rows` rows of D bf16 (row i at src + i * src_stride) into qs ([rows_total][ld]); rows past
 // `rows` are zero-filled.
 template <int D, int kRowsTotal>
@@ -331,6 +445,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t (&qf)[
 // A row with no visible key so far keeps max -inf and contributes nothing.
 template <int NT, int DT>
 __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[DT][4]) {
+  float alphas[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = -INFINITY;
@@ -352,10 +467,17 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2],
       }
     }
     l[r] = l[r] * alpha + sum;
+    alphas[r] = alpha;
+  }
+  // Rescale o only when some row of the warp has a new maximum: alpha is exactly 1 otherwise, and once the
+  // first keys are in, most chunks raise no row's maximum. (Called by whole warps.)
+  if (__any_sync(0xffffffffu, alphas[0] != 1.0f || alphas[1] != 1.0f)) {
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt) {
-      o[dt][2 * r] *= alpha;
-      o[dt][2 * r + 1] *= alpha;
+      o[dt][0] *= alphas[0];
+      o[dt][1] *= alphas[0];
+      o[dt][2] *= alphas[1];
+      o[dt][3] *= alphas[1];
     }
   }
 }

@@ -1,5 +1,5 @@
 // Paged attention for decode steps (one query token per sequence), head_dim 64 and 128 (others go to
-// paged_attention_generic.cu). decode_tc_kernel<D, stages, fp8>: one block = one span of keys (a whole number
+// paged_attention_generic.cu). decode_tc_kernel<D, stages, fp8, min blocks per SM>: one block = one span of keys (a whole number
 // of kDecodePartitionTokens partitions) x one KV head x one sequence. The query heads of the GQA group are
 // the 16 rows of the MMA, so K/V are read once per group. Each 64-key chunk (cp.async pipeline of 2, 3 or
 // 6 stages) is split between the 4 warps, 16 keys each; the warps merge in shared memory at the end. A
@@ -7,8 +7,10 @@
 // unnormalised acc) to the workspace and decode_merge_kernel combines the spans (log-sum-exp). A span is
 // one partition unless the batch alone fills the GPU (see decode_spans): a graph captured with many splits
 // then does not launch thousands of blocks that find no keys. FP8 KV (kFp8): the stages hold codes and
-// exponents, half the bytes in flight per chunk; each warp converts its 16 keys into bf16 tiles of its
-// own (no extra block barrier) and applies the keys' scales to scores and probabilities.
+// exponents, half the bytes in flight per chunk; each warp builds its MMA fragments from its 16 keys'
+// codes in registers (qk_tile_fp8, pv_tile_fp8: no bf16 tile, no extra barrier) and applies the keys'
+// scales to scores and probabilities. Being lighter on shared memory, FP8 runs four blocks an SM when
+// the grid is large.
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -43,22 +45,17 @@ constexpr size_t decode_red_bytes() {  // cross-warp merge buffers, aliasing the
   return (static_cast<size_t>(kWarps) * kDecodeRows * decode_red_ld<D>() + 3 * kWarps * kDecodeRows +
           2 * kDecodeRows) * sizeof(float);
 }
-// FP8 KV: each warp converts its 16 keys of a chunk into a bf16 tile of its own, K and then V.
-template <int D>
-constexpr size_t decode_fp8_work_elems() {
-  return static_cast<size_t>(kWarps) * 16 * tile_ld<D>();
-}
-// Q tile, then the pipeline stages (bf16 KV), or the warps' bf16 tiles and the FP8 stages (FP8 KV); the
-// merge buffers alias what follows Q.
+// Q tile, then the pipeline stages (bf16 tiles, or FP8 codes and exponents); the merge buffers alias what
+// follows Q.
 template <int D, int kStages, bool kFp8>
 constexpr size_t decode_smem_bytes() {
   const size_t q_bytes = static_cast<size_t>(kDecodeRows) * tile_ld<D>() * sizeof(bf16);
-  if constexpr (kFp8) return q_bytes + decode_fp8_work_elems<D>() * sizeof(bf16) + kStages * fp8_stage_bytes<D>();
+  if constexpr (kFp8) return q_bytes + kStages * fp8_stage_bytes<D>();
   return q_bytes + kStages * decode_stage_elems<D>() * sizeof(bf16);
 }
 
-template <int D, int kStages, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 2)
+template <int D, int kStages, bool kFp8, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
@@ -67,8 +64,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [16][kLd]
   bf16* stages = qs + kDecodeRows * kLd;         // bf16 KV: [kStages][K, V][kTileK][kLd]
-  // FP8 KV: [kWarps][16][kLd] bf16, then [kStages] FP8 stages
-  [[maybe_unused]] unsigned char* fp8_stages = reinterpret_cast<unsigned char*>(stages + (kFp8 ? decode_fp8_work_elems<D>() : 0));
+  [[maybe_unused]] unsigned char* fp8_stages = reinterpret_cast<unsigned char*>(stages);  // FP8 KV: [kStages]
 
   const int split = blockIdx.x;
   const int num_spans = gridDim.x;
@@ -116,7 +112,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   uint32_t qf[D / 16][4];
-  load_q_frags<D>(qf, qs, lane);
+  if constexpr (kFp8) {
+    load_q_frags_fp8<D>(qf, qs, lane);
+  } else {
+    load_q_frags<D>(qf, qs, lane);
+  }
   const float scale = p.scale * kLog2e;
   float o[D / 8][4];
 #pragma unroll
@@ -129,19 +129,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_commit();  // always, so that group j + 1 is complete after the wait below
     const int key0 = k_begin + j * kTileK + warp * 16;  // this warp's 16 keys of the chunk
     if (key0 < k_end) {
-      const bf16* ks = stage_k(j) + warp * 16 * kLd;
-      const bf16* vs = stage_v(j) + warp * 16 * kLd;
-      bf16* work = stages + warp * 16 * kLd;  // FP8: this warp's bf16 tile (read by this warp only)
-      if constexpr (kFp8) {
-        __syncwarp();  // the previous chunk's reads of the tile are done
-        dequantize_kv_rows<D, 16, 32>(work, fp8_stage_at(j).k, warp * 16, lane);
-        __syncwarp();
-        ks = vs = work;
-      }
       float sc[2][4];
-      qk_tile<D, 2>(sc, qf, ks, lane);
-      float k_factor[2][2], v_factor[2][2];  // FP8: the keys' scales (paged_attention_common.cuh)
-      if constexpr (kFp8) fp8_key_factors<2>(k_factor, v_factor, fp8_stage_at(j), warp * 16, t);
+      [[maybe_unused]] float k_factor[2][2], v_factor[2][2];  // FP8: the keys' scales (paged_attention_common.cuh)
+      if constexpr (kFp8) {
+        const Fp8Stage st = fp8_stage_at(j);
+        qk_tile_fp8<D>(sc, qf, st.k + warp * 16 * fp8_tile_ld<D>(), lane);
+        fp8_key_factors<2>(k_factor, v_factor, st, warp * 16, t);
+      } else {
+        qk_tile<D, 2>(sc, qf, stage_k(j) + warp * 16 * kLd, lane);
+      }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
@@ -158,11 +154,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) sc[nt][e] *= v_factor[nt][e & 1];
-        __syncwarp();  // QK^T's reads of the tile are done: V over K
-        dequantize_kv_rows<D, 16, 32>(work, fp8_stage_at(j).v, warp * 16, lane);
-        __syncwarp();
+        pv_tile_fp8<D>(o, sc, fp8_stage_at(j).v + warp * 16 * fp8_tile_ld<D>(), lane);
+      } else {
+        pv_tile<D, 2>(o, sc, stage_v(j) + warp * 16 * kLd, lane);
       }
-      pv_tile<D, 2>(o, sc, vs, lane);
     }
     cp_async_wait<kStages - 2>();
     __syncthreads();
@@ -194,9 +189,13 @@ __global__ void __launch_bounds__(kThreads, 2)
       red_l[warp * kDecodeRows + row] = sum;
     }
     float* dst = red_o + (warp * kDecodeRows + row) * kRedLd;
+    if constexpr (kFp8) {
+      store_o_fp8<D>(dst, o, r, t);
+    } else {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<float2*>(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * r], o[dt][2 * r + 1]);
+      for (int dt = 0; dt < D / 8; ++dt) {
+        *reinterpret_cast<float2*>(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * r], o[dt][2 * r + 1]);
+      }
     }
   }
   __syncthreads();
@@ -316,14 +315,14 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   return {num_spans, span};
 }
 
-template <int D, int kStages, bool kFp8>
+template <int D, int kStages, bool kFp8, int kMinBlocks = 2>
 void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   constexpr size_t smem = decode_smem_bytes<D, kStages, kFp8>();
-  allow_smem(decode_tc_kernel<D, kStages, kFp8>, smem, configured);
+  allow_smem(decode_tc_kernel<D, kStages, kFp8, kMinBlocks>, smem, configured);
   launch_kernel(kFp8 ? "paged_attention_decode (tensor cores, fp8 kv)" : "paged_attention_decode (tensor cores)",
-                decode_tc_kernel<D, kStages, kFp8>, grid, kThreads, smem, stream, p, span, ws_acc, ws_ml);
+                decode_tc_kernel<D, kStages, kFp8, kMinBlocks>, grid, kThreads, smem, stream, p, span, ws_acc, ws_ml);
 }
 
 template <int D, bool kFp8>
@@ -336,12 +335,24 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, fl
   constexpr int kWide = kFp8 ? kDecodeStagesWideFp8 : kDecodeStagesWide;
   constexpr int kWideSmall = kFp8 ? kDecodeStagesWideFp8Small : kDecodeStagesWide;
   // An SM holds what one block may opt into plus 1 KB (reserved per block): 228 KB on sm_90, 164 on sm_80.
-  const auto two_per_sm = [&](size_t bytes) {
-    return 2 * (bytes + 1024) <= static_cast<size_t>(limits.max_smem_per_block) + 1024;
+  const auto n_per_sm = [&](size_t bytes, int n) {
+    return n * (bytes + 1024) <= static_cast<size_t>(limits.max_smem_per_block) + 1024;
   };
   if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDeep, kFp8>())) {
     launch_decode_blocks<D, kDeep, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
-  } else if (kWide != kWideSmall && two_per_sm(decode_smem_bytes<D, kWide, kFp8>())) {
+    return;
+  }
+  // FP8 KV, more blocks than two per SM hold: four blocks of two stages each. Its warps spend more of a
+  // chunk converting codes than waiting for them, so more warps beat deeper pipelines (H200, Llama-3-8B
+  // heads, decode alone: 1.34x the bf16 kernel at 32k context against 1.12x with five stages and two blocks;
+  // at 2k context, one wave of blocks, the deeper pipeline is the faster; docs/PERFORMANCE.md).
+  if constexpr (kFp8) {
+    if (blocks > 2 * static_cast<int64_t>(limits.num_sms) && n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
+      launch_decode_blocks<D, kDecodeStagesManyFp8, true, 4>(p, grid, span, ws_acc, ws_ml, stream);
+      return;
+    }
+  }
+  if (kWide != kWideSmall && n_per_sm(decode_smem_bytes<D, kWide, kFp8>(), 2)) {
     launch_decode_blocks<D, kWide, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
   } else if (fits(decode_smem_bytes<D, kWideSmall, kFp8>())) {
     launch_decode_blocks<D, kWideSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);

@@ -6,11 +6,15 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -140,6 +144,89 @@ TEST(DecodeStepProfile, Llama3_8B_Batch1) {
   std::printf("[ profile ] sum per step: %.1f us at context 128, %.1f us at 2048 (embedding, gathers and final norm "
               "not counted)\n", step128, step2048);
   for (const Row& r : rows) EXPECT_GT(r.us, 0.0) << r.name;
+  cudaStreamDestroy(s);
+}
+
+
+// Decode attention alone, bf16 KV against FP8 KV, at the shapes of docs/PERFORMANCE.md's FP8 KV table
+// (Llama-3-8B heads: 32 query, 8 KV, head_dim 128; block size 16; shuffled block tables): batch 1 at 8k and
+// 32k context and 64 sequences at 4k, each with the split count the engine's graphs use for its
+// max_model_len. Layers are cycled over copies of the cache so that no launch reads from L2 what the last
+// one left. Prints microseconds per launch (kernel and merge), the KV bytes read per second, and the
+// FP8 / bf16 speed ratio. A measurement, run only with PAGODA_PROFILE=1.
+TEST(DecodeStepProfile, AttentionBf16VsFp8Kv) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  PAGODA_SKIP_UNLESS_PROFILING();
+  constexpr int nh = 32, nkv = 8, hd = 128, bs = 16;
+  struct Case { const char* name; int batch, ctx, max_model_len; };
+  const Case cases[] = {{"b1 ctx 128", 1, 128, 4096},    {"b1 ctx 2048", 1, 2048, 4096},
+                        {"b1 ctx 8000", 1, 8000, 8448},  {"b1 ctx 32000", 1, 32000, 32768},
+                        {"b64 ctx 4096", 64, 4096, 4352}, {"b256 ctx 1024", 256, 1024, 4096}};
+  cudaStream_t s;
+  PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::printf("[ profile ] %-16s %12s %10s %12s %10s %8s\n", "attention", "bf16 us", "bf16 GB/s", "fp8 us", "fp8 GB/s",
+              "fp8 x");
+  const char* only = std::getenv("PAGODA_PROFILE_CASE");  // e.g. "ctx 32000": that case alone (for ncu)
+  for (const Case& c : cases) {
+    if (only != nullptr && std::string(c.name).find(only) == std::string::npos) continue;
+    const int blocks_per_seq = (c.ctx + bs - 1) / bs;
+    const int64_t used_blocks = static_cast<int64_t>(c.batch) * blocks_per_seq;
+    const size_t row_elems = size_t{bs} * nkv * hd;  // one block of one cache
+    const size_t layer_bytes_bf16 = 2 * used_blocks * row_elems * 2;
+    const int copies = std::max<int>(2, static_cast<int>((256ull << 20) / layer_bytes_bf16));  // >= 256 MB cycled
+    const int64_t nblocks = used_blocks * copies;
+    DeviceBytes kc(2 * nblocks * row_elems), vc(2 * nblocks * row_elems);
+    DeviceBytes k8(nblocks * row_elems), v8(nblocks * row_elems), ke(nblocks * bs * nkv), ve(nblocks * bs * nkv);
+    k::fill_random(kc.as<bf16>(), static_cast<int64_t>(nblocks * row_elems), 11, 1.0f, 0, s);
+    k::fill_random(vc.as<bf16>(), static_cast<int64_t>(nblocks * row_elems), 12, 1.0f, 0, s);
+    {  // FP8 codes without NaNs (exponent field below 15) and exponents in [-8, -4]
+      std::vector<uint8_t> codes(nblocks * row_elems), exps(nblocks * bs * nkv);
+      uint64_t x = 0x9e3779b97f4a7c15ull;
+      auto next = [&] { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; };
+      for (size_t i = 0; i + 8 <= codes.size(); i += 8) {
+        const uint64_t r = next() & 0xF7F7F7F7F7F7F7F7ull;
+        std::memcpy(codes.data() + i, &r, 8);
+      }
+      for (auto& e : exps) e = static_cast<uint8_t>(-4 - static_cast<int>(next() % 5));
+      PAGODA_CUDA_CHECK(cudaMemcpy(k8.p, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+      std::reverse(codes.begin(), codes.end());
+      PAGODA_CUDA_CHECK(cudaMemcpy(v8.p, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaMemcpy(ke.p, exps.data(), exps.size(), cudaMemcpyHostToDevice));
+      PAGODA_CUDA_CHECK(cudaMemcpy(ve.p, exps.data(), exps.size(), cudaMemcpyHostToDevice));
+    }
+    // Metadata: query_start, seq_lens, kv_page_start, token_seq; then per copy a shuffled block table.
+    std::vector<int32_t> qs(c.batch + 1), lens(c.batch, c.ctx), starts(c.batch + 1), tok(c.batch);
+    for (int i = 0; i <= c.batch; ++i) qs[i] = i, starts[i] = i * blocks_per_seq;
+    for (int i = 0; i < c.batch; ++i) tok[i] = i;
+    std::vector<int32_t> pages(nblocks);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::mt19937 rng(7);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    test::DeviceArray<int32_t> d_qs(qs), d_lens(lens), d_starts(starts), d_tok(tok), d_pages(pages);
+    DeviceBytes q(2 * size_t{c.batch} * nh * hd), out(2 * size_t{c.batch} * nh * hd);
+    k::fill_random(q.as<bf16>(), int64_t{c.batch} * nh * hd, 13, 1.0f, 0, s);
+    const int splits = k::decode_num_splits(c.max_model_len);
+    DeviceBytes ws(k::paged_attention_decode_workspace_bytes(c.batch, nh, hd, splits));
+    double us[2] = {0, 0};
+    for (int fp8 = 0; fp8 < 2; ++fp8) {
+      int copy = 0;
+      us[fp8] = graph_us(s, [&] {
+        k::PagedAttentionParams p;
+        p.out = out.as<bf16>(); p.q = q.as<bf16>(); p.k_cache = kc.as<bf16>(); p.v_cache = vc.as<bf16>();
+        if (fp8) { p.k_fp8 = k8.as<uint8_t>(); p.v_fp8 = v8.as<uint8_t>(); p.k_exp = ke.as<int8_t>(); p.v_exp = ve.as<int8_t>(); }
+        p.query_start = d_qs.get(); p.seq_lens = d_lens.get(); p.kv_page_start = d_starts.get();
+        p.kv_pages = d_pages.get() + (copy++ % copies) * used_blocks; p.token_seq = d_tok.get();
+        p.num_seqs = c.batch; p.num_tokens = c.batch; p.num_heads = nh; p.num_kv_heads = nkv; p.head_dim = hd;
+        p.block_size = bs; p.max_query_len = 1; p.max_seq_len = c.ctx; p.scale = 0.088f;
+        k::paged_attention_decode(p, splits, ws.p, s);
+      });
+    }
+    const double kv_bf16 = 2.0 * c.batch * c.ctx * nkv * hd * 2, kv_fp8 = 2.0 * c.batch * c.ctx * nkv * (hd + 1);
+    std::printf("[ profile ] %-16s %12.2f %10.0f %12.2f %10.0f %8.2f\n", c.name, us[0], kv_bf16 / us[0] / 1e3, us[1],
+                kv_fp8 / us[1] / 1e3, us[0] / us[1]);
+    EXPECT_GT(us[0], 0.0);
+    EXPECT_GT(us[1], 0.0);
+  }
   cudaStreamDestroy(s);
 }
 

@@ -7,7 +7,8 @@
 // page or of a key past the end shows up as NaN. Tolerance: 2e-2 absolute + 2e-2 relative (bf16 output).
 // Every test runs over a bf16 and an FP8 cache (kv/kv_fp8.h; the suites' parameter): with FP8 the
 // reference reads the values the codes hold, and the FP8 kernels must give the bf16 kernels' outputs over
-// those values bit for bit.
+// those values: bit for bit in prefill; in decode, which sums each 16-dim step of Q K^T in another order
+// (paged_attention_common.cuh), within one bf16 ulp, and equal in almost every element.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -267,6 +268,23 @@ void expect_same_bits_as_bf16(const Batch& b, const std::vector<uint16_t>& got, 
                         << " elements, first " << first << " (" << describe(b.shape) << ")";
 }
 
+// Decode over FP8 KV against the bf16 kernel over the same values: its Q K^T adds each k-step's products
+// in another order, so an output may round to the neighbouring bf16; never further, and rarely.
+void expect_within_an_ulp_of_bf16(const Batch& b, const std::vector<uint16_t>& got,
+                                  const std::vector<uint16_t>& bf16_out, const char* what) {
+  size_t differ = 0, far = 0, first_far = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == bf16_out[i]) continue;
+    ++differ;
+    const double a = bf16_to_f32(got[i]), c = bf16_to_f32(bf16_out[i]);
+    const bool near = std::isfinite(a) && std::isfinite(c) && std::abs(a - c) <= 0x1p-7 * std::max(std::abs(a), std::abs(c));
+    if (!near && far++ == 0) first_far = i;
+  }
+  EXPECT_EQ(far, 0u) << what << " over FP8 KV is more than one bf16 ulp from bf16 KV holding the same values at "
+                     << far << " elements, first " << first_far << " (" << describe(b.shape) << ")";
+  EXPECT_LE(differ, got.size() / 100) << what << ": more than 1% of the elements differ from bf16 KV";
+}
+
 std::vector<uint16_t> run_prefill(const Batch& b) {
   DeviceArena arena;
   const PagedAttentionParams p = upload_batch(arena, b);
@@ -285,7 +303,7 @@ std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
   kernels::paged_attention_decode(p, num_splits, ws, nullptr);
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> out = download_out(p, b);
-  if (b.fp8) expect_same_bits_as_bf16(b, out, run_decode(as_bf16(b), num_splits), "decode");
+  if (b.fp8) expect_within_an_ulp_of_bf16(b, out, run_decode(as_bf16(b), num_splits), "decode");
   return out;
 }
 
