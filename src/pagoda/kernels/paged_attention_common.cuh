@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -90,6 +91,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The same with f16 operands.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -247,6 +257,39 @@ __device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint3
   hi = *reinterpret_cast<const uint32_t*>(&b);
 }
 
+// Decode's conversions (qk_tile_fp8, pv_tile_fp8). On sm_89+ the hardware converts four e4m3 codes (one
+// word) into two f16 pairs of their values, exactly (every e4m3 value is an f16 normal); Q K^T then runs
+// on f16 operands.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+constexpr bool kFp8CvtF16 = false;
+#else
+constexpr bool kFp8CvtF16 = true;
+#endif
+__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+#else
+  __trap();  // kFp8CvtF16 keeps older GPUs off this path
+  lo = hi = w;
+#endif
+}
+
+// Two e4m3 codes of w (bytes kSelector picks, see below) as a bf16 pair of value code * 2^-120, in three
+// instructions: prmt copies each code into the low byte of its half and fills the byte above with the
+// code's sign (a selector nibble with bit 3 set replicates the byte's top bit), the shift puts sign,
+// exponent and mantissa into bf16's fields and the mask drops the sign copy left in between. E4M3
+// subnormals become bf16 subnormals; the other operand carries 2^64 instead (kFp8RawShift), so the
+// products stay normal floats. kSelector: 0x9180 bytes (0, 1), 0xB3A2 (2, 3), 0xA280 (0, 2), 0xB391 (1, 3).
+template <uint32_t kSelector>
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_raw(uint32_t w) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "n"(kSelector));
+  return (r << 4) & 0x87F087F0u;
+}
+constexpr int kFp8RawShift = 120 - 64;  // raw tile (code * 2^-120) times 2^64 on the other operand
+
 // Rows [row0, row0 + kRows) of a stage's K or V codes (`codes`, rows of fp8_tile_ld<D>) into the bf16
 // tile dst ([kRows][tile_ld<D>]) by the kThreadsUsed threads numbered `tid`, as code * 2^-kFp8TileShift.
 // Every thread first loads all of its chunks, then converts and stores them: the shared-memory loads
@@ -280,7 +323,7 @@ __device__ __forceinline__ void dequantize_kv_rows(bf16* dst, const uint8_t* cod
 // The FP8 scale factors of a thread's score elements s[nt][e] (keys 8nt + 2t + (e & 1) of the rows
 // starting at key row `row0` of the stage): scores are multiplied by softmax_scale first, then by
 // k_factor; probabilities by v_factor before P V.
-template <int NT>
+template <int NT, int kKShift = kFp8TileShift, int kVShift = 0>
 __device__ __forceinline__ void fp8_key_factors(float (&k_factor)[NT][2], float (&v_factor)[NT][2], const Fp8Stage& st,
                                                 int row0, int t) {
 #pragma unroll
@@ -288,8 +331,8 @@ __device__ __forceinline__ void fp8_key_factors(float (&k_factor)[NT][2], float 
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int r = row0 + nt * 8 + 2 * t + j;
-      k_factor[nt][j] = exp2_int(st.k_exp[r] + kFp8TileShift);
-      v_factor[nt][j] = exp2_int(st.v_exp[r]);
+      k_factor[nt][j] = exp2_int(st.k_exp[r] + kKShift);
+      v_factor[nt][j] = exp2_int(st.v_exp[r] + kVShift);
     }
   }
 }
@@ -300,11 +343,16 @@ __device__ __forceinline__ void fp8_key_factors(float (&k_factor)[NT][2], float 
 // so the fragments come out in a permuted order, which the other operand follows:
 //   Q K^T: a lane's 4 codes of a 16-dim k-step are dims 4t..4t+3 of key g (one b16 pair). The MMA's k
 //     slots (2t, 2t+1, 2t+8, 2t+9) take dims (4t, 4t+1, 4t+2, 4t+3), and Q's A fragments are loaded in
-//     that order (load_q_frags_fp8). The sum over a k-step's 16 dims is the same set of products.
-//   P V: ldmatrix.trans gives a lane dims 2g, 2g+1 of keys 2t, 2t+1; a byte permute splits them into an
+//     that order (load_q_frags_fp8). The sum over a k-step's 16 dims is the same set of products. On
+//     sm_89+ the operands are f16 (codes converted by the hardware, Q rounded to f16: exact for
+//     2^-14 <= |q| <= 65504, clamped above); before, bf16 (codes raw, Q times 2^64).
+//   P V: ldmatrix.trans gives a lane dims 2g, 2g+1 of keys 2t, 2t+1; the conversion splits them into an
 //     "even" n-tile (dims 2g of a 16-dim block) and an "odd" one (dims 2g + 1). Keys keep their order, so
-//     each output element sums the same products in the same order as over a bf16 tile. o[2b] and o[2b+1]
-//     hold dims b*16 + 4t + 2(e & 1) and that + 1 (see store_o_fp8).
+//     each output element sums the same products in the same order as over a bf16 tile. The codes go in
+//     raw (code * 2^-120) and P carries 2^(e_v + 64). o[2b] and o[2b+1] hold dims b*16 + 4t + 2(e & 1)
+//     and that + 1 (see store_o_fp8).
+// Scores come out as q . code * 2^-kFp8QkShift, values as code * 2^-kFp8TileShift, like the bf16 tiles'.
+constexpr int kFp8QkShift = kFp8CvtF16 ? 0 : kFp8RawShift;
 
 __device__ __forceinline__ void ldmatrix_x4_bytes(uint32_t (&r)[4], const uint8_t* p) {
   ldmatrix_x4(r, reinterpret_cast<const bf16*>(p));
@@ -313,7 +361,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans_bytes(uint32_t (&r)[4], const 
   ldmatrix_x4_trans(r, reinterpret_cast<const bf16*>(p));
 }
 
-// A fragments of the 16 rows starting at qs in the k order of qk_tile_fp8.
+// A fragments of the 16 rows starting at qs in the k order and the operand type of qk_tile_fp8.
 template <int D>
 __device__ __forceinline__ void load_q_frags_fp8(uint32_t (&qf)[D / 16][4], const bf16* qs, int lane) {
   constexpr int kLd = tile_ld<D>();
@@ -326,11 +374,25 @@ __device__ __forceinline__ void load_q_frags_fp8(uint32_t (&qf)[D / 16][4], cons
     qf[kk][1] = bottom.x;
     qf[kk][2] = top.y;
     qf[kk][3] = bottom.y;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 q = *reinterpret_cast<const __nv_bfloat162*>(&qf[kk][i]);
+      if constexpr (kFp8CvtF16) {
+        float2 f = __bfloat1622float2(q);
+        f.x = fminf(fmaxf(f.x, -65504.0f), 65504.0f);
+        f.y = fminf(fmaxf(f.y, -65504.0f), 65504.0f);
+        const __half2 h = __float22half2_rn(f);
+        qf[kk][i] = *reinterpret_cast<const uint32_t*>(&h);
+      } else {
+        const __nv_bfloat162 r = __hmul2(q, __floats2bfloat162_rn(0x1p64f, 0x1p64f));
+        qf[kk][i] = *reinterpret_cast<const uint32_t*>(&r);
+      }
+    }
   }
 }
 
 // s[2][4] = Q K^T for the 16 keys whose code rows (fp8_tile_ld<D> bytes apart) start at `codes`, as
-// code * 2^-kFp8TileShift (the keys' scales come in afterwards, as with the bf16 tiles).
+// q . code * 2^-kFp8QkShift (the keys' scales come in afterwards, as with the bf16 tiles).
 template <int D>
 __device__ __forceinline__ void qk_tile_fp8(float (&s)[2][4], const uint32_t (&qf)[D / 16][4], const uint8_t* codes,
                                             int lane) {
@@ -346,24 +408,40 @@ __device__ __forceinline__ void qk_tile_fp8(float (&s)[2][4], const uint32_t (&q
     ldmatrix_x4_bytes(r, row + kp * 32);
     uint32_t b[4][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) e4m3x4_to_bf16x4(r[i], b[i][0], b[i][1]);
-    mma_bf16(s[0], qf[2 * kp], b[0][0], b[0][1]);
-    mma_bf16(s[1], qf[2 * kp], b[2][0], b[2][1]);
-    mma_bf16(s[0], qf[2 * kp + 1], b[1][0], b[1][1]);
-    mma_bf16(s[1], qf[2 * kp + 1], b[3][0], b[3][1]);
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (kFp8CvtF16) {
+        e4m3x4_to_f16x4(r[i], b[i][0], b[i][1]);
+      } else {
+        b[i][0] = e4m3x2_to_bf16x2_raw<0x9180>(r[i]);
+        b[i][1] = e4m3x2_to_bf16x2_raw<0xB3A2>(r[i]);
+      }
+    }
+    const auto mma = [](float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+      if constexpr (kFp8CvtF16) {
+        mma_f16(d, a, b0, b1);
+      } else {
+        mma_bf16(d, a, b0, b1);
+      }
+    };
+    mma(s[0], qf[2 * kp], b[0][0], b[0][1]);
+    mma(s[1], qf[2 * kp], b[2][0], b[2][1]);
+    mma(s[0], qf[2 * kp + 1], b[1][0], b[1][1]);
+    mma(s[1], qf[2 * kp + 1], b[3][0], b[3][1]);
   }
 }
 
 // o += P V for the 16 keys whose value code rows start at `codes`; P (= s after online_softmax, times the
-// keys' value scales) rounded to bf16. o in the even/odd dim order above.
+// keys' factors 2^(e_v + 64)) rounded to bf16. o in the even/odd dim order above, as code * 2^-kFp8TileShift.
 template <int D>
 __device__ __forceinline__ void pv_tile_fp8(float (&o)[D / 8][4], const float (&s)[2][4], const uint8_t* codes,
                                             int lane) {
+  static_assert(kFp8TileShift == kFp8RawShift, "P's 2^64 makes the raw tiles' units the bf16 tiles' ones");
   constexpr int kLd = fp8_tile_ld<D>();
   const uint32_t a[4] = {pack_bf16x2(s[0][0], s[0][1]), pack_bf16x2(s[0][2], s[0][3]), pack_bf16x2(s[1][0], s[1][1]),
                          pack_bf16x2(s[1][2], s[1][3])};
   // Matrices of one ldmatrix.x4.trans: (keys 0-7, dims 0-15), (keys 8-15, dims 0-15), (keys 0-7, dims
-  // 16-31), (keys 8-15, dims 16-31) of a 32-dim slice; register i = keys 2t, 2t+1 (+8) x dims 2g, 2g+1.
+  // 16-31), (keys 8-15, dims 16-31) of a 32-dim slice; register i = keys 2t, 2t+1 (+8) x dims 2g, 2g+1,
+  // bytes (key 2t dim 2g, key 2t dim 2g+1, key 2t+1 dim 2g, key 2t+1 dim 2g+1).
   const uint8_t* row = codes + ((lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 16;
 #pragma unroll
   for (int dq = 0; dq < D / 32; ++dq) {
@@ -371,12 +449,10 @@ __device__ __forceinline__ void pv_tile_fp8(float (&o)[D / 8][4], const float (&
     ldmatrix_x4_trans_bytes(r, row + dq * 32);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // 16-dim block 2dq + half
-      uint32_t even[2], odd[2];             // [keys 0-7, keys 8-15]
-#pragma unroll
-      for (int j = 0; j < 2; ++j) e4m3x4_to_bf16x4(__byte_perm(r[2 * half + j], 0, 0x3120), even[j], odd[j]);
       const int blk = 2 * dq + half;
-      mma_bf16(o[2 * blk], a, even[0], even[1]);
-      mma_bf16(o[2 * blk + 1], a, odd[0], odd[1]);
+      const uint32_t* keys = r + 2 * half;  // [keys 0-7, keys 8-15]
+      mma_bf16(o[2 * blk], a, e4m3x2_to_bf16x2_raw<0xA280>(keys[0]), e4m3x2_to_bf16x2_raw<0xA280>(keys[1]));
+      mma_bf16(o[2 * blk + 1], a, e4m3x2_to_bf16x2_raw<0xB391>(keys[0]), e4m3x2_to_bf16x2_raw<0xB391>(keys[1]));
     }
   }
 }

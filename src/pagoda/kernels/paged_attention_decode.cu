@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if constexpr (kFp8) {
         const Fp8Stage st = fp8_stage_at(j);
         qk_tile_fp8<D>(sc, qf, st.k + warp * 16 * fp8_tile_ld<D>(), lane);
-        fp8_key_factors<2>(k_factor, v_factor, st, warp * 16, t);
+        fp8_key_factors<2, kFp8QkShift, 64>(k_factor, v_factor, st, warp * 16, t);
       } else {
         qk_tile<D, 2>(sc, qf, stage_k(j) + warp * 16 * kLd, lane);
       }
