@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [fuzz]
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -13,7 +13,8 @@
 # batch-1 kernels alone (DecodeStepProfile) under each environment of PROFILE_ENVS; quant: `pagoda eval
 # perplexity --device cuda` on the quantized checkpoints and llama.cpp's GGUF k-quant files in tests/data;
 # quant-bench: decode tok/s by batch size with Llama-3-8B-shaped dummy weights of each kind; kv: bf16 vs
-# FP8 KV cache (pool tokens, long-context decode, perplexity);
+# FP8 KV cache (pool tokens, long-context decode, perplexity); kv-wide: bf16 vs FP8 KV with whole batches
+# prefilled first (64 x 4k, the largest 8k batch each pool holds);
 # fuzz: the fuzz targets of build/devfuzz (scripts/device/fuzz_bundle.sh) on the host's cores, FUZZ_JOBS
 # ("target=N ...", default 2 of each) processes for FUZZ_SECONDS (default 300) each, in the background of
 # the stages after it: counts in $OUT/fuzz_counts.txt, findings and logs in $OUT/fuzz.tar.xz.
@@ -65,7 +66,9 @@ for stage in "${stages[@]}"; do
       variants=()  # PARITY_VARIANTS="label:VAR=1;label2:VAR=2": pagoda also runs under each extra environment
       IFS=';' read -ra pv <<<"${PARITY_VARIANTS:-}"
       for v in "${pv[@]}"; do variants+=(--variant "$v"); done
-      timeout 480 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" "${variants[@]}" 2>"$OUT/hf_parity.log"
+      # PARITY_ARGS: more options, e.g. "--kv-cache-dtypes auto,fp8 --long 8000" (FP8 KV beside bf16 KV)
+      timeout 480 python3 tests/tools/hf_parity_cuda.py --pagoda "$PAGODA" --out "$OUT/hf_parity.json" "${variants[@]}" \
+        ${PARITY_ARGS:-} 2>"$OUT/hf_parity.log"
       note "hf parity: rc=$?"
       ;;
     bench|bench-quick)  # BENCH_QUANT=awq|int8|fp8|...: the same commands with that kind's dummy weights
@@ -183,6 +186,28 @@ PY
         done | tee -a "$OUT/kv.txt"
       fi
       note "kv: $OUT/kv.txt"
+      ;;
+    kv-wide)  # bf16 vs FP8 KV: 64 x 4k with 16k-token prefill steps (the decode graphs then run all 64
+      # sequences sooner; their GPU time is the clean figure), and the largest batch of 8k-token prompts that
+      # each pool holds at the default token budget (KV_WIDE_BATCHES, default "104 208": 860,816 and
+      # 1,708,304 tokens over 8,064 a sequence)
+      l31=/tmp/pagoda-llama-3.1-8b
+      mkdir -p $l31 && cp tests/data/models/llama-3-8b/* $l31/ && cp tests/data/models/llama-3.1-8b/config.json $l31/
+      M="-m $l31 --load-format dummy --device cuda"
+      set -- ${KV_WIDE_BATCHES:-104 208}
+      for d in auto fp8; do
+        run_kvw() {  # name, then the pagoda arguments
+          local name=$1; shift
+          PAGODA_CUDA_STEP_TIMING=1 timeout 280 "$PAGODA" --log-level info bench latency $M --kv-cache-dtype $d "$@" --json \
+            >"$OUT/kvw_${d}_$name.json" 2>"$OUT/kvw_${d}_$name.log"
+          echo "$d $name rc=$? $(python3 -c "import json; d=json.load(open('$OUT/kvw_${d}_$name.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence,', round(d['decode_tokens_per_second']), 'tok/s')" 2>&1 | tail -1) | $(grep -ho 'GPU [0-9.]* ms each' "$OUT/kvw_${d}_$name.log" | tail -1)"
+        }
+        run_kvw b64_ctx4k --batch-size 64 --max-num-seqs 64 --input-len 4096 --output-len 128 --num-iters 1 --max-model-len 4352 \
+          --max-num-batched-tokens 16384
+        b=$([ $d = auto ] && echo $1 || echo $2)
+        run_kvw largest_ctx8k --batch-size $b --max-num-seqs $b --input-len 8000 --output-len 64 --num-iters 1 --max-model-len 8192
+      done | tee "$OUT/kv_wide.txt"
+      note "kv-wide: $OUT/kv_wide.txt"
       ;;
     quant)  # perplexity on the GPU of every quantized test checkpoint (llama.cpp's convention, 60 chunks of 512)
       text=tests/data/text/tinystories_valid_part1.txt

@@ -478,6 +478,21 @@ TEST_P(PagedAttentionDecode, WideBatchOfLongContexts) {
   }
 }
 
+// Batch-1-like long contexts (Llama-3 heads, head_dim 128 and 64): dozens of spans per sequence, so the
+// merge folds several batches of spans, with the split counts of graphs for 8k and 16k max_model_len.
+TEST_P(PagedAttentionDecode, LongContextsMergeManySpans) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  uint32_t seed = 470;
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{32, 8, 64, 16}}) {
+    const Batch b = make_batch(shape, {{8001, 1}, {3000, 1}, {0, 1}, {6500, 1}}, seed++, GetParam());
+    const std::vector<double> ref = reference(b);
+    for (const int max_model_len : {8048, 16384}) {
+      expect_matches(b, run_decode(b, kernels::decode_num_splits(max_model_len)), ref,
+                     "decode, long contexts, graph for " + std::to_string(max_model_len) + ", " + describe(shape));
+    }
+  }
+}
+
 // The decode launch is captured once with the largest split count, then replayed after the sequence
 // lengths and queries change in device memory (same pointers, new contents).
 TEST_P(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
