@@ -22,6 +22,10 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "auto (fp32 on the CPU, bf16 on the GPU) | bf16 | fp8 | fp8_e4m3: fp8 stores e4m3 codes with a "
                  "power-of-two scale per token and KV head (about twice the tokens of bf16)")
       ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}));
+  cmd.add_flag("--calculate-kv-scales", calculate_kv_scales,
+               "with --kv-cache-dtype fp8: one scale per layer for K and one for V, from the first batch's amax (as "
+               "vLLM), instead of one per token and KV head; CPU only; later values beyond the first batch's range "
+               "saturate (docs/QUANTIZATION.md)");
   cmd.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_option("--kv-eviction", kv_eviction,
                  "which cached block a full KV cache gives up: lru (default; least recently freed first) or lru-k "
@@ -60,6 +64,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
   o.kv_cache_dtype = kv_cache_dtype;
+  o.calculate_kv_scales = calculate_kv_scales;
   o.enable_prefix_caching = !no_prefix_caching;
   o.kv_eviction = kv_eviction == "lru-k" ? EvictionPolicyKind::kLruK : EvictionPolicyKind::kLru;
   if (o.kv_eviction != EvictionPolicyKind::kLruK && (lru_k || lru_k_correlated_ms))

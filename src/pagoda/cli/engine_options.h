@@ -19,6 +19,7 @@ struct EngineCliOptions {
   int block_size = 16;
   std::string kv_cache_memory;  // e.g. "4MiB"; empty: sized automatically
   std::string kv_cache_dtype = "auto";
+  bool calculate_kv_scales = false;
   bool no_prefix_caching = false;
   std::string kv_eviction = "lru";  // lru | lru-k
   std::optional<int> lru_k;         // unset: LruKOptions' default (2)

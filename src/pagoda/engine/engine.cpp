@@ -27,15 +27,20 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 // preemption) is prefill work.
 bool is_decode(const ScheduledSequence& s) { return s.num_tokens == 1 && s.start_position >= s.seq->num_prompt_tokens; }
 
+KvCacheSpec engine_kv_spec(const LlamaModel& model, const Ops& ops, const EngineOptions& options) {
+  KvCacheSpec spec = model.kv_cache_spec(options.num_kv_blocks, options.block_size,
+                                         options.kv_dtype.value_or(ops.activation_dtype()));
+  spec.fp8_scales = options.fp8_kv_scales;
+  return spec;
+}
+
 }  // namespace
 
 Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
     : model_(model),
       options_(options),
       scheduler_(options.scheduler, kv_options(options)),
-      runner_(model, ops,
-              model.kv_cache_spec(options.num_kv_blocks, options.block_size,
-                                  options.kv_dtype.value_or(ops.activation_dtype()))),
+      runner_(model, ops, engine_kv_spec(model, ops, options)),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();

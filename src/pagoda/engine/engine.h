@@ -29,6 +29,7 @@ struct EngineOptions {
   int block_size = 16;
   int num_kv_blocks = 0;  // the KV pool, in blocks of block_size tokens
   std::optional<DType> kv_dtype{};  // the cache's dtype; unset: the backend's activation dtype
+  Fp8KvScales fp8_kv_scales = Fp8KvScales::kPerRow;  // with an FP8 cache (kv/kv_cache.h)
   bool enable_prefix_caching = true;
   // Which cached block a full pool gives up (BlockManagerOptions); lru_k is read for kLruK only.
   EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;

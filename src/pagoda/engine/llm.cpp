@@ -59,6 +59,11 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   model_ = std::make_unique<LlamaModel>(c, weights_);
 
   kv_dtype_ = kv_cache_dtype(o);
+  if (o.calculate_kv_scales && kv_dtype_ != DType::kF8E4M3)
+    throw Error("--calculate-kv-scales needs --kv-cache-dtype fp8");
+  if (o.calculate_kv_scales && o.device == "cuda")
+    throw Error("--calculate-kv-scales (one FP8 scale per layer) runs on the CPU backend only; the default scales "
+                "per token and head measure as accurate and never saturate (docs/QUANTIZATION.md)");
   const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, kv_dtype_).bytes_per_block();
   num_kv_blocks_ = o.device == "cuda" ? num_blocks_for_gpu(o, block_bytes) : num_blocks_for_host(o, block_bytes);
   if (num_kv_blocks_ < 1)
@@ -89,6 +94,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   eo.block_size = o.block_size;
   eo.num_kv_blocks = num_kv_blocks_;
   eo.kv_dtype = kv_dtype_;
+  eo.fp8_kv_scales = o.calculate_kv_scales ? Fp8KvScales::kPerLayer : Fp8KvScales::kPerRow;
   eo.enable_prefix_caching = o.enable_prefix_caching;
   eo.kv_eviction = o.kv_eviction;
   eo.lru_k = o.lru_k;

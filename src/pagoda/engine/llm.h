@@ -32,6 +32,10 @@ struct LlmOptions {
   // auto (the activation dtype: fp32 on the CPU, bf16 on the GPU), bf16, or fp8 / fp8_e4m3 (e4m3 codes with a
   // power-of-two scale per token and KV head: kv/kv_fp8.h), as vLLM's --kv-cache-dtype.
   std::string kv_cache_dtype = "auto";
+  // With fp8: one scale per layer for K and one for V, from the first batch's amax (vLLM's
+  // --calculate-kv-scales) instead of one per token and head. CPU only; values past the first batch's range
+  // saturate (docs/QUANTIZATION.md).
+  bool calculate_kv_scales = false;
   bool enable_prefix_caching = true;
   // Prefix-cache eviction: LRU (default), or LRU-K with its K and correlated-reference period
   // (kv/lru_k_policy.h), as --kv-eviction, --lru-k and --lru-k-correlated-ms.

@@ -9,6 +9,12 @@
 
 namespace pagoda {
 
+// FP8 KV scales: one per (token, KV head) row, computed as the row is written (the default, kv_fp8.h), or
+// one per layer for K and one for V, from the amax of the first batch written after start-up (vLLM's
+// --calculate-kv-scales; CPU only). Either way every row carries its exponent, so attention is the same.
+enum class Fp8KvScales { kPerRow, kPerLayer };
+constexpr int8_t kFp8KvUncalibrated = -128;  // below every exponent kv_fp8.h gives
+
 struct KvCacheSpec {
   int num_layers = 0;
   int num_blocks = 0;
@@ -16,6 +22,7 @@ struct KvCacheSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
   DType dtype = DType::kF32;  // kF32 / kBF16, or kF8E4M3: codes with a scale per token and head (kv_fp8.h)
+  Fp8KvScales fp8_scales = Fp8KvScales::kPerRow;
 
   bool fp8() const { return dtype == DType::kF8E4M3; }
   int64_t bytes_per_block() const {  // K and V of all layers, with FP8's exponents
@@ -38,6 +45,10 @@ struct KvCache {
   // (KvCacheSpec::exponent_index).
   std::vector<Tensor> k_exp{};
   std::vector<Tensor> v_exp{};
+  // Fp8KvScales::kPerLayer: each layer's K and V exponents, kFp8KvUncalibrated until the layer's first store
+  // after start-up (empty: none calibrated; ModelRunner clears them after its warm-up forward).
+  std::vector<int8_t> k_layer_exp{};
+  std::vector<int8_t> v_layer_exp{};
 };
 
 }  // namespace pagoda

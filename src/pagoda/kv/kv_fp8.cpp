@@ -22,8 +22,12 @@ int8_t quantize_fp8_kv_row(const float* x, int n, uint8_t* codes) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const int8_t e = fp8_kv_exponent(amax);
-  for (int i = 0; i < n; ++i) codes[i] = f32_to_e4m3_saturating(std::ldexp(x[i], -e));
+  quantize_fp8_kv_row_at(x, n, e, codes);
   return e;
+}
+
+void quantize_fp8_kv_row_at(const float* x, int n, int8_t e, uint8_t* codes) {
+  for (int i = 0; i < n; ++i) codes[i] = f32_to_e4m3_saturating(std::ldexp(x[i], -e));
 }
 
 void dequantize_fp8_kv_row(const uint8_t* codes, int8_t e, int n, float* out) {

@@ -24,6 +24,9 @@ int8_t fp8_kv_exponent(float amax);
 
 // x [n] -> codes [n] and the row's exponent.
 int8_t quantize_fp8_kv_row(const float* x, int n, uint8_t* codes);
+// x [n] -> codes [n] at a given exponent e (values beyond 448 * 2^e saturate): the per-layer scales of
+// --calculate-kv-scales, stored in every row's exponent so that attention reads them as it reads its own.
+void quantize_fp8_kv_row_at(const float* x, int n, int8_t e, uint8_t* codes);
 // codes [n] with exponent e -> out [n].
 void dequantize_fp8_kv_row(const uint8_t* codes, int8_t e, int n, float* out);
 

@@ -47,12 +47,20 @@ void ModelRunner::warm_up(int num_tokens) {
   const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
   run_filler_step(num_tokens, LogitsWanted::kLast);
   ops_.warm_up_decode(forward, /*capture_graphs=*/true);
+  forget_kv_calibration();
 }
 
 void ModelRunner::profile_run(int num_tokens) {
   const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
   run_filler_step(num_tokens, LogitsWanted::kAll);
   ops_.warm_up_decode(forward, /*capture_graphs=*/false);
+  forget_kv_calibration();
+}
+
+// Per-layer FP8 KV scales (--calculate-kv-scales) come from the first real batch, not the filler tokens.
+void ModelRunner::forget_kv_calibration() {
+  kv_cache_.k_layer_exp.clear();
+  kv_cache_.v_layer_exp.clear();
 }
 
 void ModelRunner::run_filler_step(int num_tokens, LogitsWanted logits) {

@@ -70,6 +70,7 @@ class ModelRunner {
   const KvCacheSpec& kv_spec() const { return kv_cache_.spec; }
 
  private:
+  void forget_kv_calibration();
   struct RequestState {
     SamplingParams params;
     SamplerRng rng;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_ops.h"
@@ -155,6 +157,69 @@ TEST(Fp8KvCache, HoldsNearlyFourTimesTheFp32TokensPerByte) {
   EXPECT_EQ(fp8.bytes_per_block(), 2LL * 32 * 16 * 8 * (128 + 1));  // codes and one exponent a row
   EXPECT_NEAR(static_cast<double>(bf16.bytes_per_block()) / fp8.bytes_per_block(), 1.984, 1e-3);
   EXPECT_NEAR(static_cast<double>(f32.bytes_per_block()) / fp8.bytes_per_block(), 3.969, 1e-3);
+}
+
+
+// --calculate-kv-scales (Fp8KvScales::kPerLayer): the first batch a layer stores sets its K and V exponents
+// from the batch's amax; every row of later batches uses them, saturating beyond 448 * 2^e, and carries them
+// as its own exponent, so attention reads the cache as usual. Forgetting the calibration recalibrates.
+TEST(Fp8KvCache, PerLayerScalesComeFromTheFirstBatchAndLaterRowsSaturate) {
+  const KvCacheSpec spec{.num_layers = 2, .num_blocks = 4, .block_size = Setup::block_size, .num_kv_heads = Setup::nkv,
+                         .head_dim = Setup::hd, .dtype = DType::kF8E4M3, .fp8_scales = Fp8KvScales::kPerLayer};
+  CpuOps ops;
+  KvCache cache = ops.allocate_kv_cache(spec);
+  BatchBuilder builder;
+  const std::vector<TokenId> first = {1, 2, 3, 4, 5}, second = {6, 7, 8};
+  const std::vector<int32_t> table_first = {1, 3}, table_second = {2};
+  const int64_t row = Setup::nkv * Setup::hd;
+  const auto store = [&](const std::vector<TokenId>& ids, const std::vector<int32_t>& table, int layer, float stddev,
+                         uint32_t seed) {
+    const SequenceChunk chunk{ids, 0, table, LogitsWanted::kLast};
+    const ForwardBatch& batch = builder.build(std::span(&chunk, 1), Setup::block_size);
+    const int64_t T = batch.num_tokens;
+    std::vector<float> k = random_values(T * row, seed, stddev), v = random_values(T * row, seed + 1, stddev / 4);
+    ops.store_kv(cache, layer, Tensor(k.data(), DType::kF32, {T, Setup::nkv, Setup::hd}),
+                 Tensor(v.data(), DType::kF32, {T, Setup::nkv, Setup::hd}), batch);
+    // Every row's codes are the values at the layer's exponents, which it carries.
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t slot = batch.slot_mapping.ptr<int32_t>()[t];
+      for (int h = 0; h < Setup::nkv; ++h) {
+        const int64_t r = static_cast<int64_t>(slot) * Setup::nkv + h;
+        std::vector<uint8_t> want(Setup::hd);
+        quantize_fp8_kv_row_at(k.data() + t * row + h * Setup::hd, Setup::hd, cache.k_layer_exp[layer], want.data());
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), cache.k[layer].ptr<uint8_t>() + r * Setup::hd));
+        quantize_fp8_kv_row_at(v.data() + t * row + h * Setup::hd, Setup::hd, cache.v_layer_exp[layer], want.data());
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), cache.v[layer].ptr<uint8_t>() + r * Setup::hd));
+        EXPECT_EQ(cache.k_exp[layer].ptr<int8_t>()[spec.exponent_index(slot, h)], cache.k_layer_exp[layer]);
+        EXPECT_EQ(cache.v_exp[layer].ptr<int8_t>()[spec.exponent_index(slot, h)], cache.v_layer_exp[layer]);
+      }
+    }
+    float k_amax = 0.0f, v_amax = 0.0f;
+    for (float x : k) k_amax = std::max(k_amax, std::fabs(x));
+    for (float x : v) v_amax = std::max(v_amax, std::fabs(x));
+    return std::pair{k_amax, v_amax};
+  };
+  const auto [k_amax, v_amax] = store(first, table_first, 0, 1.0f, 10);
+  ASSERT_EQ(cache.k_layer_exp.size(), 2u);
+  EXPECT_EQ(cache.k_layer_exp[0], fp8_kv_exponent(k_amax));
+  EXPECT_EQ(cache.v_layer_exp[0], fp8_kv_exponent(v_amax));
+  EXPECT_EQ(cache.k_layer_exp[1], kFp8KvUncalibrated);  // layer 1 has stored nothing yet
+  const int8_t k_e = cache.k_layer_exp[0];
+  // A later batch 1000x larger: the exponent stays, its rows saturate at 448 * 2^e.
+  store(second, table_second, 0, 1000.0f, 20);
+  EXPECT_EQ(cache.k_layer_exp[0], k_e);
+  const uint8_t* codes = cache.k[0].ptr<uint8_t>() + int64_t{2} * Setup::block_size * row;  // block 2
+  EXPECT_TRUE(std::any_of(codes, codes + 3 * row, [](uint8_t c) { return (c & 0x7f) == 0x7e; }))
+      << "some value saturated at 448";
+  // Layer 1 calibrates on its own first batch.
+  store(second, table_second, 1, 1000.0f, 30);
+  EXPECT_GT(cache.k_layer_exp[1], k_e);
+  // Forgotten (as after the start-up forward): the next batch calibrates again.
+  cache.k_layer_exp.clear();
+  cache.v_layer_exp.clear();
+  store(second, table_second, 0, 1000.0f, 40);
+  EXPECT_GT(cache.k_layer_exp[0], k_e);
+  ops.free_kv_cache(cache);
 }
 
 }  // namespace

@@ -159,5 +159,22 @@ TEST(EngineStartup, KvPoolSmallerThanOneSequenceIsRefused) {
   EXPECT_NO_THROW(LLM{o});
 }
 
+// --calculate-kv-scales is a mode of the FP8 cache on the CPU backend: without fp8 it is refused at start-up
+// with the flag to add; with fp8 the engine starts and serves.
+TEST(EngineStartup, CalculateKvScalesNeedsAnFp8Cache) {
+  LlmOptions o = stories_options();
+  o.calculate_kv_scales = true;
+  try {
+    LLM llm(o);
+    FAIL() << "started with --calculate-kv-scales on an fp32 cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--calculate-kv-scales needs --kv-cache-dtype fp8"), std::string::npos)
+        << e.what();
+  }
+  o.kv_cache_dtype = "fp8";
+  LLM llm(o);
+  EXPECT_EQ(llm.kv_cache_dtype(), DType::kF8E4M3);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -2,7 +2,9 @@
 #include "pagoda/backend/cpu/cpu_ops.h"
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -95,19 +97,46 @@ void CpuOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params
   cpu::rope_f32(k.ptr<float>(), positions.ptr<int32_t>(), num_tokens, k.dim(1), head_dim, params.inv_freq.data());
 }
 
+// --calculate-kv-scales: a layer's K and V exponents from the amax of the first batch it stores.
+void CpuOps::calibrate_fp8_layer_scales(KvCache& cache, int layer, Tensor k, Tensor v) {
+  if (cache.k_layer_exp.empty()) {
+    cache.k_layer_exp.assign(static_cast<size_t>(cache.spec.num_layers), kFp8KvUncalibrated);
+    cache.v_layer_exp.assign(static_cast<size_t>(cache.spec.num_layers), kFp8KvUncalibrated);
+  }
+  if (cache.k_layer_exp[layer] != kFp8KvUncalibrated) return;
+  const auto amax = [](Tensor x) {
+    float m = 0.0f;
+    for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::fabs(x.ptr<float>()[i]));
+    return m;
+  };
+  cache.k_layer_exp[layer] = fp8_kv_exponent(amax(k));
+  cache.v_layer_exp[layer] = fp8_kv_exponent(amax(v));
+  spdlog::debug("layer {}: KV scales calibrated, K 2^{} and V 2^{}", layer, cache.k_layer_exp[layer],
+                cache.v_layer_exp[layer]);
+}
+
 void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
   const int64_t row = static_cast<int64_t>(cache.spec.num_kv_heads) * cache.spec.head_dim;
   const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
   if (cache.spec.fp8()) {  // each (token, head) row: e4m3 codes and its exponent (kv/kv_fp8.h)
     const int nkv = cache.spec.num_kv_heads, hd = cache.spec.head_dim;
+    const bool per_layer = cache.spec.fp8_scales == Fp8KvScales::kPerLayer;
+    if (per_layer) calibrate_fp8_layer_scales(cache, layer, k, v);
     for (int64_t t = 0; t < k.dim(0); ++t) {
       PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
       for (int h = 0; h < nkv; ++h) {
         const int64_t r = static_cast<int64_t>(slots[t]) * nkv + h, e = cache.spec.exponent_index(slots[t], h);
-        cache.k_exp[layer].ptr<int8_t>()[e] =
-            quantize_fp8_kv_row(k.ptr<float>() + t * row + h * hd, hd, cache.k[layer].ptr<uint8_t>() + r * hd);
-        cache.v_exp[layer].ptr<int8_t>()[e] =
-            quantize_fp8_kv_row(v.ptr<float>() + t * row + h * hd, hd, cache.v[layer].ptr<uint8_t>() + r * hd);
+        const float* kr = k.ptr<float>() + t * row + h * hd;
+        const float* vr = v.ptr<float>() + t * row + h * hd;
+        uint8_t* kc = cache.k[layer].ptr<uint8_t>() + r * hd;
+        uint8_t* vc = cache.v[layer].ptr<uint8_t>() + r * hd;
+        if (per_layer) {
+          quantize_fp8_kv_row_at(kr, hd, cache.k_exp[layer].ptr<int8_t>()[e] = cache.k_layer_exp[layer], kc);
+          quantize_fp8_kv_row_at(vr, hd, cache.v_exp[layer].ptr<int8_t>()[e] = cache.v_layer_exp[layer], vc);
+        } else {
+          cache.k_exp[layer].ptr<int8_t>()[e] = quantize_fp8_kv_row(kr, hd, kc);
+          cache.v_exp[layer].ptr<int8_t>()[e] = quantize_fp8_kv_row(vr, hd, vc);
+        }
       }
     }
     return;

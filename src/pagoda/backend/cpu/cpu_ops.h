@@ -44,6 +44,7 @@ class CpuOps final : public Ops {
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
 
  private:
+  static void calibrate_fp8_layer_scales(KvCache& cache, int layer, Tensor k, Tensor v);
   // A bump allocator: chunks are kept across steps, so steady-state forwards allocate nothing.
   std::vector<Buffer> chunks_;
   size_t chunk_used_ = 0;
