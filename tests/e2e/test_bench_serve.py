@@ -1,7 +1,8 @@
 """`pagoda bench serve` against `pagoda serve` on loopback with the bundled model: a few hundred requests at
 two Poisson rates and all at once, every request accounted for, TTFT <= E2E, exact prompt lengths and
 token counts equal to the server's usage and its own counters; chat, prefix, JSONL datasets, concurrency
-limit, goodput; clear errors for an unreachable server and bad flags."""
+limit, goodput; the README's example as written; clear errors for an unreachable server, bad flags and
+prompts longer than the server's context."""
 import json
 import os
 import socket
@@ -157,6 +158,21 @@ class BenchServeTest(unittest.TestCase):
             self.assertIn("HTTP 401", proc.stderr)
         finally:
             self.assertEqual(server.stop(), 0)
+
+    def test_readme_example_runs(self):
+        """The README's `pagoda bench serve` line, as written, against the bundled model's server."""
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+            readme = f.read()
+        line = next(l for l in readme.splitlines() if l.startswith("build/cpu/bin/pagoda bench serve"))
+        args = line.split("#")[0].split()[3:]  # after "build/cpu/bin/pagoda bench serve"
+        _, r = self.bench(*args)
+        self.check_accounting(r, int(args[args.index("--num-prompts") + 1]), ignore_eos=False)
+
+    def test_prompts_longer_than_the_context_are_refused_before_sending(self):
+        proc, _ = self.bench("--random-input-len", "1024", "--num-prompts", "3", check=False)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("exceeds the server's max_model_len of 512", proc.stderr)
+        self.assertIn("--random-input-len", proc.stderr)
 
     def test_errors_are_clear(self):
         port = free_port()

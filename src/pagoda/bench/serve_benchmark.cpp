@@ -79,6 +79,39 @@ std::string first_model(BlockingHttpClient& http, const std::string& where) {
   return j["data"][0]["id"].get<std::string>();
 }
 
+// The context the server gives `model`: GET /v1/models' max_model_len (vLLM and Pagoda report it), or 0
+// when the server does not say.
+int server_max_model_len(BlockingHttpClient& http, const std::string& model) {
+  const HttpResult r = http.request("GET", "/v1/models");
+  if (!r.ok()) return 0;
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) return 0;
+  for (const nlohmann::json& m : j["data"]) {
+    if (m.is_object() && m.value("id", std::string()) == model && m.contains("max_model_len") &&
+        m["max_model_len"].is_number_integer())
+      return m["max_model_len"].get<int>();
+  }
+  return 0;
+}
+
+// Prompts whose tokens and max_tokens the server's context cannot hold would all fail: say so, with the
+// flags to change, before sending any.
+void check_prompts_fit(const ServeBenchmarkOptions& o, const std::vector<BenchPrompt>& prompts, int max_model_len) {
+  if (max_model_len <= 0) return;
+  const BenchPrompt* longest = nullptr;
+  for (const BenchPrompt& p : prompts) {
+    if (p.prompt_len >= 0 && (longest == nullptr || p.prompt_len + p.output_len > longest->prompt_len + longest->output_len))
+      longest = &p;
+  }
+  if (longest == nullptr || longest->prompt_len + longest->output_len <= max_model_len) return;
+  throw InvalidRequest(fmt::format(
+      "a prompt of {} tokens plus {} output tokens exceeds the server's max_model_len of {}: lower {}", longest->prompt_len,
+      longest->output_len, max_model_len,
+      o.dataset == "jsonl" ? "the dataset's prompts or --random-output-len"
+                           : "--random-input-len, --random-output-len" + std::string(o.dataset == "prefix" ? ", --prefix-len" : "") +
+                                 " or --random-range-ratio"));
+}
+
 std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingHttpClient& http, const std::string& model) {
   std::vector<BenchPrompt> prompts;
   std::unique_ptr<ServerTokenizer> tokenizer;
@@ -200,6 +233,7 @@ ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {
   BlockingHttpClient setup(url, headers, o.timeout_s);
   run.model = o.model.empty() ? first_model(setup, url.to_string()) : o.model;
   const std::vector<BenchPrompt> prompts = build_prompts(o, setup, run.model);
+  check_prompts_fit(o, prompts, server_max_model_len(setup, run.model));
   RequestSettings settings{o.chat(), run.model, o.temperature, o.ignore_eos, o.extra_body};
   std::vector<std::string> bodies;
   bodies.reserve(prompts.size());
