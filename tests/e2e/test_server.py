@@ -216,6 +216,38 @@ class ServerTest(unittest.TestCase):
         n_prompt = echo["usage"]["prompt_tokens"]
         self.assertEqual(len(c["logprobs"]["tokens"]), n_prompt + 8)
         self.assertIsNone(c["logprobs"]["token_logprobs"][0])
+        self.check_token_offsets(c["text"], c["logprobs"], n_prompt)
+        # The generated tokens' strings are their text in context: SentencePiece's leading spaces stay.
+        self.assertEqual("".join(lp["tokens"]), out["choices"][0]["text"])
+        self.assertEqual("".join(c["logprobs"]["tokens"][n_prompt:]), out["choices"][0]["text"])
+        # Streamed, the chunks' offsets index the same text.
+        events = self.server.sse("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0,
+                                                     "logprobs": 1, "echo": True, "stream": True})
+        text, merged = "", {"tokens": [], "text_offset": []}
+        for e in events:
+            if e == "[DONE]" or not e["choices"]:
+                continue
+            ch = e["choices"][0]
+            text += ch["text"]
+            if ch["logprobs"]:
+                merged["tokens"] += ch["logprobs"]["tokens"]
+                merged["text_offset"] += ch["logprobs"]["text_offset"]
+        self.assertEqual(text, c["text"])
+        self.assertEqual(merged["tokens"], c["logprobs"]["tokens"])
+        self.assertEqual(merged["text_offset"], c["logprobs"]["text_offset"])
+
+    def check_token_offsets(self, text, lp, n_prompt):
+        """text_offset indexes the returned text: the BOS the prompt never spelt takes no room, and every
+        other token's string stands at its offset (a prompt's first word without its SentencePiece space)."""
+        offsets, tokens = lp["text_offset"], lp["tokens"]
+        self.assertEqual(offsets[0], 0)
+        self.assertEqual(offsets[1], 0, "the BOS token is not in the text")
+        self.assertEqual(offsets, sorted(offsets))
+        for i in range(1, len(tokens)):
+            t, o = tokens[i], offsets[i]
+            self.assertTrue(text[o:o + len(t)] == t or (t.startswith(" ") and text[o:o + len(t) - 1] == t[1:]),
+                            f"token {i} {t!r} at {o}: {text[o:o + len(t)]!r}")
+        self.assertEqual(offsets[n_prompt], len("Once upon a time"), "the completion starts after the prompt")
 
     def test_chat(self):
         status, out = self.server.post("/v1/chat/completions", {

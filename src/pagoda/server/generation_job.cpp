@@ -3,16 +3,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <span>
 #include <random>
 
 #include "pagoda/server/api_error.h"
+#include "pagoda/tokenizer/token_piece.h"
 
 namespace pagoda::server {
 namespace {
 
 using nlohmann::json;
+
+// Ids of context a token's piece is decoded after (token_piece keeps the last 5 of what it is given).
+constexpr size_t kPieceContext = 5;
+const std::string kNoText;
 
 std::string random_hex() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -57,6 +64,8 @@ void GenerationJob::start() {
       c.index = static_cast<int>(p) * n + i;
       c.prompt = p;
       if (ctx_.tokenizer) c.detok.emplace(*ctx_.tokenizer, requests_[p].prompt_ids, parsed_.skip_special_tokens);
+      const std::vector<TokenId>& ids = requests_[p].prompt_ids;
+      c.recent.assign(ids.end() - static_cast<std::ptrdiff_t>(std::min(ids.size(), kPieceContext)), ids.end());
       c.stop.emplace(parsed_.stop);
       choices_.push_back(std::move(c));
     }
@@ -91,20 +100,21 @@ void GenerationJob::cancel_all() {
     if (!c.finished) ctx_.engine->cancel(c.engine_id);
 }
 
-std::string GenerationJob::token_text(TokenId id) const {
+std::string GenerationJob::token_text(std::span<const TokenId> context, TokenId id) const {
   if (ctx_.tokenizer == nullptr) return fmt::format("token_id:{}", id);
-  const TokenId ids[] = {id};
-  return ctx_.tokenizer->decode(ids, /*skip_special_tokens=*/false);
+  return token_piece(*ctx_.tokenizer, context, id);
 }
 
-GenerationJob::LogprobEntry GenerationJob::logprob_entry(TokenId id, const TopLogprobs& top) const {
+GenerationJob::LogprobEntry GenerationJob::logprob_entry(std::span<const TokenId> context, TokenId id,
+                                                         const TopLogprobs& top) const {
   LogprobEntry e;
-  e.token = token_text(id);
+  e.token = token_text(context, id);
+  e.special = ctx_.tokenizer != nullptr && ctx_.tokenizer->is_special(id);
   e.logprob = NAN;
   for (const TokenLogprob& t : top)
     if (t.id == id) e.logprob = t.logprob;
   const size_t k = std::min(top.size(), static_cast<size_t>(std::max(parsed_.top_logprobs, 0)));
-  for (size_t i = 0; i < k; ++i) e.top.emplace_back(token_text(top[i].id), top[i].logprob);
+  for (size_t i = 0; i < k; ++i) e.top.emplace_back(token_text(context, top[i].id), top[i].logprob);
   return e;
 }
 
@@ -135,9 +145,11 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     ++c.num_tokens;
     c.token_times.push_back(emitted);
     if (parsed_.top_logprobs >= 0 && t < e.logprobs.size()) {
-      logprobs.push_back(logprob_entry(id, e.logprobs[t]));
+      logprobs.push_back(logprob_entry(c.recent, id, e.logprobs[t]));
       c.logprobs.push_back(logprobs.back());
     }
+    c.recent.push_back(id);
+    if (c.recent.size() > 2 * kPieceContext) c.recent.erase(c.recent.begin(), c.recent.end() - kPieceContext);
     const std::string piece = c.detok ? c.detok->push(id) : "";
     StopMatcher::Result r = c.stop->push(piece);
     delta += r.text;
@@ -161,14 +173,17 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   }
   c.text += delta;
   if (parsed_.stream && c.finish_reason != "error") {
+    const std::string& prompt_text = parsed_.echo ? prompt_texts_[c.prompt] : kNoText;
+    size_t chunk_start = prompt_text.size() + text_offset;  // where this chunk's first entry starts
     if (parsed_.echo && !c.sent_role) {
       std::vector<LogprobEntry> all = parsed_.top_logprobs >= 0 ? echo_logprobs(c) : std::vector<LogprobEntry>{};
       all.insert(all.end(), logprobs.begin(), logprobs.end());
       logprobs = std::move(all);
-      delta = prompt_texts_[c.prompt] + delta;
+      delta = prompt_text + delta;
+      chunk_start = 0;
     }
     if (!delta.empty() || c.finished || !logprobs.empty()) {
-      send_chunk(c, delta, logprobs, c.finished, parsed_.echo ? text_offset + prompt_texts_[c.prompt].size() : text_offset);
+      send_chunk(c, delta, logprobs, c.finished, chunk_start);
       c.sent_role = true;
     }
   }
@@ -210,25 +225,29 @@ std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choi
   std::vector<LogprobEntry> out;
   const std::vector<TokenId>& ids = requests_[c.prompt].prompt_ids;
   for (size_t j = 0; j < ids.size(); ++j) {
+    const std::span<const TokenId> context(ids.data() + (j > kPieceContext ? j - kPieceContext : 0), ids.data() + j);
     if (j == 0 || j >= c.prompt_logprobs.size()) {
       LogprobEntry e;
-      e.token = token_text(ids[j]);
+      e.token = token_text(context, ids[j]);
+      e.special = ctx_.tokenizer != nullptr && ctx_.tokenizer->is_special(ids[j]);
       e.logprob = NAN;
       out.push_back(std::move(e));
     } else {
-      out.push_back(logprob_entry(ids[j], c.prompt_logprobs[j]));
+      out.push_back(logprob_entry(context, ids[j], c.prompt_logprobs[j]));
     }
   }
   return out;
 }
 
-json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset) const {
+json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
+                                       std::string_view text) const {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  size_t local = 0;  // into text
   for (size_t i = 0; i < entries.size(); ++i) {
     const LogprobEntry& e = entries[i];
     tokens.push_back(e.token);
-    offsets.push_back(text_offset);
-    text_offset += e.token.size();
+    offsets.push_back(text_offset + local);
+    local += text_advance(text, local, e.token, e.special);
     const bool prompt_start = std::isnan(e.logprob) && e.top.empty();
     token_logprobs.push_back(prompt_start ? json(nullptr) : logprob_value(e.logprob));
     if (prompt_start) {
@@ -278,7 +297,7 @@ void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const 
     choice["logprobs"] = logprobs.empty() ? json(nullptr) : chat_logprobs(logprobs);
   } else {
     choice["text"] = delta;
-    choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset);
+    choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset, delta);
   }
   choice["finish_reason"] = finished ? json(c.finish_reason) : json(nullptr);
   choice["stop_reason"] = finished && c.stop_reason ? json(*c.stop_reason) : json(nullptr);
@@ -330,8 +349,9 @@ void GenerationJob::complete() {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         choice["logprobs"] = parsed_.top_logprobs >= 0 ? chat_logprobs(entries) : json(nullptr);
       } else {
-        choice["text"] = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
-        choice["logprobs"] = parsed_.top_logprobs >= 0 ? completion_logprobs(entries, 0) : json(nullptr);
+        const std::string text = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
+        choice["logprobs"] = parsed_.top_logprobs >= 0 ? completion_logprobs(entries, 0, text) : json(nullptr);
+        choice["text"] = text;
       }
       choice["finish_reason"] = c.finish_reason;
       choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);

@@ -44,7 +44,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
  private:
   struct LogprobEntry {
-    std::string token;
+    std::string token;  // the token's piece in its context (tokenizer/token_piece.h)
+    bool special = false;
     float logprob = 0;
     std::vector<std::pair<std::string, float>> top;
   };
@@ -54,6 +55,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     RequestId engine_id = 0;
     bool started = false, finished = false;
     std::optional<IncrementalDetokenizer> detok;
+    std::vector<TokenId> recent;  // the last ids (prompt, then generated): the context of the next piece
     std::optional<StopMatcher> stop;
     std::string text;
     int num_tokens = 0;
@@ -75,12 +77,17 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void trace_choice(Choice& c, Clock::time_point finished);
   void cancel_all();
   void complete();
-  LogprobEntry logprob_entry(TokenId id, const TopLogprobs& top) const;
-  std::string token_text(TokenId id) const;
-  nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset) const;
+  // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
+  LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
+  std::string token_text(std::span<const TokenId> context, TokenId id) const;
+  // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text.
+  nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
+                                     std::string_view text) const;
   nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& entries) const;
   std::vector<LogprobEntry> echo_logprobs(const Choice& c) const;
   nlohmann::json usage_json() const;
+  // `text_offset`: where the chunk's first logprob entry (and `delta`) starts in the choice's whole text
+  // (the prompt's too, with echo).
   void send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs, bool finished,
                   size_t text_offset);
   void send_event(const nlohmann::json& j);

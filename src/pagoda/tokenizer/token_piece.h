@@ -1,0 +1,25 @@
+// The text of one token as a response shows it (completions' `tokens` and `top_logprobs`, chat's `token`),
+// and where it sits in the response text (completions' `text_offset`).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pagoda/tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+// The text `id` adds after `context` (the ids before it; the last few are used): decode(context + id) minus
+// decode(context), special tokens shown, as vLLM's decoded tokens. A SentencePiece token keeps its leading
+// space ("▁Hello" after another token is " Hello", where decoding it alone gives "Hello").
+std::string token_piece(const Tokenizer& tokenizer, std::span<const TokenId> context, TokenId id);
+
+// How far a token whose piece is `piece` advances an offset into the response `text` at `offset`: the
+// piece's length where the text holds it there; one less where the text holds it without its leading space
+// (a SentencePiece prompt's first word); 0 for a special token the text does not hold (a BOS the prompt
+// never spelt, special tokens skipped in the output); otherwise its length (text not shown yet, such as
+// what a stream holds back while it might be a stop string).
+size_t text_advance(std::string_view text, size_t offset, std::string_view piece, bool special);
+
+}  // namespace pagoda
