@@ -3,13 +3,16 @@
 # and device_bundle.tar.xz (git-ignored; the device tool carries the .tar.xz): the pagoda binary, the GPU test binary, and the shared
 # libraries they load that a bare Ubuntu image lacks. cuBLAS and the CUDA driver come from the GPU machine.
 #   scripts/device/bundle.sh     # then, there: scripts/device/run.sh, carrying device_bundle.tar.xz
+# The GPU machine is an H200, so the build is the cuda preset's for sm_90a alone (build/cuda-device; the
+# preset itself also builds sm_80): half the nvcc time and a smaller bundle (5.4 MB instead of 7.2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cmake --preset cuda >/dev/null
-cmake --build build/cuda -j"$(nproc)" --target pagoda test_cuda
+BUILD=build/cuda-device
+cmake --preset cuda -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="${BUNDLE_CUDA_ARCHS:-90a}" >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target pagoda test_cuda
 rm -rf device_bundle
 mkdir -p device_bundle/bin device_bundle/lib
-cp build/cuda/bin/pagoda "$(find build/cuda -name test_cuda -type f -perm -u+x | head -1)" device_bundle/bin/
+cp "$BUILD/bin/pagoda" "$(find "$BUILD" -name test_cuda -type f -perm -u+x | head -1)" device_bundle/bin/
 strip device_bundle/bin/*
 for binary in device_bundle/bin/*; do ldd "$binary"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
