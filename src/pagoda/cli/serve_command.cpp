@@ -38,6 +38,8 @@ struct ServeOptions {
   int gpu_sample_interval_ms = 50;
   std::vector<int> gpu_sample_devices;
   std::string gpu_timeline_file;
+  std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";  // CORS (server/cors.h)
+  bool allow_credentials = false;
 };
 
 // The NVML devices to sample: --gpu-sample-devices, else the first of CUDA_VISIBLE_DEVICES when it is a
@@ -133,6 +135,10 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
 }
 
 void run_serve(ServeOptions& o) {
+  o.http.cors.origins = server::parse_cors_list("--allowed-origins", o.allowed_origins);
+  o.http.cors.methods = server::parse_cors_list("--allowed-methods", o.allowed_methods);
+  o.http.cors.headers = server::parse_cors_list("--allowed-headers", o.allowed_headers);
+  o.http.cors.credentials = o.allow_credentials;
   LlmOptions llm_options = o.engine.llm_options();
   const std::string model_path = llm_options.load.model_path;
   server::OpenAiServerOptions so;
@@ -188,6 +194,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", h.host, "address to listen on (default 0.0.0.0)");
   cmd->add_option("--port", h.port, "port (default 8000; 0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--served-model-name", opts->served_model_name, "model id in the API (default: the model path's basename)");
+  cmd->add_option("--allowed-origins", opts->allowed_origins,
+                  "origins whose browser pages may call the API (CORS), as a JSON list or comma-separated (default * : any)");
+  cmd->add_option("--allowed-methods", opts->allowed_methods, "CORS: methods cross-origin pages may use (default *)");
+  cmd->add_option("--allowed-headers", opts->allowed_headers, "CORS: request headers cross-origin pages may send (default *)");
+  cmd->add_flag("--allow-credentials", opts->allow_credentials,
+                "CORS: let cross-origin pages send credentials (cookies); the allowed origin is then named, never *");
   cmd->add_option("--api-key", opts->api_keys, "require this bearer key (repeatable; tenant \"default\")");
   cmd->add_option("--api-keys-file", opts->api_keys_file,
                   "keys and tenants: JSON {\"KEY\": \"tenant\" | {\"tenant\", \"max_concurrent_requests\", "

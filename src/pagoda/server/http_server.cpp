@@ -415,6 +415,8 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       ex->respond(HttpResponse{503, "application/json",
                                R"({"error":{"message":"the server is shutting down","type":"server_error","param":null,"code":503}})",
                                {{"Retry-After", "5"}}});
+    } else if (is_cors_preflight(ex->request())) {  // answered here: no route, no API key (cors.h)
+      ex->respond(cors_preflight_response(options.cors, ex->request()));
     } else {
       try {
         handler(ex);
@@ -482,6 +484,7 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
         res.set(http::field::server, "pagoda");
         res.set(http::field::content_type, item.response.content_type);
         for (const auto& [k, v] : item.response.headers) res.set(k, v);
+        for (const auto& [k, v] : cors_response_headers(options.cors, ex->request())) res.set(k, v);
         res.body() = std::move(item.response.body);
         res.keep_alive(keep_alive);
         res.prepare_payload();
@@ -494,6 +497,7 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
         res.set(http::field::server, "pagoda");
         res.set(http::field::content_type, item.response.content_type);
         res.set(http::field::cache_control, "no-cache");
+        for (const auto& [k, v] : cors_response_headers(options.cors, ex->request())) res.set(k, v);
         res.keep_alive(keep_alive);
         res.chunked(true);
         http::response_serializer<http::empty_body> sr{res};

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "pagoda/server/cors.h"
 #include "pagoda/server/exchange.h"
 
 namespace pagoda::server {
@@ -22,6 +23,7 @@ struct HttpServerOptions {
   int write_timeout_s = 60;     // a client that stops reading
   double shutdown_deadline_s = 10;  // time in-flight requests get to finish after a signal
   int max_connections_per_client = 2048;  // open connections from one address; more get 429 and are closed (0: no limit)
+  CorsPolicy cors;  // browsers' cross-origin requests (cors.h)
   // Called (on an I/O thread) with the seconds from a streamed write's produced_at to its bytes being
   // written to the socket: the server's own overhead per token. Unset: not measured.
   std::function<void(double)> on_stream_delivery;
