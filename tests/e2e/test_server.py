@@ -96,8 +96,8 @@ class Server:
         return self.proc.returncode
 
 
-def generate_json(prompt, max_tokens):
-    return run_json("generate", "--json", "--max-tokens", str(max_tokens), "--prompt", prompt)
+def generate_json(prompt, max_tokens, *extra):
+    return run_json("generate", "--json", "--max-tokens", str(max_tokens), "--prompt", prompt, *extra)
 
 
 def assert_error(test, status, body, expected_status, param=None):
@@ -113,11 +113,13 @@ def assert_error(test, status, body, expected_status, param=None):
 
 class ServerTest(unittest.TestCase):
     SERVER_ARGS = ()
+    ENGINE_ARGS = ()  # for the server and the `pagoda generate` reference alike
+    CACHE_DTYPE = "float32"  # what /metrics says the KV cache holds
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--served-model-name", "stories", *cls.SERVER_ARGS)
-        cls.ref = generate_json("Once upon a time", 40)
+        cls.server = Server("--served-model-name", "stories", *cls.SERVER_ARGS, *cls.ENGINE_ARGS)
+        cls.ref = generate_json("Once upon a time", 40, *cls.ENGINE_ARGS)
 
     @classmethod
     def tearDownClass(cls):
@@ -350,9 +352,9 @@ class ServerTest(unittest.TestCase):
             self.assertIn(f"pagoda:{name}{{model_name=\"stories\"", text)
         self.assertGreater(self.server.metric("pagoda:generation_tokens_total"), 0)
         # The KV pool's shape and dtype (the CPU's cache is fp32 unless --kv-cache-dtype fp8).
-        self.assertEqual(self.server.metric("pagoda:cache_config_info", 'cache_dtype="float32"'), 1)
-        self.assertRegex(text, r'pagoda:cache_config_info\{model_name="stories",block_size="16",cache_dtype="float32",'
-                               r'num_gpu_blocks="\d+",num_tokens="\d+"\} 1')
+        self.assertEqual(self.server.metric("pagoda:cache_config_info", f'cache_dtype="{self.CACHE_DTYPE}"'), 1)
+        self.assertRegex(text, r'pagoda:cache_config_info\{model_name="stories",block_size="16",'
+                               f'cache_dtype="{self.CACHE_DTYPE}",' r'num_gpu_blocks="\d+",num_tokens="\d+"\} 1')
         promtool = shutil.which("promtool")
         if promtool is None:
             self.skipTest("promtool not installed")
@@ -391,6 +393,13 @@ class AsyncSchedulingServerTest(ServerTest):
     """Every ServerTest again with async scheduling (the default on a GPU; off on the CPU): step N+1 is
     planned before step N's tokens are applied, and answers must not change."""
     SERVER_ARGS = ("--async-scheduling",)
+
+
+class Fp8KvServerTest(ServerTest):
+    """Every ServerTest again over an FP8 KV cache (issue 15), against `pagoda generate` with the same cache:
+    the API behaves the same and batching changes no answer."""
+    ENGINE_ARGS = ("--kv-cache-dtype", "fp8")
+    CACHE_DTYPE = "fp8_e4m3"
 
 
 class ChatTemplateVariablesTest(unittest.TestCase):
