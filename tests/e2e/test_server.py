@@ -351,6 +351,11 @@ class ServerTest(unittest.TestCase):
                      "e2e_request_latency_seconds_bucket", "request_queue_time_seconds_bucket"]:
             self.assertIn(f"pagoda:{name}{{model_name=\"stories\"", text)
         self.assertGreater(self.server.metric("pagoda:generation_tokens_total"), 0)
+        # The step-time model learned from the steps so far: one series per term, and its error.
+        self.assertGreater(self.server.metric("pagoda:step_time_model_steps"), 0)
+        for term in ["base", "prefill_token", "decode_sequence", "decode_kv_token", "prefill_attention_pair"]:
+            self.assertIn(f'pagoda:step_time_model_seconds{{model_name="stories",term="{term}"}}', text)
+        self.assertGreaterEqual(self.server.metric("pagoda:step_time_model_relative_error"), 0)
         # The KV pool's shape and dtype (the CPU's cache is fp32 unless --kv-cache-dtype fp8).
         self.assertEqual(self.server.metric("pagoda:cache_config_info", f'cache_dtype="{self.CACHE_DTYPE}"'), 1)
         self.assertRegex(text, r'pagoda:cache_config_info\{model_name="stories",block_size="16",'

@@ -215,8 +215,11 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     }
     if (is_decode(s)) {
       ++record.decode_seqs;
+      record.decode_kv_tokens += s.start_position + 1;
     } else {
       record.prefill_tokens += s.num_tokens;
+      record.prefill_pairs += static_cast<int64_t>(s.num_tokens) * s.start_position +
+                              static_cast<int64_t>(s.num_tokens) * (s.num_tokens + 1) / 2;
     }
   }
   for (SeqId id : step.plan.preempted) {
@@ -273,6 +276,9 @@ void Engine::complete(LaunchedStep& step) {
   record.execute_seconds = seconds_between(device_start, done_at);
   record.graph_batch_size = out.graph_batch_size;
   execute_seconds_ += record.execute_seconds;
+  step_time_model_.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens,
+                                    record.prefill_pairs},
+                          record.execute_seconds);
   for (auto& [id, entries] : out.prompt_logprobs) {
     const auto it = active_.find(id);
     if (it == active_.end()) continue;
@@ -378,6 +384,7 @@ void Engine::publish_stats() {
   s.num_steps = num_steps_;
   s.execute_seconds = execute_seconds_;
   s.last_step = last_step_;
+  s.step_time_model = step_time_model_.snapshot();
   s.tenant_kv_blocks = scheduler_.blocks_by_tenant();
   std::lock_guard lock(mutex_);
   stats_ = s;

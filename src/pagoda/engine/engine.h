@@ -21,6 +21,7 @@
 #include "pagoda/model/llama_model.h"
 #include "pagoda/runner/model_runner.h"
 #include "pagoda/sched/scheduler.h"
+#include "pagoda/sched/step_time_model.h"
 
 namespace pagoda {
 
@@ -58,6 +59,8 @@ struct StepRecord {
   double total_seconds = 0;     // from start until its events were sent
   int prefill_tokens = 0;       // tokens of prompt chunks (and of recomputation after preemption)
   int decode_seqs = 0;          // sequences computing one new token
+  int64_t decode_kv_tokens = 0; // KV entries the decode sequences' attention reads (their contexts)
+  int64_t prefill_pairs = 0;    // (query, key) pairs of the prompt chunks' causal attention
   int num_seqs = 0;             // sequences in the step
   int num_preempted = 0;        // preempted while planning it
   int graph_batch_size = 0;     // padded CUDA graph batch replayed; 0: ran eagerly
@@ -79,6 +82,7 @@ struct EngineStats {
   uint64_t num_steps = 0;
   double execute_seconds = 0;  // sum of StepRecord::execute_seconds: time the backend was busy (at most)
   StepRecord last_step;        // the latest step (all zero before the first)
+  StepTimeModel::Snapshot step_time_model;  // what a step costs on this backend, learned from its steps
   // KV blocks held by each named tenant's running requests (Scheduler::blocks_by_tenant).
   std::vector<std::pair<std::string, int>> tenant_kv_blocks;
 };
@@ -164,6 +168,7 @@ class Engine {
   uint64_t num_launched_ = 0;  // steps launched (fail_every_nth_step counts them)
   double execute_seconds_ = 0;
   StepRecord last_step_;
+  StepTimeModel step_time_model_;
   StepObserver step_observer_;  // under mutex_
   std::atomic<RequestId> next_id_{1};
   std::thread thread_;

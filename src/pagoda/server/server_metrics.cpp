@@ -82,6 +82,20 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   step_seconds_ = &r.gauge("pagoda:engine_step_seconds", "Forward and sampling time of the latest engine step.", labels_);
   step_graph_batch_ = &r.gauge("pagoda:engine_step_graph_batch_size",
                                "Padded CUDA graph batch size of the latest engine step (0: eager).", labels_);
+  static constexpr const char* kTerms[StepTimeModel::kTerms] = {"base", "prefill_token", "decode_sequence",
+                                                                 "decode_kv_token", "prefill_attention_pair"};
+  for (int i = 0; i < StepTimeModel::kTerms; ++i) {
+    metrics::Labels l = labels_;
+    l.emplace_back("term", kTerms[i]);
+    step_model_terms_[i] = &r.gauge("pagoda:step_time_model_seconds",
+                                    "Learned engine step time per unit of each term: the base cost of a step, per "
+                                    "prefill token, per decode sequence, per KV token decodes read, per prefill "
+                                    "(query, key) pair.", l);
+  }
+  step_model_error_ = &r.gauge("pagoda:step_time_model_relative_error",
+                               "Moving average of |predicted - measured| / measured step time, before each step was learned.",
+                               labels_);
+  step_model_steps_ = &r.gauge("pagoda:step_time_model_steps", "Engine steps the step-time model learned from.", labels_);
 }
 
 void ServerMetrics::observe_trace(const RequestTrace& t) {
@@ -147,6 +161,9 @@ std::string ServerMetrics::render(const EngineStats& s) {
   step_decode_seqs_->set(s.last_step.decode_seqs);
   step_seconds_->set(s.last_step.execute_seconds);
   step_graph_batch_->set(s.last_step.graph_batch_size);
+  for (int i = 0; i < StepTimeModel::kTerms; ++i) step_model_terms_[i]->set(s.step_time_model.seconds_per_unit[i]);
+  step_model_error_->set(s.step_time_model.relative_error);
+  step_model_steps_->set(static_cast<double>(s.step_time_model.num_steps));
   // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
   std::map<std::string, int> blocks;
   for (const auto& [tenant, n] : s.tenant_kv_blocks) {

@@ -3,6 +3,7 @@
 // Tenants (--api-keys-file, --tenants-file) get pagoda:tenant_* series labelled by name.
 #pragma once
 
+#include <array>
 #include <mutex>
 #include <set>
 #include <string>
@@ -45,6 +46,9 @@ class ServerMetrics {
   metrics::Histogram *prefill_, *decode_, *inference_, *request_tpot_, *step_duration_;
   metrics::Counter *steps_, *busy_;
   metrics::Gauge *step_prefill_tokens_, *step_decode_seqs_, *step_seconds_, *step_graph_batch_;
+  // The step-time model (sched/step_time_model.h): one series per term, its error, the steps it learned from.
+  std::array<metrics::Gauge*, StepTimeModel::kTerms> step_model_terms_{};
+  metrics::Gauge *step_model_error_ = nullptr, *step_model_steps_ = nullptr;
 
   // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
   static constexpr size_t kMaxTenantLabels = 64;
