@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <span>
 #include <random>
+#include <span>
 
 #include "pagoda/server/api_error.h"
 #include "pagoda/tokenizer/token_piece.h"
