@@ -191,7 +191,8 @@ TEST(DummyQuant, GroupSizeFromConfig) {
   json c = testing::read_json(testing::data_path(kTiny + "/config.json"));
   c["quantization_config"] = {{"group_size", -1}};
   test::write_text(dir.file("config.json"), c.dump());
-  const Weight& up = load_dummy(dir.path(), "awq").weights.layers[0].w_up;  // [384, 128]
+  const LoadedModel whole = load_dummy(dir.path(), "awq");  // (a reference into the temporary dangled: ASan)
+  const Weight& up = whole.weights.layers[0].w_up;          // [384, 128]
   EXPECT_EQ(up.group_size, 128);
   EXPECT_EQ(up.scales.shape_string(), "[384, 1]");
 }
