@@ -35,7 +35,17 @@ void append_event(CompletionOutput& out, const RequestEvent& e) {
   }
 }
 
-LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block_size) {
+// KV options that are wrong whatever the model: refused before the weights are loaded.
+static const LlmOptions& checked_kv_options(const LlmOptions& o) {
+  const bool fp8 = o.kv_cache_dtype == "fp8" || o.kv_cache_dtype == "fp8_e4m3";
+  if (o.calculate_kv_scales && !fp8) throw Error("--calculate-kv-scales needs --kv-cache-dtype fp8");
+  if (o.calculate_kv_scales && o.device == "cuda")
+    throw Error("--calculate-kv-scales (one FP8 scale per layer) runs on the CPU backend only; the default scales "
+                "per token and head measure as accurate and never saturate (docs/QUANTIZATION.md)");
+  return o;
+}
+
+LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)), block_size_(o.block_size) {
   const ModelConfig& c = loaded_.config;
   max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
   if (o.device == "cpu") {
@@ -59,11 +69,6 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(o.load)), block_size_(o.block
   model_ = std::make_unique<LlamaModel>(c, weights_);
 
   kv_dtype_ = kv_cache_dtype(o);
-  if (o.calculate_kv_scales && kv_dtype_ != DType::kF8E4M3)
-    throw Error("--calculate-kv-scales needs --kv-cache-dtype fp8");
-  if (o.calculate_kv_scales && o.device == "cuda")
-    throw Error("--calculate-kv-scales (one FP8 scale per layer) runs on the CPU backend only; the default scales "
-                "per token and head measure as accurate and never saturate (docs/QUANTIZATION.md)");
   const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, kv_dtype_).bytes_per_block();
   num_kv_blocks_ = o.device == "cuda" ? num_blocks_for_gpu(o, block_bytes) : num_blocks_for_host(o, block_bytes);
   if (num_kv_blocks_ < 1)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -17,8 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-// Ids of context a token's piece is decoded after (token_piece keeps the last 5 of what it is given).
-constexpr size_t kPieceContext = 5;
+constexpr size_t kPieceContext = kDecodeContextTokens;  // ids a token's piece is decoded after (tokenizer.h)
 const std::string kNoText;
 
 std::string random_hex() {
@@ -107,14 +107,17 @@ std::string GenerationJob::token_text(std::span<const TokenId> context, TokenId 
 
 GenerationJob::LogprobEntry GenerationJob::logprob_entry(std::span<const TokenId> context, TokenId id,
                                                          const TopLogprobs& top) const {
+  std::optional<TokenPieces> pieces;  // the context decoded once for the token and its alternatives
+  if (ctx_.tokenizer != nullptr) pieces.emplace(*ctx_.tokenizer, context);
+  const auto text = [&](TokenId t) { return pieces ? pieces->piece(t) : fmt::format("token_id:{}", t); };
   LogprobEntry e;
-  e.token = token_text(context, id);
+  e.token = text(id);
   e.special = ctx_.tokenizer != nullptr && ctx_.tokenizer->is_special(id);
   e.logprob = NAN;
   for (const TokenLogprob& t : top)
     if (t.id == id) e.logprob = t.logprob;
   const size_t k = std::min(top.size(), static_cast<size_t>(std::max(parsed_.top_logprobs, 0)));
-  for (size_t i = 0; i < k; ++i) e.top.emplace_back(token_text(context, top[i].id), top[i].logprob);
+  for (size_t i = 0; i < k; ++i) e.top.emplace_back(text(top[i].id), top[i].logprob);
   return e;
 }
 

@@ -26,9 +26,7 @@ class IncrementalDetokenizer {
  private:
   std::string decode_range(size_t begin, size_t end) const;
 
-  // Decoding this many earlier ids before the new ones is enough for every decoder Pagoda has: the
-  // SentencePiece leading-space strip and multi-token characters both look back at most a few tokens.
-  static constexpr size_t kContextTokens = 5;
+  static constexpr size_t kContextTokens = kDecodeContextTokens;  // (tokenizer.h)
 
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;

@@ -6,21 +6,24 @@
 
 namespace pagoda {
 
-namespace {
-// As IncrementalDetokenizer: a few earlier ids are enough context for every decoder (the SentencePiece
-// leading-space strip and multi-token characters look back at most a few tokens).
-constexpr size_t kContextTokens = 5;
-}  // namespace
+TokenPieces::TokenPieces(const Tokenizer& tokenizer, std::span<const TokenId> context) : tokenizer_(tokenizer) {
+  const std::span<const TokenId> before = context.last(std::min(context.size(), kDecodeContextTokens));
+  ids_.assign(before.begin(), before.end());
+  prefix_ = tokenizer_.decode(ids_, /*skip_special_tokens=*/false);
+  ids_.push_back(0);
+}
+
+std::string TokenPieces::piece(TokenId id) const {
+  std::vector<TokenId> ids = ids_;
+  ids.back() = id;
+  const std::string full = tokenizer_.decode(ids, /*skip_special_tokens=*/false);
+  if (full.size() >= prefix_.size() && full.compare(0, prefix_.size(), prefix_) == 0) return full.substr(prefix_.size());
+  const TokenId alone[] = {id};  // the context decodes differently once followed by id: the token alone
+  return tokenizer_.decode(alone, /*skip_special_tokens=*/false);
+}
 
 std::string token_piece(const Tokenizer& tokenizer, std::span<const TokenId> context, TokenId id) {
-  const std::span<const TokenId> before = context.last(std::min(context.size(), kContextTokens));
-  std::vector<TokenId> ids(before.begin(), before.end());
-  const std::string prefix = tokenizer.decode(ids, /*skip_special_tokens=*/false);
-  ids.push_back(id);
-  const std::string full = tokenizer.decode(ids, /*skip_special_tokens=*/false);
-  if (full.size() >= prefix.size() && full.compare(0, prefix.size(), prefix) == 0) return full.substr(prefix.size());
-  const TokenId alone[] = {id};  // the context decodes differently once followed by id: the token alone
-  return tokenizer.decode(alone, /*skip_special_tokens=*/false);
+  return TokenPieces(tokenizer, context).piece(id);
 }
 
 size_t text_advance(std::string_view text, size_t offset, std::string_view piece, bool special) {

@@ -5,14 +5,28 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda {
 
-// The text `id` adds after `context` (the ids before it; the last few are used): decode(context + id) minus
-// decode(context), special tokens shown, as vLLM's decoded tokens. A SentencePiece token keeps its leading
-// space ("▁Hello" after another token is " Hello", where decoding it alone gives "Hello").
+// The text a token adds after `context` (the ids before it; the last kDecodeContextTokens are used):
+// decode(context + id) minus decode(context), special tokens shown, as vLLM's decoded tokens. A SentencePiece
+// token keeps its leading space ("▁Hello" after another token is " Hello", where decoding it alone gives
+// "Hello"). The context is decoded once, for the chosen token and its alternatives alike.
+class TokenPieces {
+ public:
+  TokenPieces(const Tokenizer& tokenizer, std::span<const TokenId> context);
+  std::string piece(TokenId id) const;
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::vector<TokenId> ids_;  // the context's tail, then one slot for the token
+  std::string prefix_;        // decode of the context's tail
+};
+
+// TokenPieces(tokenizer, context).piece(id), for one token.
 std::string token_piece(const Tokenizer& tokenizer, std::span<const TokenId> context, TokenId id);
 
 // How far a token whose piece is `piece` advances an offset into the response `text` at `offset`: the

@@ -3,6 +3,7 @@
 // vocabularies embedded in GGUF files ("llama" SentencePiece with scores, "gpt2" BPE with merges).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <span>
@@ -13,6 +14,11 @@
 #include "pagoda/core/types.h"
 
 namespace pagoda {
+
+// Decoding this many earlier ids before new ones is enough for every decoder Pagoda has: the SentencePiece
+// leading-space strip and multi-token characters both look back at most a few tokens
+// (IncrementalDetokenizer, token_piece).
+constexpr size_t kDecodeContextTokens = 5;
 
 struct EncodeOptions {
   // Add the tokens the tokenizer's post-processor adds (e.g. BOS for Llama-2/Mistral, GGUF add_bos).

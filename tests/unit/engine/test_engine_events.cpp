@@ -172,6 +172,14 @@ TEST(EngineStartup, CalculateKvScalesNeedsAnFp8Cache) {
         << e.what();
   }
   o.kv_cache_dtype = "fp8";
+  o.device = "cuda";  // refused before the weights load (and before any GPU is needed)
+  try {
+    LLM llm(o);
+    FAIL() << "started with --calculate-kv-scales on CUDA";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU backend only"), std::string::npos) << e.what();
+  }
+  o.device = "cpu";
   LLM llm(o);
   EXPECT_EQ(llm.kv_cache_dtype(), DType::kF8E4M3);
 }
