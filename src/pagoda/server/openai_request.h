@@ -26,6 +26,16 @@ struct ChatOptions {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // vLLM's chat_template_kwargs
 };
 
+// What a request's output must match: response_format (json_object, json_schema), vLLM's guided_json /
+// guided_regex / guided_choice, or a tool_choice that names a function or is "required". Enforced by
+// constrained decoding (structured/).
+struct OutputConstraint {
+  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice };
+  Kind kind = Kind::kNone;
+  std::string spec;                  // kJsonSchema: the schema as JSON text; kRegex: the pattern
+  std::vector<std::string> choices;  // kChoice: the output is exactly one of these
+};
+
 struct ParsedRequest {
   bool chat = false;
   std::string model;  // "" when left out
@@ -45,6 +55,7 @@ struct ParsedRequest {
   std::string cache_salt;
   std::string user;
   bool skip_special_tokens = true;
+  OutputConstraint constraint;
 };
 
 // What one request may ask for (`pagoda serve` flags; docs/API.md). Parsing checks the first three; the
