@@ -127,6 +127,14 @@ std::string BpeTokenizer::decode(std::span<const TokenId> ids, bool skip_special
   return run_decoder(spec_.decoder, std::move(tokens));
 }
 
+std::string BpeTokenizer::decode_bytes(std::span<const TokenId> ids) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (TokenId id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < spec_.tokens.size()) tokens.push_back(spec_.tokens[id]);
+  return run_decoder(spec_.decoder, std::move(tokens), /*keep_invalid_bytes=*/true);
+}
+
 bool BpeTokenizer::is_special(TokenId id) const {
   return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[id];
 }

@@ -52,6 +52,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options) const override;
   std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const override;
+  std::string decode_bytes(std::span<const TokenId> ids) const override;
   int vocab_size() const override { return static_cast<int>(spec_.tokens.size()); }
   std::optional<TokenId> bos_token_id() const override { return spec_.bos_id; }
   std::vector<TokenId> eos_token_ids() const override { return spec_.eos_ids; }

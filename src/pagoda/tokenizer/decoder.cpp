@@ -26,23 +26,23 @@ std::optional<uint8_t> parse_byte_token(const std::string& t) {  // "<0xAB>"
   return static_cast<uint8_t>(hi * 16 + lo);
 }
 
-std::vector<std::string> byte_level_step(std::vector<std::string> tokens) {
+std::vector<std::string> byte_level_step(std::vector<std::string> tokens, bool keep_invalid_bytes) {
   std::string bytes;
   for (const auto& t : tokens) {
     if (auto raw = byte_level::decode(t)) bytes += *raw;
     else bytes += t;
   }
-  return {utf8::repair(bytes)};
+  return {keep_invalid_bytes ? bytes : utf8::repair(bytes)};
 }
 
-std::vector<std::string> byte_fallback(std::vector<std::string> tokens) {
+std::vector<std::string> byte_fallback(std::vector<std::string> tokens, bool keep_invalid_bytes) {
   std::vector<std::string> out;
   out.reserve(tokens.size());
   std::string pending;  // consecutive byte tokens
   size_t pending_count = 0;
   auto flush = [&] {
     if (pending_count == 0) return;
-    if (utf8::is_valid(pending)) {
+    if (keep_invalid_bytes || utf8::is_valid(pending)) {
       out.push_back(pending);
     } else {
       for (size_t i = 0; i < pending_count; ++i) out.emplace_back(utf8::kReplacementChar);
@@ -73,22 +73,23 @@ void strip(std::string& t, const std::string& c, int start, int stop) {
 }
 }  // namespace
 
-std::string run_decoder(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens) {
+std::string run_decoder(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens,
+                        bool keep_invalid_bytes) {
   if (steps.empty()) {
     std::string joined;
     for (size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
-    return utf8::repair(joined);
+    return keep_invalid_bytes ? joined : utf8::repair(joined);
   }
   for (const DecoderStep& step : steps) {
     switch (step.kind) {
       case DecoderStep::Kind::kByteLevel:
-        tokens = byte_level_step(std::move(tokens));
+        tokens = byte_level_step(std::move(tokens), keep_invalid_bytes);
         break;
       case DecoderStep::Kind::kReplace:
         for (auto& t : tokens) replace_all(t, step.pattern, step.content);
         break;
       case DecoderStep::Kind::kByteFallback:
-        tokens = byte_fallback(std::move(tokens));
+        tokens = byte_fallback(std::move(tokens), keep_invalid_bytes);
         break;
       case DecoderStep::Kind::kFuse: {
         std::string joined;
@@ -109,7 +110,7 @@ std::string run_decoder(const std::vector<DecoderStep>& steps, std::vector<std::
   }
   std::string text;
   for (const auto& t : tokens) text += t;
-  return utf8::is_valid(text) ? text : utf8::repair(text);
+  return keep_invalid_bytes || utf8::is_valid(text) ? text : utf8::repair(text);
 }
 
 }  // namespace pagoda

@@ -18,7 +18,9 @@ struct DecoderStep {
 };
 
 // Runs the chain and joins the result; the text is valid UTF-8 (invalid bytes become U+FFFD). With no
-// steps the tokens are joined with spaces, as HF does without a decoder.
-std::string run_decoder(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens);
+// steps the tokens are joined with spaces, as HF does without a decoder. `keep_invalid_bytes` leaves broken
+// UTF-8 as the bytes the tokens spell (a token holding part of a character), for constrained decoding.
+std::string run_decoder(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens,
+                        bool keep_invalid_bytes = false);
 
 }  // namespace pagoda

@@ -36,6 +36,10 @@ class Tokenizer {
   // Concatenated text of `ids`, as HF `decode` does (with clean_up_tokenization_spaces off).
   virtual std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const = 0;
 
+  // decode(ids, false), except that broken UTF-8 stays as the bytes the tokens spell instead of U+FFFD: what
+  // a token adds to an output byte for byte, which constrained decoding matches against its grammar.
+  virtual std::string decode_bytes(std::span<const TokenId> ids) const { return decode(ids, false); }
+
   virtual int vocab_size() const = 0;
   virtual std::optional<TokenId> bos_token_id() const = 0;
   virtual std::vector<TokenId> eos_token_ids() const = 0;

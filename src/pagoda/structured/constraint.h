@@ -1,0 +1,67 @@
+// An output constraint ready to run: a grammar matched against one vocabulary (CompiledConstraint, shared by
+// every request with the same constraint), and the per-request matcher that says which tokens may come
+// next and moves past the sampled one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pagoda/core/types.h"
+#include "pagoda/structured/grammar.h"
+#include "pagoda/structured/pushdown.h"
+#include "pagoda/structured/vocab_index.h"
+
+namespace pagoda::structured {
+
+struct CompiledConstraint {
+  // A loop set of the grammar with the vocabulary's counts for it (VocabIndex::class_counts), and for each
+  // char set of the grammar whether it holds the loop set whole (1), none of it (0) or part of it (-1).
+  struct LoopClass {
+    int32_t set = 0;
+    std::shared_ptr<const std::vector<int32_t>> counts;
+    std::vector<int8_t> relation;
+  };
+
+  Grammar grammar;
+  std::shared_ptr<const VocabIndex> vocab;
+  std::vector<LoopClass> loop_classes;
+  std::string description;  // what it came from, for logs ("json_schema", "regex", ...)
+};
+
+std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
+                                                             std::string description);
+
+class ConstraintMatcher {
+ public:
+  explicit ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint);
+
+  // The tokens that may come next, one bit per token id (VocabIndex::num_logits() bits): every token whose
+  // bytes keep the output a prefix of something the grammar accepts, and the end tokens once the output is
+  // complete. When nothing would be allowed (the vocabulary cannot spell what the grammar needs), the end
+  // tokens are, so that the request ends instead of sampling from nothing.
+  const std::vector<uint64_t>& allowed_tokens();
+  // Sets every forbidden token's logit to -infinity. `logits` is one row of num_logits() values.
+  void mask_logits(std::span<float> logits);
+  // Moves past a sampled token; false (and no change) when the grammar forbids it. End tokens are accepted
+  // when the output is complete.
+  bool accept(TokenId id);
+  // Whether the output so far is a whole sentence of the grammar.
+  bool complete() const { return stacks_.complete && !cursor_.pending(); }
+  // Moves past raw output bytes (tests feed text without a tokenizer); false and no change when forbidden.
+  bool accept_bytes(std::string_view bytes);
+
+ private:
+  std::shared_ptr<const CompiledConstraint> c_;
+  StackArena arena_;
+  StackSet stacks_;
+  Utf8Cursor cursor_;  // a character a token left unfinished
+  std::vector<uint64_t> allowed_;
+  bool allowed_fresh_ = false;
+
+  void compact_arena();
+};
+
+}  // namespace pagoda::structured

@@ -1,0 +1,28 @@
+// JSON Schema (and "any JSON object") as a grammar. What a schema allows that the grammar can express is
+// kept exactly; what it cannot is refused, never ignored, so that every output validates:
+// - types string, number, integer, boolean, null, object, array, and lists of types; enum and const;
+//   anyOf and oneOf (as anyOf: the branches of real schemas rarely overlap), allOf with one schema;
+//   $ref to "#", "#/$defs/..." and "#/definitions/..." (recursive schemas included);
+// - objects: properties in the schema's order, each required one present, the others optional;
+//   additionalProperties only when there are no properties (a map) — with properties, extra keys are
+//   never produced (OpenAI's strict mode and XGrammar do the same);
+// - arrays: items, prefixItems, minItems, maxItems; strings: minLength, maxLength, pattern (a regular
+//   expression, regex_grammar.h), format left unchecked (an annotation); integers: minimum, maximum and
+//   the exclusive forms; numbers: minimum 0 (non-negative) only.
+// Annotations (title, description, default, examples, ...) and "x-" extensions are skipped; any other
+// keyword is an InvalidRequest naming it. Whitespace between tokens is optional and at most 16 characters
+// a gap, so that a model cannot loop on it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "pagoda/structured/grammar.h"
+
+namespace pagoda::structured {
+
+// Properties are laid out in the order the client wrote them (ordered_json keeps it).
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema);
+// Any JSON object (response_format {"type": "json_object"}).
+Grammar json_object_grammar();
+
+}  // namespace pagoda::structured

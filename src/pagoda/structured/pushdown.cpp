@@ -1,0 +1,148 @@
+// Pushdown stacks over a Grammar (pushdown.h).
+#include "pagoda/structured/pushdown.h"
+
+#include <algorithm>
+
+#include "pagoda/core/error.h"
+
+namespace pagoda::structured {
+namespace {
+
+bool contains_frame(const std::vector<Frame>& v, Frame f) {
+  return std::any_of(v.begin(), v.end(), [&](const Frame& x) { return x.pos == f.pos && x.parent == f.parent; });
+}
+
+// Expands work items (a position and the return frame below it) until every live stack's top is a char set.
+// Each (position, parent) pair is expanded once; a return frame for the same call site is made once.
+void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackSet& out) {
+  const std::vector<Symbol>& symbols = g.symbols();
+  std::vector<Frame> seen;
+  std::vector<std::pair<Frame, int32_t>> returns;  // (return position, parent) -> its frame
+  while (!work.empty()) {
+    const Frame f = work.back();
+    work.pop_back();
+    if (contains_frame(seen, f)) continue;
+    seen.push_back(f);
+    const Symbol& s = symbols[static_cast<size_t>(f.pos)];
+    switch (s.kind) {
+      case Symbol::Kind::kChars:
+        out.tops.push_back(f);
+        if (out.tops.size() > kMaxStacks)
+          throw InvalidRequest("the output constraint is too ambiguous (over 4096 parses alive at once)");
+        break;
+      case Symbol::Kind::kEnd:
+        if (f.parent < 0) {
+          out.complete = true;
+        } else {
+          work.push_back(arena[f.parent]);
+        }
+        break;
+      case Symbol::Kind::kRule: {
+        const int32_t next = f.pos + 1;
+        int32_t ret = f.parent;  // a call in tail position returns straight to our caller
+        if (symbols[static_cast<size_t>(next)].kind != Symbol::Kind::kEnd) {
+          const Frame key{next, f.parent};
+          const auto it = std::find_if(returns.begin(), returns.end(), [&](const auto& r) {
+            return r.first.pos == key.pos && r.first.parent == key.parent;
+          });
+          if (it != returns.end()) {
+            ret = it->second;
+          } else {
+            ret = arena.push(key);
+            returns.push_back({key, ret});
+          }
+        }
+        for (int32_t alt : g.alternatives(s.index)) work.push_back({alt, ret});
+        break;
+      }
+    }
+  }
+}
+
+bool same_chain(const StackArena& arena, int32_t a, int32_t b) {
+  while (a != b) {
+    if (a < 0 || b < 0) return false;
+    if (arena[a].pos != arena[b].pos) return false;
+    a = arena[a].parent;
+    b = arena[b].parent;
+  }
+  return true;
+}
+
+bool holds(const StackArena& arena, const StackSet& s, const Frame& f) {
+  return std::any_of(s.tops.begin(), s.tops.end(),
+                     [&](const Frame& t) { return t.pos == f.pos && same_chain(arena, t.parent, f.parent); });
+}
+
+}  // namespace
+
+StackSet initial_stacks(const Grammar& g, StackArena& arena) {
+  StackSet out;
+  std::vector<Frame> work;
+  for (int32_t alt : g.alternatives(g.root())) work.push_back({alt, -1});
+  close(g, arena, work, out);
+  return out;
+}
+
+void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out) {
+  out.tops.clear();
+  out.complete = false;
+  std::vector<Frame> work;
+  for (const Frame& t : in.tops) {
+    const Symbol& s = g.symbols()[static_cast<size_t>(t.pos)];
+    if (g.char_sets()[static_cast<size_t>(s.index)].contains(cp)) work.push_back({t.pos + 1, t.parent});
+  }
+  close(g, arena, work, out);
+}
+
+bool same_stacks(const StackArena& arena, const StackSet& a, const StackSet& b) {
+  if (a.complete != b.complete) return false;
+  for (const Frame& f : a.tops)
+    if (!holds(arena, b, f)) return false;
+  for (const Frame& f : b.tops)
+    if (!holds(arena, a, f)) return false;
+  return true;
+}
+
+bool any_top_intersects(const Grammar& g, const StackSet& s, uint32_t lo, uint32_t hi) {
+  for (const Frame& t : s.tops) {
+    const Symbol& sym = g.symbols()[static_cast<size_t>(t.pos)];
+    if (g.char_sets()[static_cast<size_t>(sym.index)].intersects(lo, hi)) return true;
+  }
+  return false;
+}
+
+Utf8Cursor::Step Utf8Cursor::step(uint8_t b) {
+  if (remaining_ == 0) {
+    if (b < 0x80) {
+      value_ = b;
+      return Step::kComplete;
+    }
+    next_lo_ = 0x80;
+    next_hi_ = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      value_ = b & 0x1Fu;
+      remaining_ = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      value_ = b & 0x0Fu;
+      remaining_ = 2;
+      if (b == 0xE0) next_lo_ = 0xA0;  // no overlong forms
+      if (b == 0xED) next_hi_ = 0x9F;  // no surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      value_ = b & 0x07u;
+      remaining_ = 3;
+      if (b == 0xF0) next_lo_ = 0x90;
+      if (b == 0xF4) next_hi_ = 0x8F;  // nothing above U+10FFFF
+    } else {
+      return Step::kInvalid;
+    }
+    return Step::kPartial;
+  }
+  if (b < next_lo_ || b > next_hi_) return Step::kInvalid;
+  next_lo_ = 0x80;
+  next_hi_ = 0xBF;
+  value_ = (value_ << 6) | (b & 0x3Fu);
+  return --remaining_ == 0 ? Step::kComplete : Step::kPartial;
+}
+
+}  // namespace pagoda::structured

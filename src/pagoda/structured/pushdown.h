@@ -1,0 +1,70 @@
+// Running a Grammar: the set of pushdown stacks that are alive after some text, advanced one code point at a
+// time. A stack is its top frame (a position at a char-set symbol) over a chain of return frames kept in a
+// StackArena; stacks share their tails, so advancing copies nothing but the tops. Rules called in tail
+// position return straight to their caller's caller, so a loop such as x ::= C x keeps the stack flat.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pagoda/structured/grammar.h"
+
+namespace pagoda::structured {
+
+struct Frame {
+  int32_t pos = 0;      // index into Grammar::symbols(): where this frame continues
+  int32_t parent = -1;  // the return frame below it in the arena, -1 at the bottom
+};
+
+class StackArena {
+ public:
+  int32_t push(Frame f) {
+    frames_.push_back(f);
+    return static_cast<int32_t>(frames_.size()) - 1;
+  }
+  const Frame& operator[](int32_t i) const { return frames_[static_cast<size_t>(i)]; }
+  size_t size() const { return frames_.size(); }
+  void truncate(size_t n) { frames_.resize(n); }
+
+ private:
+  std::vector<Frame> frames_;
+};
+
+// The live stacks: each top's pos is a kChars symbol. `complete`: the grammar may end here.
+struct StackSet {
+  std::vector<Frame> tops;
+  bool complete = false;
+  bool dead() const { return tops.empty() && !complete; }
+};
+
+// Thrown (as InvalidRequest) when an ambiguous grammar would keep more stacks than this.
+constexpr size_t kMaxStacks = 4096;
+
+// The stacks at the start of the grammar.
+StackSet initial_stacks(const Grammar& g, StackArena& arena);
+// The stacks after `cp`: every top whose set holds it moves on, then rules are expanded to their first
+// char sets. `out` is overwritten.
+void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out);
+// The same stacks, tops in any order (return frames compared by content).
+bool same_stacks(const StackArena& arena, const StackSet& a, const StackSet& b);
+// Whether some top's set holds a code point in [lo, hi] (a partial UTF-8 character can still complete).
+bool any_top_intersects(const Grammar& g, const StackSet& s, uint32_t lo, uint32_t hi);
+
+// Decodes UTF-8 one byte at a time, strictly (no overlong forms, surrogates or values above U+10FFFF).
+class Utf8Cursor {
+ public:
+  enum class Step { kInvalid, kPartial, kComplete };
+  Step step(uint8_t byte);
+  bool pending() const { return remaining_ > 0; }
+  uint32_t code_point() const { return value_; }  // after kComplete
+  // The code points a pending character can still become.
+  uint32_t pending_lo() const { return value_ << (6 * remaining_); }
+  uint32_t pending_hi() const { return pending_lo() | ((1u << (6 * remaining_)) - 1); }
+
+ private:
+  uint32_t value_ = 0;
+  uint8_t remaining_ = 0;
+  uint8_t next_lo_ = 0x80, next_hi_ = 0xBF;  // what the next continuation byte may be
+};
+
+}  // namespace pagoda::structured

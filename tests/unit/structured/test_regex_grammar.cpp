@@ -1,0 +1,130 @@
+// Regular expressions as grammars, against std::regex (ECMAScript) as the reference: over random strings of
+// a small alphabet, the grammar accepts a string whole exactly when std::regex_match does, and keeps every
+// prefix of a matching string alive. Also the grammar checks (left recursion, size) and refusals.
+#include "pagoda/structured/regex_grammar.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <regex>
+
+#include "pagoda/core/error.h"
+#include "pagoda/structured/constraint.h"
+
+namespace pagoda::structured {
+namespace {
+
+std::shared_ptr<const VocabIndex> no_vocab() { return std::make_shared<const VocabIndex>(std::vector<std::string>{}, 0, std::vector<TokenId>{}); }
+
+// Whether `grammar` accepts exactly `text`; `alive` says whether it is at least a prefix of a sentence.
+bool full_match(const std::shared_ptr<const CompiledConstraint>& c, const std::string& text, bool* alive = nullptr) {
+  ConstraintMatcher m(c);
+  const bool ok = m.accept_bytes(text);
+  if (alive != nullptr) *alive = ok;
+  return ok && m.complete();
+}
+
+TEST(RegexGrammar, AgreesWithStdRegexOnRandomStrings) {
+  const std::vector<std::string> patterns = {
+      "abc", "a|b|c", "a*", "a+b?", "(ab)*c", "[a-c]{2,3}", "a{2}", "a{1,}b", "[^a]*", "(a|bc)+",
+      "\\d+(\\.\\d{1,2})?", "[abc]*c[ab]?", "(a*b*)*c", "(?:ab|a)(?:c|bc)", "x?y{0,2}z*", "[a-c\\d]+",
+      "\\w\\s?\\W*", "a.c", "(a|)b", "((a|b)c){1,3}",
+  };
+  const std::string alphabet = "abcxyz0129. _";
+  std::mt19937 rng(7);
+  for (const std::string& p : patterns) {
+    SCOPED_TRACE(p);
+    const auto c = compile_constraint(regex_grammar(p), no_vocab(), "regex");
+    const std::regex reference(p, std::regex::ECMAScript);
+    int matched = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 7);
+      for (int i = 0; i < len; ++i) s += alphabet[rng() % alphabet.size()];
+      // Half of the strings are made from the pattern's own characters, so that matches are common.
+      if (trial % 2 == 0)
+        for (char& ch : s) ch = p[rng() % p.size()];
+      const bool expected = std::regex_match(s, reference);
+      ASSERT_EQ(full_match(c, s), expected) << "text '" << s << "'";
+      if (expected) {
+        ++matched;
+        for (size_t k = 0; k <= s.size(); ++k) {
+          bool alive = false;
+          full_match(c, s.substr(0, k), &alive);
+          ASSERT_TRUE(alive) << "prefix '" << s.substr(0, k) << "' of '" << s << "'";
+        }
+      }
+    }
+    EXPECT_GT(matched, 0) << "no random string matched: the check would prove nothing";
+  }
+}
+
+TEST(RegexGrammar, UnicodeClassesAndMultiByteCharacters) {
+  const auto c = compile_constraint(regex_grammar("[α-ω]+é?"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(c, "αβγ"));
+  EXPECT_TRUE(full_match(c, "ωé"));
+  EXPECT_FALSE(full_match(c, "aé"));
+  bool alive = false;
+  EXPECT_FALSE(full_match(c, std::string("\xCE"), &alive));  // half of "α": still a prefix
+  EXPECT_TRUE(alive);
+  EXPECT_FALSE(full_match(c, std::string("\xC3"), &alive));  // half of a Latin letter outside the class
+  EXPECT_FALSE(alive);
+}
+
+TEST(RegexGrammar, RefusesWhatAGrammarCannotExpress) {
+  for (const char* p : {"(a)\\1", "a(?=b)", "a(?!b)", "\\bword", "a{3,2}", "(ab", "ab)", "*a", "[z-a]", "a$b"}) {
+    SCOPED_TRACE(p);
+    EXPECT_THROW(regex_grammar(p), InvalidRequest);
+  }
+}
+
+TEST(RegexGrammar, HugeRepetitionsAreRefusedNotBuilt) {
+  EXPECT_THROW(regex_grammar("a{100000}"), InvalidRequest);
+  // Nested counts multiply the language, not the grammar: four levels of 999 are about 4,000 rules.
+  EXPECT_LT(regex_grammar("((((a{999}){999}){999}){999})").num_rules(), 5000);
+}
+
+TEST(Grammar, RepeatingSomethingEmptyIsNotLeftRecursion) {
+  const auto c = compile_constraint(regex_grammar("(a*b*)*c"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(c, "abbac"));
+  EXPECT_TRUE(full_match(c, "c"));
+}
+
+TEST(Grammar, LeftRecursionThroughATailCallIsRefused) {
+  GrammarBuilder b;  // r ::= s "x"; s ::= r | "y": r pushes a frame, then reaches itself
+  const int r = b.add_rule("r");
+  const int s = b.add_rule("s");
+  b.add_alternative(r, {GrammarBuilder::ref(s), b.chars(CharSet::of('x'))});
+  b.add_alternative(s, {GrammarBuilder::ref(r)});
+  b.add_alternative(s, b.literal("y"));
+  EXPECT_THROW(b.build(r), InvalidRequest);
+}
+
+TEST(Grammar, LeftRecursionIsRefused) {
+  GrammarBuilder b;
+  const int r = b.add_rule("r");
+  const int s = b.add_rule("s");
+  b.add_alternative(r, {GrammarBuilder::ref(s), b.chars(CharSet::of('x'))});
+  b.add_alternative(s, {GrammarBuilder::ref(r)});
+  b.add_alternative(s, {});
+  EXPECT_THROW(b.build(r), InvalidRequest);
+}
+
+TEST(Grammar, CharSetAlgebra) {
+  CharSet s = CharSet::range('a', 'f');
+  s.add('x', 'z').add('g', 'h');  // merges with a-f
+  EXPECT_EQ(s.ranges().size(), 2u);
+  EXPECT_TRUE(s.contains('h'));
+  EXPECT_FALSE(s.contains('i'));
+  const CharSet m = s.minus(CharSet::range('c', 'y'));
+  EXPECT_TRUE(m.contains('b'));
+  EXPECT_FALSE(m.contains('c'));
+  EXPECT_TRUE(m.contains('z'));
+  EXPECT_TRUE(CharSet::any().contains_all(s));
+  EXPECT_TRUE(s.complement().disjoint(s));
+  EXPECT_FALSE(CharSet::any().contains(0xD800));  // surrogates are not characters
+}
+
+}  // namespace
+}  // namespace pagoda::structured
