@@ -148,10 +148,16 @@ const std::vector<uint64_t>& ConstraintMatcher::allowed_tokens() {
 
 void ConstraintMatcher::mask_logits(std::span<float> logits) {
   const std::vector<uint64_t>& bits = allowed_tokens();
+  constexpr float kForbidden = -std::numeric_limits<float>::infinity();
   const size_t n = std::min(logits.size(), static_cast<size_t>(c_->vocab->num_logits()));
-  for (size_t i = 0; i < n; ++i)
-    if (!((bits[i >> 6] >> (i & 63)) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
-  for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w * 64 < n; ++w) {  // a word at a time: most are all allowed or all forbidden
+    const uint64_t word = bits[w];
+    const size_t end = std::min(n, w * 64 + 64);
+    if (word == ~uint64_t{0} && end == w * 64 + 64) continue;
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((word >> (i & 63)) & 1)) logits[i] = kForbidden;
+  }
+  for (size_t i = n; i < logits.size(); ++i) logits[i] = kForbidden;
 }
 
 bool ConstraintMatcher::accept(TokenId id) {
@@ -161,11 +167,17 @@ bool ConstraintMatcher::accept(TokenId id) {
     // An end token is what the mask offered once complete, or when nothing else was possible.
     return complete() || (allowed_fresh_ && ((allowed_[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1));
   }
-  const std::string& bytes = v.bytes(id);
-  return !bytes.empty() && accept_bytes(bytes);
+  return !v.bytes(id).empty() && advance(v.bytes(id), /*commit=*/true);
 }
 
-bool ConstraintMatcher::accept_bytes(std::string_view bytes) {
+bool ConstraintMatcher::allows(TokenId id) {
+  const VocabIndex& v = *c_->vocab;
+  if (id < 0 || id >= v.num_logits()) return false;
+  if (is_end(v, id)) return complete();
+  return !v.bytes(id).empty() && advance(v.bytes(id), /*commit=*/false);
+}
+
+bool ConstraintMatcher::advance(std::string_view bytes, bool commit) {
   StackSet stacks = stacks_;
   Utf8Cursor cursor = cursor_;
   const size_t mark = arena_.size();
@@ -184,6 +196,10 @@ bool ConstraintMatcher::accept_bytes(std::string_view bytes) {
       arena_.truncate(mark);
       return false;
     }
+  }
+  if (!commit) {
+    arena_.truncate(mark);
+    return true;
   }
   stacks_ = std::move(stacks);
   cursor_ = cursor;

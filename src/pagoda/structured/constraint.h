@@ -51,7 +51,10 @@ class ConstraintMatcher {
   // Whether the output so far is a whole sentence of the grammar.
   bool complete() const { return stacks_.complete && !cursor_.pending(); }
   // Moves past raw output bytes (tests feed text without a tokenizer); false and no change when forbidden.
-  bool accept_bytes(std::string_view bytes);
+  bool accept_bytes(std::string_view bytes) { return advance(bytes, /*commit=*/true); }
+  // Whether the grammar takes this token now, checked alone (no trie walk): the reference the token mask
+  // is tested against.
+  bool allows(TokenId id);
 
  private:
   std::shared_ptr<const CompiledConstraint> c_;
@@ -61,6 +64,7 @@ class ConstraintMatcher {
   std::vector<uint64_t> allowed_;
   bool allowed_fresh_ = false;
 
+  bool advance(std::string_view bytes, bool commit);
   void compact_arena();
 };
 

@@ -126,10 +126,12 @@ class SchemaCompiler {
 
   int number(bool non_negative) {
     if (!non_negative && number_ >= 0) return number_;
+    // Exponents have one or two digits: 1e400 is valid JSON that strict parsers refuse (overflow).
+    const int exponent_digit = b_.rule(name("exponent_digit"), {{ch('0', '9')}, {}});
     const int fraction = b_.rule(name("fraction"), {{ch('.'), ch('0', '9'), ref(digits())}, {}});
     const int exponent = b_.rule(name("exponent"), {{b_.chars(CharSet::of('e').add('E', 'E')),
                                                      ref(b_.rule(name("sign"), {{b_.chars(CharSet::of('+').add('-', '-'))}, {}})),
-                                                     ch('0', '9'), ref(digits())},
+                                                     ch('0', '9'), ref(exponent_digit)},
                                                     {}});
     const Sequence body = cat(unsigned_integer(), {ref(fraction), ref(exponent)});
     std::vector<Sequence> alts{body};

@@ -10,7 +10,8 @@
 //   expression, regex_grammar.h), format left unchecked (an annotation); integers: minimum, maximum and
 //   the exclusive forms; numbers: minimum 0 (non-negative) only.
 // Annotations (title, description, default, examples, ...) and "x-" extensions are skipped; any other
-// keyword is an InvalidRequest naming it. Whitespace between tokens is optional and at most 16 characters
+// keyword is an InvalidRequest naming it. Exponents of numbers have at most two digits (1e400 overflows
+// strict parsers). Whitespace between tokens is optional and at most 16 characters
 // a gap, so that a model cannot loop on it.
 #pragma once
 

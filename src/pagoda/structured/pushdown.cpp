@@ -16,8 +16,11 @@ bool contains_frame(const std::vector<Frame>& v, Frame f) {
 // Each (position, parent) pair is expanded once; a return frame for the same call site is made once.
 void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackSet& out) {
   const std::vector<Symbol>& symbols = g.symbols();
-  std::vector<Frame> seen;
-  std::vector<std::pair<Frame, int32_t>> returns;  // (return position, parent) -> its frame
+  // Scratch kept between calls: the token-mask search closes stacks hundreds of thousands of times a step.
+  thread_local std::vector<Frame> seen;
+  thread_local std::vector<std::pair<Frame, int32_t>> returns;  // (return position, parent) -> its frame
+  seen.clear();
+  returns.clear();
   while (!work.empty()) {
     const Frame f = work.back();
     work.pop_back();
@@ -78,7 +81,8 @@ bool holds(const StackArena& arena, const StackSet& s, const Frame& f) {
 
 StackSet initial_stacks(const Grammar& g, StackArena& arena) {
   StackSet out;
-  std::vector<Frame> work;
+  thread_local std::vector<Frame> work;
+  work.clear();
   for (int32_t alt : g.alternatives(g.root())) work.push_back({alt, -1});
   close(g, arena, work, out);
   return out;
@@ -87,7 +91,8 @@ StackSet initial_stacks(const Grammar& g, StackArena& arena) {
 void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out) {
   out.tops.clear();
   out.complete = false;
-  std::vector<Frame> work;
+  thread_local std::vector<Frame> work;
+  work.clear();
   for (const Frame& t : in.tops) {
     const Symbol& s = g.symbols()[static_cast<size_t>(t.pos)];
     if (g.char_sets()[static_cast<size_t>(s.index)].contains(cp)) work.push_back({t.pos + 1, t.parent});

@@ -57,9 +57,12 @@ class Utf8Cursor {
   Step step(uint8_t byte);
   bool pending() const { return remaining_ > 0; }
   uint32_t code_point() const { return value_; }  // after kComplete
-  // The code points a pending character can still become.
-  uint32_t pending_lo() const { return value_ << (6 * remaining_); }
-  uint32_t pending_hi() const { return pending_lo() | ((1u << (6 * remaining_)) - 1); }
+  // The code points a pending character can still become (the next byte's limits included: after 0xF0 the
+  // character is at least U+10000).
+  uint32_t pending_lo() const { return ((value_ << 6) | (next_lo_ & 0x3Fu)) << (6 * (remaining_ - 1)); }
+  uint32_t pending_hi() const {
+    return (((value_ << 6) | (next_hi_ & 0x3Fu)) << (6 * (remaining_ - 1))) | ((1u << (6 * (remaining_ - 1))) - 1);
+  }
 
  private:
   uint32_t value_ = 0;
