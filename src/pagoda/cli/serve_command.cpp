@@ -159,6 +159,8 @@ void run_serve(ServeOptions& o) {
   }
   auto llm = std::make_unique<LLM>(llm_options);
   so.max_model_len = llm->max_model_len();
+  so.num_logits = static_cast<int>(llm->model().config.vocab_size);
+  so.eos_token_ids = model_eos_token_ids(llm->model());
   server::OpenAiServer api(llm->engine(), llm->tokenizer(), make_chat_renderer(o, model_path, llm->tokenizer()), so);
   o.http.on_stream_delivery = [&api](double seconds) { api.metrics().observe_stream_delivery(seconds); };
   server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });

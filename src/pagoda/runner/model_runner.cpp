@@ -1,6 +1,8 @@
 // One step: plan -> ForwardBatch -> forward -> per-request sampling.
 #include "pagoda/runner/model_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include "pagoda/core/check.h"
 
 namespace pagoda {
@@ -17,10 +19,10 @@ bool has_penalties(const SamplingParams& p) {
 }
 
 // Penalties read every earlier output token on the host, logprobs come from host logits, and the device
-// sampler has no logit bias: such requests are sampled on the host and their steps are never planned ahead
-// of the previous step's results.
+// sampler has no logit bias; a constraint's mask follows the previous token. Such requests are sampled on
+// the host and their steps are never planned ahead of the previous step's results.
 bool needs_host_sampling(const SamplingParams& p) {
-  return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty();
+  return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty() || p.constraint;
 }
 
 }  // namespace
@@ -31,6 +33,7 @@ void ModelRunner::add_request(SeqId seq_id, const SamplingParams& params, uint64
   state.device_seed = params.seed ? *params.seed : seed;
   state.rng.seed(state.device_seed);
   state.num_prompt_tokens = num_prompt_tokens;
+  if (params.constraint) state.matcher = std::make_unique<structured::ConstraintMatcher>(params.constraint);
   remove_request(seq_id);
   num_synchronous_requests_ += needs_host_sampling(params) ? 1 : 0;
   requests_[seq_id] = std::move(state);
@@ -193,8 +196,12 @@ void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std:
     if (!s.samples) continue;
     const std::span<const float> last = rows.subspan(rows.size() - vocab, vocab);
     row_.assign(last.begin(), last.end());
+    if (st.matcher) st.matcher->mask_logits(row_);
     // Output ids matter only for penalties, whose steps never have placeholders.
     const TokenId token = sample_token(row_, st.params, s.seq->prompt_token_ids(), s.seq->output_token_ids(), st.rng);
+    // The mask leaves only allowed tokens finite, so this holds unless the logits were NaN.
+    if (st.matcher && !st.matcher->accept(token))
+      spdlog::error("sequence {}: sampled token {} is outside its output constraint", s.seq_id, token);
     out.sampled.push_back(token);
     out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});
   }

@@ -15,6 +15,7 @@
 #include "pagoda/runner/sampler.h"
 #include "pagoda/runner/sampling_params.h"
 #include "pagoda/sched/step_plan.h"
+#include "pagoda/structured/constraint.h"
 
 namespace pagoda {
 
@@ -77,6 +78,7 @@ class ModelRunner {
     uint64_t device_seed = 0;  // the request's seed for device sampling
     int num_prompt_tokens = 0;
     int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
+    std::unique_ptr<structured::ConstraintMatcher> matcher;  // where the output is in its constraint's grammar
   };
 
   // Where the previous launched step's sampled tokens are: each sampling sequence's row, and the ids

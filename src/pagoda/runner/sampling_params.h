@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,6 +11,10 @@
 #include "pagoda/core/types.h"
 
 namespace pagoda {
+
+namespace structured {
+struct CompiledConstraint;
+}
 
 struct SamplingParams {
   double temperature = 1.0;        // 0 (or below 1e-5) = greedy
@@ -28,6 +33,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   int logprobs = -1;         // top-k logprobs per generated token; -1 = none
   int prompt_logprobs = -1;  // top-k logprobs per prompt token; -1 = none
+  // Constrained decoding (response_format, guided_*): tokens the grammar forbids are masked before
+  // sampling. Shared by every request with the same constraint; null: unconstrained.
+  std::shared_ptr<const structured::CompiledConstraint> constraint;
 
   bool is_greedy() const { return temperature < 1e-5; }
 };

@@ -10,6 +10,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/runner/logit_bias.h"
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/output_constraint_fields.h"
 #include "pagoda/server/request_fields.h"
 
 namespace pagoda::server {
@@ -88,6 +89,7 @@ std::vector<TokenId> token_ids(const json& v, const std::string& field) {
 // Fields shared by both endpoints.
 void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) {
   r.model = string(o, "model");
+  r.constraint = parse_output_constraint(o);
   SamplingParams& p = r.params;
   p.temperature = number(o, "temperature", 1.0);
   range("temperature", p.temperature, 0, 100, "a number >= 0");

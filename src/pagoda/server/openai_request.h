@@ -34,6 +34,7 @@ struct OutputConstraint {
   Kind kind = Kind::kNone;
   std::string spec;                  // kJsonSchema: the schema as JSON text; kRegex: the pattern
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these
+  std::string field;                 // the request field it came from, for errors ("response_format", ...)
 };
 
 struct ParsedRequest {

@@ -65,6 +65,7 @@ OpenAiServer::OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRende
       options_(std::move(options)),
       metrics_(options_.served_model_name),
       created_(static_cast<int64_t>(std::time(nullptr))),
+      constraints_(tokenizer, options_.num_logits, options_.eos_token_ids),
       workers_(options_.num_workers) {}
 
 void OpenAiServer::handle(const std::shared_ptr<Exchange>& exchange) {
@@ -260,6 +261,7 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     }
   }
   const int context = options_.max_model_len;
+  parsed.params.constraint = constraints_.compile(parsed.constraint);
   std::vector<GenerateRequest> requests;
   for (const PromptInput& p : parsed.prompts) {
     const int num_prompt = static_cast<int>(p.ids.size());

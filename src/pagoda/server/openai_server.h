@@ -13,6 +13,7 @@
 
 #include "pagoda/engine/engine.h"
 #include "pagoda/server/api_keys.h"
+#include "pagoda/server/constraint_compiler.h"
 #include "pagoda/server/exchange.h"
 #include "pagoda/server/gpu_timeline.h"
 #include "pagoda/server/openai_request.h"
@@ -37,6 +38,9 @@ struct OpenAiServerOptions {
   int num_workers = 2;           // threads that parse, render and tokenize bodies off the I/O threads
   ApiKeys api_keys;              // empty: no authentication
   TraceWriter* trace = nullptr;  // --trace-file: a JSON line per finished engine request; null: none
+  // For constrained decoding: the model's logits width (0: the tokenizer's vocabulary) and end tokens.
+  int num_logits = 0;
+  std::vector<TokenId> eos_token_ids;
 };
 
 class OpenAiServer {
@@ -92,6 +96,7 @@ class OpenAiServer {
   };
   std::unordered_map<std::string, TokenBucket> tenant_buckets_;  // tenants with max_requests_per_second
   int64_t created_ = 0;
+  ConstraintCompiler constraints_;  // response_format and guided_* into grammars, cached
   WorkerPool workers_;  // last: joined before the members its tasks use are destroyed
 };
 

@@ -20,7 +20,10 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kCommon[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "ignore_eos", "logit_bias", "stop_token_ids", "n", "stream", "stream_options",
-    "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens"};
+    "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens",
+    // output_constraint_fields.cpp
+    "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern",
+    "structured_outputs"};
 constexpr std::string_view kCompletion[] = {"prompt", "echo", "logprobs", "add_special_tokens"};
 constexpr std::string_view kChat[] = {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
                                       "add_generation_prompt", "continue_final_message", "chat_template_kwargs"};
@@ -48,11 +51,6 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
       if (!is_empty(v)) refuse(name, "tool calling is not supported yet");
     } else if (name == "tool_choice" || name == "function_call") {
       if (!is_empty(v) && !(v.is_string() && (v == "none" || v == "auto"))) refuse(name, "tool calling is not supported yet");
-    } else if (name == "response_format") {
-      if (!is_empty(v) && !(v.is_object() && v.value("type", "") == "text"))
-        refuse(name, "structured outputs (JSON mode, JSON schema) are not supported yet; only {\"type\": \"text\"}");
-    } else if (name.starts_with("guided_") || name == "structured_outputs") {
-      if (!is_empty(v)) refuse(name, "guided decoding is not supported yet");
     } else if (name == "best_of") {
       const int64_t n = o.contains("n") && o["n"].is_number_integer() ? o["n"].get<int64_t>() : 1;
       if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() <= n))

@@ -19,7 +19,7 @@ namespace {
 using json = nlohmann::ordered_json;  // properties keep the client's order
 using Sequence = GrammarBuilder::Sequence;
 
-constexpr int kMaxWhitespace = 16;       // characters of whitespace in one gap
+constexpr int kMaxIndent = 24;           // spaces or tabs after a line break between tokens
 constexpr int kMaxDepth = 64;            // nesting of schemas (refs are rules, so recursion is not nesting)
 constexpr int64_t kMaxCount = 4096;      // minItems, maxItems, minLength, maxLength
 constexpr double kMaxIntegerBound = 1e18;
@@ -74,11 +74,12 @@ class SchemaCompiler {
   }
 
   // --- The generic JSON rules, each made once when first needed.
+  // Nothing, one space, or a line break and an indent: what compact and pretty-printed JSON use. Runs of
+  // blank lines and spaces are not offered, so a weak model cannot pad its output with them.
   int ws() {
     if (ws_ < 0) {
-      CharSet space = CharSet::of(' ');
-      space.add('\t', '\n').add('\r', '\r');
-      ws_ = b_.repeat("ws", {b_.chars(space)}, 0, kMaxWhitespace);
+      const int indent = b_.repeat("indent", {b_.chars(CharSet::of(' ').add('\t', '\t'))}, 0, kMaxIndent);
+      ws_ = b_.rule("ws", {{}, {ch(' ')}, {ch('\n'), ref(indent)}});
     }
     return ws_;
   }

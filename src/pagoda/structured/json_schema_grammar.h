@@ -10,9 +10,10 @@
 //   expression, regex_grammar.h), format left unchecked (an annotation); integers: minimum, maximum and
 //   the exclusive forms; numbers: minimum 0 (non-negative) only.
 // Annotations (title, description, default, examples, ...) and "x-" extensions are skipped; any other
-// keyword is an InvalidRequest naming it. Exponents of numbers have at most two digits (1e400 overflows
-// strict parsers). Whitespace between tokens is optional and at most 16 characters
-// a gap, so that a model cannot loop on it.
+// keyword is an InvalidRequest naming it. Between tokens there may be nothing, one space, or a line break
+// and an indent of up to 24 spaces or tabs: compact and pretty-printed JSON, but never runs of blank space
+// a weak model could pad its output with. Exponents of numbers have at most two digits (1e400 overflows
+// strict parsers).
 #pragma once
 
 #include <nlohmann/json.hpp>

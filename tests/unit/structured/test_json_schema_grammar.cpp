@@ -135,8 +135,8 @@ struct SchemaCase {
 const std::vector<SchemaCase>& cases() {
   static const std::vector<SchemaCase> all = {
       {R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name"]})",
-       {R"({"name": "x"})", R"({"name": "x", "age": 3})", R"({ "name" : "a\"b" ,  "age" :-12 })", R"({"name":"é\u00e9"})"},
-       {R"({"age": 3})", R"({"name": 1})", R"({"age": 3, "name": "x"})", R"({"name": "x", "other": 1})", R"({"name": "x",})",
+       {R"({"name": "x"})", R"({"name": "x", "age": 3})", R"({ "name" : "a\"b" , "age" :-12 })", "{\n  \"name\": \"x\"\n}", R"({"name":"é\u00e9"})"},
+       {R"({"age": 3})", R"({"name": 1})", R"({"name":  "x"})", "{\n\n\"name\": \"x\"}", R"({"age": 3, "name": "x"})", R"({"name": "x", "other": 1})", R"({"name": "x",})",
         R"({"name": "\ud800"})"}},
       {R"({"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3})",
        {"[1]", "[1.5, -2e3, 0]", "[ 0.25 ,1E+2 ]"},
