@@ -9,6 +9,7 @@ packages=(
   libboost1.81-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
   python3-matplotlib  # bench/plot_serve.py (plots of pagoda bench serve results) and its test
+  python3-jsonschema  # the structured-output tests validate outputs with an independent JSON Schema validator
   prometheus  # promtool, for the /metrics check of the server tests
   clang libclang-rt-14-dev libomp-dev  # the fuzz preset: libFuzzer with ASan + UBSan (make fuzz)
 )
