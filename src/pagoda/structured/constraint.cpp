@@ -4,6 +4,7 @@
 // all made of that set is accepted whole, without a walk.
 #include "pagoda/structured/constraint.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 
@@ -31,6 +32,12 @@ namespace {
 
 constexpr int kUnknown = -2, kNone = -1;
 
+bool is_end(const VocabIndex& v, TokenId id) {
+  for (TokenId e : v.end_ids())
+    if (e == id) return true;
+  return false;
+}
+
 class MaskSearch {
  public:
   MaskSearch(const CompiledConstraint& c, StackArena& arena, std::vector<uint64_t>& bits)
@@ -48,11 +55,16 @@ class MaskSearch {
   StackArena& arena_;
   std::vector<uint64_t>& bits_;
 
+  // Sets bits [lo, hi) of the sorted-order mask, a word at a time.
   void allow(int32_t lo, int32_t hi) {
-    const std::vector<TokenId>& ids = v_.sorted_ids();
-    for (int32_t i = lo; i < hi; ++i) {
-      const auto id = static_cast<uint32_t>(ids[static_cast<size_t>(i)]);
-      bits_[id >> 6] |= uint64_t{1} << (id & 63);
+    auto first = static_cast<size_t>(lo);
+    const auto last = static_cast<size_t>(hi);
+    while (first < last) {
+      const size_t word = first >> 6, bit = first & 63;
+      const size_t count = std::min<size_t>(64 - bit, last - first);
+      const uint64_t ones = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << bit;
+      bits_[word] |= ones;
+      first += count;
     }
   }
 
@@ -117,47 +129,112 @@ class MaskSearch {
   }
 };
 
-bool is_end(const VocabIndex& v, TokenId id) {
-  for (TokenId e : v.end_ids())
-    if (e == id) return true;
-  return false;
-}
-
 }  // namespace
 
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint) : c_(std::move(constraint)) {
   stacks_ = initial_stacks(c_->grammar, arena_);
 }
 
+std::string ConstraintMatcher::state_key() const {
+  if (cursor_.pending()) return "";
+  std::vector<std::string> stacks;
+  for (const Frame& t : stacks_.tops) {
+    std::string k;
+    auto put = [&](int32_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(t.pos);
+    for (int32_t f = t.parent; f >= 0; f = arena_[f].parent) put(arena_[f].pos);
+    stacks.push_back(std::move(k));
+  }
+  std::sort(stacks.begin(), stacks.end());
+  std::string key(stacks_.complete ? "c" : "o");
+  for (const std::string& k : stacks) {
+    const auto n = static_cast<uint32_t>(k.size());
+    key.append(reinterpret_cast<const char*>(&n), sizeof n);
+    key += k;
+  }
+  return key;
+}
+
+void ConstraintMatcher::compute_mask() {
+  if (mask_fresh_) return;
+  const VocabIndex& v = *c_->vocab;
+  const std::string key = state_key();
+  CompiledConstraint::MaskCache& cache = c_->mask_cache;
+  sorted_mask_.reset();
+  if (!key.empty()) {
+    std::lock_guard lock(cache.mutex);
+    const auto it = cache.masks.find(key);
+    if (it != cache.masks.end()) sorted_mask_ = it->second;
+  }
+  if (!sorted_mask_) {
+    auto mask = std::make_shared<std::vector<uint64_t>>((v.sorted_ids().size() + 63) / 64, 0);
+    const size_t mark = arena_.size();
+    MaskSearch(*c_, arena_, *mask).run(stacks_, cursor_);
+    arena_.truncate(mark);
+    sorted_mask_ = mask;
+    if (!key.empty()) {
+      std::lock_guard lock(cache.mutex);
+      if (cache.masks.size() >= CompiledConstraint::kMaxCachedMasks) cache.masks.clear();
+      cache.masks.emplace(key, sorted_mask_);
+    }
+  }
+  bool any = false;
+  for (uint64_t w : *sorted_mask_) any |= w != 0;
+  ends_allowed_ = complete() || !any;
+  mask_fresh_ = true;
+}
+
 const std::vector<uint64_t>& ConstraintMatcher::allowed_tokens() {
+  compute_mask();
   if (allowed_fresh_) return allowed_;
   const VocabIndex& v = *c_->vocab;
   allowed_.assign((static_cast<size_t>(v.num_logits()) + 63) / 64, 0);
-  const size_t mark = arena_.size();
-  MaskSearch(*c_, arena_, allowed_).run(stacks_, cursor_);
-  arena_.truncate(mark);
-  bool any = false;
-  for (uint64_t w : allowed_) any |= w != 0;
-  if (complete() || !any) {
+  const std::vector<TokenId>& ids = v.sorted_ids();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (((*sorted_mask_)[i >> 6] >> (i & 63)) & 1) allowed_[static_cast<size_t>(ids[i]) >> 6] |= uint64_t{1} << (ids[i] & 63);
+  if (ends_allowed_)
     for (TokenId e : v.end_ids())
       if (e >= 0 && e < v.num_logits()) allowed_[static_cast<size_t>(e) >> 6] |= uint64_t{1} << (e & 63);
-  }
   allowed_fresh_ = true;
   return allowed_;
 }
 
 void ConstraintMatcher::mask_logits(std::span<float> logits) {
-  const std::vector<uint64_t>& bits = allowed_tokens();
+  compute_mask();
   constexpr float kForbidden = -std::numeric_limits<float>::infinity();
-  const size_t n = std::min(logits.size(), static_cast<size_t>(c_->vocab->num_logits()));
-  for (size_t w = 0; w * 64 < n; ++w) {  // a word at a time: most are all allowed or all forbidden
-    const uint64_t word = bits[w];
-    const size_t end = std::min(n, w * 64 + 64);
-    if (word == ~uint64_t{0} && end == w * 64 + 64) continue;
-    for (size_t i = w * 64; i < end; ++i)
-      if (!((word >> (i & 63)) & 1)) logits[i] = kForbidden;
+  const VocabIndex& v = *c_->vocab;
+  const std::vector<TokenId>& ids = v.sorted_ids();
+  const std::vector<uint64_t>& sorted_mask = *sorted_mask_;
+  size_t allowed = 0;
+  for (uint64_t w : sorted_mask) allowed += static_cast<size_t>(__builtin_popcountll(w));
+  const auto in_row = [&](TokenId id) { return id >= 0 && static_cast<size_t>(id) < logits.size(); };
+  if (allowed * 2 < ids.size()) {
+    // Few allowed (between JSON tokens, in a choice): keep their logits, forbid the whole row, put them back.
+    kept_.clear();
+    for (size_t w = 0; w < sorted_mask.size(); ++w)
+      for (uint64_t word = sorted_mask[w]; word != 0; word &= word - 1) {
+        const TokenId id = ids[w * 64 + static_cast<size_t>(__builtin_ctzll(word))];
+        if (in_row(id)) kept_.push_back({id, logits[static_cast<size_t>(id)]});
+      }
+    if (ends_allowed_)
+      for (TokenId e : v.end_ids())
+        if (in_row(e)) kept_.push_back({e, logits[static_cast<size_t>(e)]});
+    std::fill(logits.begin(), logits.end(), kForbidden);
+    for (const auto& [id, logit] : kept_) logits[static_cast<size_t>(id)] = logit;
+    return;
   }
-  for (size_t i = n; i < logits.size(); ++i) logits[i] = kForbidden;
+  // Most allowed (inside a string): forbid the few that are not, and every token without text.
+  for (size_t w = 0; w < sorted_mask.size(); ++w) {
+    uint64_t missing = ~sorted_mask[w];
+    if (w + 1 == sorted_mask.size() && ids.size() % 64 != 0) missing &= (uint64_t{1} << (ids.size() % 64)) - 1;
+    for (; missing != 0; missing &= missing - 1) {
+      const TokenId id = ids[w * 64 + static_cast<size_t>(__builtin_ctzll(missing))];
+      if (in_row(id)) logits[static_cast<size_t>(id)] = kForbidden;
+    }
+  }
+  for (TokenId id : v.textless_ids())
+    if (in_row(id) && !(ends_allowed_ && is_end(v, id))) logits[static_cast<size_t>(id)] = kForbidden;
+  for (size_t i = static_cast<size_t>(v.num_logits()); i < logits.size(); ++i) logits[i] = kForbidden;
 }
 
 bool ConstraintMatcher::accept(TokenId id) {
@@ -165,7 +242,7 @@ bool ConstraintMatcher::accept(TokenId id) {
   if (id < 0 || id >= v.num_logits()) return false;
   if (is_end(v, id)) {
     // An end token is what the mask offered once complete, or when nothing else was possible.
-    return complete() || (allowed_fresh_ && ((allowed_[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1));
+    return complete() || (mask_fresh_ && ends_allowed_);
   }
   return !v.bytes(id).empty() && advance(v.bytes(id), /*commit=*/true);
 }
@@ -203,7 +280,7 @@ bool ConstraintMatcher::advance(std::string_view bytes, bool commit) {
   }
   stacks_ = std::move(stacks);
   cursor_ = cursor;
-  allowed_fresh_ = false;
+  mask_fresh_ = allowed_fresh_ = false;
   if (arena_.size() > 8192) compact_arena();
   return true;
 }

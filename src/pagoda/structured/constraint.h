@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pagoda/core/types.h"
@@ -29,6 +31,16 @@ struct CompiledConstraint {
   std::shared_ptr<const VocabIndex> vocab;
   std::vector<LoopClass> loop_classes;
   std::string description;  // what it came from, for logs ("json_schema", "regex", ...)
+
+  // Masks already computed, by the stacks they were computed for (ConstraintMatcher::state_key): a JSON
+  // output returns to the same few states (inside a string, after a comma) again and again, across
+  // requests too. At most kMaxCachedMasks (16 KiB each for a 128k vocabulary); cleared when full.
+  static constexpr size_t kMaxCachedMasks = 64;
+  struct MaskCache {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks;
+  };
+  mutable MaskCache mask_cache;
 };
 
 std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
@@ -61,8 +73,19 @@ class ConstraintMatcher {
   StackArena arena_;
   StackSet stacks_;
   Utf8Cursor cursor_;  // a character a token left unfinished
+  // The mask as the trie walk leaves it: one bit per position of VocabIndex::sorted_ids(), and whether the
+  // end tokens are allowed. allowed_ (by id) is made from it only when asked for.
+  std::shared_ptr<const std::vector<uint64_t>> sorted_mask_;
+  bool ends_allowed_ = false;
+  bool mask_fresh_ = false;
   std::vector<uint64_t> allowed_;
   bool allowed_fresh_ = false;
+  std::vector<std::pair<TokenId, float>> kept_;  // mask_logits' scratch
+
+  void compute_mask();
+  // The stacks as text: each stack's positions from its top down, the stacks sorted; empty while a
+  // character is pending (such states are not cached).
+  std::string state_key() const;
 
   bool advance(std::string_view bytes, bool commit);
   void compact_arena();

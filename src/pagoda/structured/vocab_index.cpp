@@ -12,7 +12,7 @@ VocabIndex::VocabIndex(std::vector<std::string> token_bytes, int num_logits, std
     : num_logits_(num_logits), end_ids_(std::move(end_ids)), bytes_(std::move(token_bytes)) {
   bytes_.resize(static_cast<size_t>(num_logits_));
   for (TokenId id = 0; id < num_logits_; ++id)
-    if (!bytes_[static_cast<size_t>(id)].empty()) sorted_.push_back(id);
+    (bytes_[static_cast<size_t>(id)].empty() ? textless_ : sorted_).push_back(id);
   std::sort(sorted_.begin(), sorted_.end(), [&](TokenId a, TokenId b) {
     return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
   });

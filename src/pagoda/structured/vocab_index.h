@@ -43,6 +43,8 @@ class VocabIndex {
   const std::vector<TokenId>& end_ids() const { return end_ids_; }
   const std::string& bytes(TokenId id) const { return bytes_[static_cast<size_t>(id)]; }
   const std::vector<TokenId>& sorted_ids() const { return sorted_; }
+  // The ids below num_logits() without bytes (special tokens, ids past the tokenizer): never in the trie.
+  const std::vector<TokenId>& textless_ids() const { return textless_; }
   const std::vector<Node>& nodes() const { return nodes_; }
 
   // Prefix counts over sorted_ids() of the tokens made only of whole UTF-8 characters in `set`:
@@ -54,6 +56,7 @@ class VocabIndex {
   std::vector<TokenId> end_ids_;
   std::vector<std::string> bytes_;
   std::vector<TokenId> sorted_;  // the tokens with bytes, in byte order
+  std::vector<TokenId> textless_;
   std::vector<Node> nodes_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<int32_t>>> class_counts_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -81,6 +82,13 @@ void check_walks(const Vocab& vocab, int states_per_grammar) {
         if (m.allows(id)) brute.push_back(id);
       if (brute.empty()) brute = vocab.index->end_ids();  // the mask's fallback
       ASSERT_EQ(fast, brute) << "step " << step;
+      // mask_logits forbids exactly the others (it takes one of two routes, by how many are allowed).
+      std::vector<float> logits(static_cast<size_t>(n) + 3, 1.0f);  // a padded row, as some models have
+      m.mask_logits(logits);
+      std::vector<TokenId> finite;
+      for (size_t i = 0; i < logits.size(); ++i)
+        if (std::isfinite(logits[i])) finite.push_back(static_cast<TokenId>(i));
+      ASSERT_EQ(finite, fast) << "step " << step;
       ASSERT_FALSE(fast.empty()) << "after '" << text << "'";
       const TokenId pick = fast[rng() % fast.size()];
       ASSERT_TRUE(m.accept(pick));
