@@ -5,7 +5,8 @@ JOBS ?= $(shell nproc)
 ARGS ?=
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request
+FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request \
+                fuzz_structured
 
 .PHONY: deps configure build test test-cuda serve asan asan-ci tsan sanitizers fuzz clean
 

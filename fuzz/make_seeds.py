@@ -188,3 +188,16 @@ out("fuzz_openai_request", "completion", b"\x00" + json.dumps(completion).encode
 out("fuzz_openai_request", "token_prompts", b"\x00" + json.dumps({"prompt": [[1, 2, 3], [4]], "max_tokens": 2}).encode())
 out("fuzz_openai_request", "chat", b"\x01" + json.dumps(chat).encode())
 out("fuzz_openai_request", "object", b"\x02" + json.dumps({"prompt": "x", "return_token_strs": True}).encode())
+
+# --- output constraints: the first byte picks a JSON schema (even) or a regular expression (odd); the
+# second seeds the walk.
+schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8, "pattern": "^[a-z]+$"},
+                                           "n": {"type": "integer", "minimum": -5, "maximum": 300},
+                                           "tags": {"type": "array", "items": {"enum": ["a", 1, None]}, "maxItems": 3},
+                                           "next": {"$ref": "#"}},
+          "required": ["name"]}
+out("fuzz_structured", "schema", b"\x00\x07" + json.dumps(schema).encode())
+out("fuzz_structured", "any_of", b"\x00\x03" + json.dumps({"anyOf": [{"type": "number", "minimum": 0},
+                                                                     {"prefixItems": [{"const": "x"}], "items": False}]}).encode())
+out("fuzz_structured", "regex", b"\x01\x05" + "(?:[A-Z][a-zé]{1,3}|\\d+)(,\\s?\\w*)*$".encode())
+out("fuzz_structured", "choice_like", b"\x01\x09" + "yes|no|maybe ☺".encode())

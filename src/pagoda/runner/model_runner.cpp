@@ -202,6 +202,10 @@ void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std:
     // The mask leaves only allowed tokens finite, so this holds unless the logits were NaN.
     if (st.matcher && !st.matcher->accept(token))
       spdlog::error("sequence {}: sampled token {} is outside its output constraint", s.seq_id, token);
+    if (st.matcher && !st.matcher->error().empty() && !st.constraint_error_logged) {
+      spdlog::warn("sequence {}: output constraint ended early: {}", s.seq_id, st.matcher->error());
+      st.constraint_error_logged = true;
+    }
     out.sampled.push_back(token);
     out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});
   }

@@ -79,6 +79,7 @@ class ModelRunner {
     int num_prompt_tokens = 0;
     int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
     std::unique_ptr<structured::ConstraintMatcher> matcher;  // where the output is in its constraint's grammar
+    bool constraint_error_logged = false;
   };
 
   // Where the previous launched step's sampled tokens are: each sampling sequence's row, and the ids

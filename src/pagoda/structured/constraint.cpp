@@ -9,11 +9,16 @@
 #include <unordered_map>
 
 #include "pagoda/core/check.h"
+#include "pagoda/core/error.h"
 
 namespace pagoda::structured {
 
 std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
                                                              std::string description) {
+  {
+    StackArena arena;
+    (void)initial_stacks(grammar, arena);  // a grammar too ambiguous to start is refused here, not mid-output
+  }
   auto c = std::make_shared<CompiledConstraint>();
   for (int32_t set : grammar.loop_sets()) {
     const CharSet& loop = grammar.char_sets()[static_cast<size_t>(set)];
@@ -132,7 +137,11 @@ class MaskSearch {
 }  // namespace
 
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint) : c_(std::move(constraint)) {
-  stacks_ = initial_stacks(c_->grammar, arena_);
+  try {
+    stacks_ = initial_stacks(c_->grammar, arena_);
+  } catch (const InvalidRequest& e) {  // compile_constraint checks this; kept for grammars built elsewhere
+    error_ = e.what();
+  }
 }
 
 std::string ConstraintMatcher::state_key() const {
@@ -158,6 +167,11 @@ std::string ConstraintMatcher::state_key() const {
 void ConstraintMatcher::compute_mask() {
   if (mask_fresh_) return;
   const VocabIndex& v = *c_->vocab;
+  if (!error_.empty()) {  // failed earlier: only the end tokens are left
+    sorted_mask_ = std::make_shared<const std::vector<uint64_t>>((v.sorted_ids().size() + 63) / 64, 0);
+    ends_allowed_ = mask_fresh_ = true;
+    return;
+  }
   const std::string key = state_key();
   CompiledConstraint::MaskCache& cache = c_->mask_cache;
   sorted_mask_.reset();
@@ -169,7 +183,12 @@ void ConstraintMatcher::compute_mask() {
   if (!sorted_mask_) {
     auto mask = std::make_shared<std::vector<uint64_t>>((v.sorted_ids().size() + 63) / 64, 0);
     const size_t mark = arena_.size();
-    MaskSearch(*c_, arena_, *mask).run(stacks_, cursor_);
+    try {
+      MaskSearch(*c_, arena_, *mask).run(stacks_, cursor_);
+    } catch (const InvalidRequest& e) {  // too many parses alive: end the output here
+      std::fill(mask->begin(), mask->end(), 0);
+      error_ = e.what();
+    }
     arena_.truncate(mark);
     sorted_mask_ = mask;
     if (!key.empty()) {
@@ -242,9 +261,11 @@ bool ConstraintMatcher::accept(TokenId id) {
   if (id < 0 || id >= v.num_logits()) return false;
   if (is_end(v, id)) {
     // An end token is what the mask offered once complete, or when nothing else was possible.
-    return complete() || (mask_fresh_ && ends_allowed_);
+    return complete() || (mask_fresh_ && ends_allowed_) || !error_.empty();
   }
-  return !v.bytes(id).empty() && advance(v.bytes(id), /*commit=*/true);
+  if (v.bytes(id).empty()) return false;
+  // A token that made the stacks overflow was offered by the mask: taken, and the output ends next.
+  return advance(v.bytes(id), /*commit=*/true) || !error_.empty();
 }
 
 bool ConstraintMatcher::allows(TokenId id) {
@@ -255,6 +276,17 @@ bool ConstraintMatcher::allows(TokenId id) {
 }
 
 bool ConstraintMatcher::advance(std::string_view bytes, bool commit) {
+  const size_t mark = arena_.size();
+  try {
+    return advance_or_throw(bytes, commit);
+  } catch (const InvalidRequest& e) {
+    arena_.truncate(mark);
+    error_ = e.what();
+    return false;
+  }
+}
+
+bool ConstraintMatcher::advance_or_throw(std::string_view bytes, bool commit) {
   StackSet stacks = stacks_;
   Utf8Cursor cursor = cursor_;
   const size_t mark = arena_.size();

@@ -62,6 +62,9 @@ class ConstraintMatcher {
   bool accept(TokenId id);
   // Whether the output so far is a whole sentence of the grammar.
   bool complete() const { return stacks_.complete && !cursor_.pending(); }
+  // Why the output was ended early: a grammar so ambiguous that over kMaxStacks parses were alive at once
+  // (then only the end tokens are offered). Empty otherwise.
+  const std::string& error() const { return error_; }
   // Moves past raw output bytes (tests feed text without a tokenizer); false and no change when forbidden.
   bool accept_bytes(std::string_view bytes) { return advance(bytes, /*commit=*/true); }
   // Whether the grammar takes this token now, checked alone (no trie walk): the reference the token mask
@@ -88,6 +91,8 @@ class ConstraintMatcher {
   std::string state_key() const;
 
   bool advance(std::string_view bytes, bool commit);
+  bool advance_or_throw(std::string_view bytes, bool commit);
+  std::string error_;
   void compact_arena();
 };
 

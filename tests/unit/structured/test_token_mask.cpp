@@ -14,6 +14,7 @@
 #include "pagoda/structured/constraint.h"
 #include "pagoda/structured/json_schema_grammar.h"
 #include "pagoda/structured/regex_grammar.h"
+#include "pagoda/core/error.h"
 #include "pagoda/tokenizer/tokenizer.h"
 
 namespace pagoda::structured {
@@ -131,6 +132,18 @@ TEST(TokenMask, PartialCharactersAcrossTokens) {
   ASSERT_TRUE(m.accept(2));
   EXPECT_EQ(mask_ids(m.allowed_tokens(), 6), (std::vector<TokenId>{5}));
   EXPECT_TRUE(m.complete());
+}
+
+TEST(TokenMask, AGrammarTooAmbiguousIsRefusedOrEndsTheOutput) {
+  // ((a?){1000}){5}: every one of the 5,000 optional letters can be next, each under its own return frames.
+  std::vector<std::string> tokens = {"a", "b", "c"};
+  const auto index = std::make_shared<const VocabIndex>(tokens, 4, std::vector<TokenId>{3});
+  EXPECT_THROW(compile_constraint(regex_grammar("((a?){1000}){5}b"), index, "regex"), InvalidRequest);
+  // The same behind a "c": it starts fine and overflows once "c" is taken; the output then ends.
+  ConstraintMatcher m(compile_constraint(regex_grammar("c((a?){1000}){5}b"), index, "regex"));
+  EXPECT_EQ(mask_ids(m.allowed_tokens(), 4), (std::vector<TokenId>{3})) << "the only token overflows: end";
+  EXPECT_NE(m.error().find("ambiguous"), std::string::npos) << m.error();
+  EXPECT_TRUE(m.accept(3));
 }
 
 // Not a check: the cost of one mask on the Llama-3 vocabulary at the states of a walk, for the docs.
