@@ -96,6 +96,42 @@ class Sampling(unittest.TestCase):
         self.assertNotEqual(a["output_ids"], c["output_ids"])
 
 
+class ConstrainedOutput(unittest.TestCase):
+    """`pagoda generate` with the server's output constraints, as llama.cpp's -j/--json-schema."""
+
+    SCHEMA = {"type": "object", "properties": {"hero": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 1, "maximum": 99}},
+              "required": ["hero", "age"]}
+
+    def test_json_schema_output_validates(self):
+        import jsonschema
+        for seed in range(4):
+            out = run_json("generate", "--json", "--temperature", "1", "--seed", str(seed), "--max-tokens", "200",
+                           "--json-schema", json.dumps(self.SCHEMA), "Once upon a time")
+            self.assertEqual(out["finish_reason"], "stop", out["text"])
+            jsonschema.validate(json.loads(out["text"]), self.SCHEMA)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(self.SCHEMA, f)
+            f.flush()
+            out = run_json("generate", "--json", "--json-schema-file", f.name, "Once upon a time")
+            jsonschema.validate(json.loads(out["text"]), self.SCHEMA)
+
+    def test_regex_and_choice(self):
+        out = run_json("generate", "--json", "--regex", "[A-Z][a-z]+ (is|was) [0-9]{2}", "Lily")
+        self.assertRegex(out["text"], r"^[A-Z][a-z]+ (is|was) [0-9]{2}$")
+        out = run_json("generate", "--json", "--choice", "happy", "--choice", "sad ☹", "Lily was")
+        self.assertIn(out["text"], ["happy", "sad ☹"])
+
+    def test_bad_constraints_are_one_line_errors(self):
+        for args, words in [(["--regex", "a", "--choice", "b"], "at most one"),
+                            (["--json-schema", "{not json"], "not valid JSON"),
+                            (["--json-schema", '{"type": "array", "uniqueItems": true}'], "uniqueItems"),
+                            (["--regex", "(a)\\1"], "backreferences")]:
+            proc = run("generate", *args, "Once", check=False)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertIn(words, proc.stderr)
+
+
 class Tokenize(unittest.TestCase):
     def test_jsonl_round_trip(self):
         refs = read_jsonl(data("refs", "stories260K_greedy.jsonl"))

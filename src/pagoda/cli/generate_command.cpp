@@ -10,6 +10,10 @@
 #include "pagoda/cli/request_json.h"
 #include "pagoda/cli/token_list.h"
 #include "pagoda/core/error.h"
+#include "pagoda/structured/choice_grammar.h"
+#include "pagoda/structured/constraint.h"
+#include "pagoda/structured/json_schema_grammar.h"
+#include "pagoda/structured/regex_grammar.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
 
 namespace pagoda::cli {
@@ -24,7 +28,44 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::string stop_token_ids;
   bool json = false;
+  // Constrained decoding (at most one), as llama.cpp's -j / -jf and vLLM's guided_regex / guided_choice.
+  std::string json_schema;
+  std::string json_schema_file;
+  std::string regex;
+  std::vector<std::string> choices;
 };
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The output constraint the flags ask for, compiled for the model's vocabulary; null when none.
+std::shared_ptr<const structured::CompiledConstraint> output_constraint(const GenerateOptions& o, const LLM& llm) {
+  const int given = !o.json_schema.empty() + !o.json_schema_file.empty() + !o.regex.empty() + !o.choices.empty();
+  if (given == 0) return nullptr;
+  if (given > 1) throw InvalidRequest("give at most one of --json-schema, --json-schema-file, --regex, --choice");
+  if (llm.tokenizer() == nullptr) throw InvalidRequest("constrained decoding needs the model's tokenizer");
+  structured::Grammar grammar;
+  std::string kind;
+  if (!o.regex.empty()) {
+    grammar = structured::regex_grammar(o.regex);
+    kind = "regex";
+  } else if (!o.choices.empty()) {
+    grammar = structured::choice_grammar(o.choices);
+    kind = "choice";
+  } else {
+    const std::string text = o.json_schema.empty() ? read_text_file(o.json_schema_file) : o.json_schema;
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) throw InvalidRequest("the JSON schema is not valid JSON");
+    grammar = structured::json_schema_grammar(schema);
+    kind = "json_schema";
+  }
+  auto vocab = structured::VocabIndex::from_tokenizer(*llm.tokenizer(), static_cast<int>(llm.model().config.vocab_size),
+                                                      model_eos_token_ids(llm.model()));
+  return structured::compile_constraint(std::move(grammar), std::move(vocab), kind);
+}
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
@@ -120,6 +161,7 @@ void run_generate(GenerateOptions& o) {
   validate_sampling_params(defaults.params, "options");
   if (o.prompts_file.empty()) o.engine.max_num_seqs = 1;  // one request: size the KV cache for it alone
   LLM llm(o.engine.llm_options());
+  defaults.params.constraint = output_constraint(o, llm);
   if (!o.prompts_file.empty()) {
     run_prompts_file(o, llm, defaults);
   } else {
@@ -157,6 +199,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--logprobs", s.logprobs, "top-K logprobs per generated token (in --json output)");
   cmd->add_option("--prompt-logprobs", s.prompt_logprobs, "top-K logprobs per prompt token (in --json output)");
   cmd->add_flag("--json", opts->json, "print one JSON object instead of streaming text");
+  cmd->add_option("-j,--json-schema", opts->json_schema, "constrain the output to JSON valid against this schema (docs/API.md)");
+  cmd->add_option("--json-schema-file", opts->json_schema_file, "the same, with the schema read from a file");
+  cmd->add_option("--regex", opts->regex, "constrain the output to text matching this regular expression");
+  cmd->add_option("--choice", opts->choices, "constrain the output to one of these strings (repeatable)")
+      ->allow_extra_args(false);  // one string an occurrence: `--choice a --choice b PROMPT`
   cmd->callback([opts] { run_generate(*opts); });
 }
 
