@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "pagoda/core/error.h"
 #include "pagoda/structured/regex_grammar.h"
@@ -125,8 +127,8 @@ class SchemaCompiler {
 
   Sequence unsigned_integer() { return {ref(b_.rule(name("uint"), {{ch('0')}, {ch('1', '9'), ref(digits())}}))}; }
 
-  int number(bool non_negative) {
-    if (!non_negative && number_ >= 0) return number_;
+  int number() {
+    if (number_ >= 0) return number_;
     // Exponents have one or two digits: 1e400 is valid JSON that strict parsers refuse (overflow).
     const int exponent_digit = b_.rule(name("exponent_digit"), {{ch('0', '9')}, {}});
     const int fraction = b_.rule(name("fraction"), {{ch('.'), ch('0', '9'), ref(digits())}, {}});
@@ -135,17 +137,14 @@ class SchemaCompiler {
                                                      ch('0', '9'), ref(exponent_digit)},
                                                     {}});
     const Sequence body = cat(unsigned_integer(), {ref(fraction), ref(exponent)});
-    std::vector<Sequence> alts{body};
-    if (!non_negative) alts.push_back(cat({ch('-')}, body));
-    const int r = b_.rule(name("number"), std::move(alts));
-    if (!non_negative) number_ = r;
-    return r;
+    number_ = b_.rule("number", {body, cat({ch('-')}, body)});
+    return number_;
   }
 
   int value_any() {
     if (value_ < 0) {
       value_ = b_.add_rule("value");
-      for (int r : {object_any(), array_any(), string_any(), number(false)}) b_.add_alternative(value_, {ref(r)});
+      for (int r : {object_any(), array_any(), string_any(), number()}) b_.add_alternative(value_, {ref(r)});
       for (const char* lit : {"true", "false", "null"}) b_.add_alternative(value_, b_.literal(lit));
     }
     return value_;
@@ -387,16 +386,170 @@ class SchemaCompiler {
     return b_.rule(name("integer"), std::move(alts));
   }
 
-  int number_schema(const json& s) {
-    const bool has_max = s.contains("maximum") || s.contains("exclusiveMaximum");
-    if (has_max || s.contains("exclusiveMinimum"))
-      fail("'maximum' and the exclusive bounds are supported for integers only; for numbers, only 'minimum': 0");
-    if (s.contains("minimum")) {
-      if (!s["minimum"].is_number() || s["minimum"].get<double>() != 0.0)
-        fail("'minimum' is supported for numbers only as 0 (any minimum for integers)");
-      return number(/*non_negative=*/true);
+  // --- Numbers with bounds: written as plain decimals (no exponent), split by sign, then by integer part
+  // (the bound's own integer part, where the fraction is compared digit by digit, or one strictly between).
+  struct Decimal {
+    bool negative = false;
+    int64_t integer = 0;   // magnitude's integer part
+    std::string fraction;  // its fraction digits, no trailing zeros
+  };
+
+  struct Bound {
+    Decimal value;
+    bool strict = false;
+  };
+
+  static Decimal to_decimal(const json& v, const char* key) {
+    // The shortest text that reads back as the same double ("0.1", "1e-05"), made plain.
+    std::string text = v.dump();
+    Decimal d;
+    if (!text.empty() && text[0] == '-') {
+      d.negative = true;
+      text.erase(0, 1);
     }
-    return number(false);
+    int exponent = 0;
+    if (const size_t e = text.find_first_of("eE"); e != std::string::npos) {
+      exponent = std::stoi(text.substr(e + 1));
+      text.resize(e);
+    }
+    std::string digits = text;
+    size_t point = digits.find('.');
+    if (point == std::string::npos) point = digits.size();
+    else digits.erase(point, 1);
+    const long shifted = static_cast<long>(point) + exponent;  // where the point is after the exponent
+    if (shifted > 18) fail(fmt::format("'{}' beyond 1e18 is not supported", key));
+    if (shifted < -30) fail(fmt::format("'{}' has more than 30 decimals", key));
+    std::string int_part, frac_part;
+    if (shifted <= 0) {
+      frac_part = std::string(static_cast<size_t>(-shifted), '0') + digits;
+    } else if (static_cast<size_t>(shifted) >= digits.size()) {
+      int_part = digits + std::string(static_cast<size_t>(shifted) - digits.size(), '0');
+    } else {
+      int_part = digits.substr(0, static_cast<size_t>(shifted));
+      frac_part = digits.substr(static_cast<size_t>(shifted));
+    }
+    while (!frac_part.empty() && frac_part.back() == '0') frac_part.pop_back();
+    d.integer = int_part.empty() ? 0 : std::stoll(int_part);
+    d.fraction = frac_part;
+    if (d.integer == 0 && d.fraction.empty()) d.negative = false;  // -0
+    return d;
+  }
+
+  // Fraction digits D (after the integer part) with lo <= .D <= hi (strict where asked); an unset bound is
+  // no bound. A rule per (position, still equal to lo's digits, still equal to hi's digits); past both
+  // bounds' lengths the rule refers to itself (only zeros keep a tight bound tight).
+  int fraction_rule(const std::optional<Bound>& lo, const std::optional<Bound>& hi) {
+    const std::string l = lo ? lo->value.fraction : "", h = hi ? hi->value.fraction : "";
+    const size_t longest = std::max(l.size(), h.size());
+    std::map<std::tuple<size_t, bool, bool>, int> rules;
+    std::function<int(size_t, bool, bool, bool)> make = [&](size_t i, bool tight_lo, bool tight_hi, bool top) -> int {
+      if (!tight_lo && !tight_hi && !top) return digits();
+      const auto key = std::make_tuple(std::min(i, longest), tight_lo, tight_hi);
+      if (!top)
+        if (const auto it = rules.find(key); it != rules.end()) return it->second;
+      const int r = b_.add_rule(name("fraction"));
+      if (!top) rules.emplace(key, r);
+      // Ending here: the fraction equals the digits so far.
+      const bool lo_ok = !tight_lo || (i >= l.size() && !(lo && lo->strict));
+      const bool hi_ok = !tight_hi || i < h.size() || !(hi && hi->strict);
+      if (lo_ok && hi_ok && !top) b_.add_alternative(r, {});  // after "." at least one digit
+      const char lo_d = tight_lo && i < l.size() ? l[i] : '0';
+      const char hi_d = tight_hi ? (i < h.size() ? h[i] : '0') : '9';
+      for (char d = lo_d; d <= hi_d; ++d) {
+        const bool next_lo = tight_lo && d == lo_d, next_hi = tight_hi && d == hi_d;
+        if (!next_lo && !next_hi && d != lo_d && d != hi_d) {  // the digits strictly between: one set
+          const char last = tight_hi ? static_cast<char>(hi_d - 1) : hi_d;
+          b_.add_alternative(r, {ch(static_cast<uint32_t>(d), static_cast<uint32_t>(last)), ref(digits())});
+          d = last;
+          continue;
+        }
+        b_.add_alternative(r, {ch(static_cast<uint32_t>(d)), ref(make(i + 1, next_lo, next_hi, false))});
+      }
+      return r;
+    };
+    // "." and at least one digit, or nothing.
+    const int body = make(0, lo.has_value(), hi.has_value(), /*top=*/true);
+    std::vector<Sequence> alts{{ch('.'), ref(body)}};
+    const bool empty_ok = (!lo || (lo->value.fraction.empty() && !lo->strict)) && (!hi || !hi->value.fraction.empty() || !hi->strict);
+    if (empty_ok) alts.push_back({});
+    return b_.rule(name("fraction_part"), std::move(alts));
+  }
+
+  // Non-negative decimals between lo and hi (magnitudes; hi unset: unbounded).
+  std::vector<Sequence> magnitudes(const Bound& lo, const std::optional<Bound>& hi) {
+    std::vector<Sequence> alts;
+    const int64_t a = lo.value.integer;
+    auto integer = [&](int64_t v) { return b_.literal(std::to_string(v)); };
+    if (hi && hi->value.integer == a) {
+      alts.push_back(cat(integer(a), {ref(fraction_rule(lo, hi))}));
+      return alts;
+    }
+    alts.push_back(cat(integer(a), {ref(fraction_rule(lo, std::nullopt))}));
+    const std::optional<int64_t> inner_hi = hi ? std::optional<int64_t>(hi->value.integer - 1) : std::nullopt;
+    if (!inner_hi || *inner_hi >= a + 1) {
+      const int any_fraction = fraction_rule(std::nullopt, std::nullopt);
+      for (Sequence& i : non_negative(a + 1, inner_hi)) alts.push_back(cat(std::move(i), {ref(any_fraction)}));
+    }
+    // The bound's own integer part, unless the bound is that integer, excluded (nothing below .0 follows).
+    if (hi && !(hi->value.fraction.empty() && hi->strict))
+      alts.push_back(cat(integer(hi->value.integer), {ref(fraction_rule(std::nullopt, hi))}));
+    return alts;
+  }
+
+  static int compare(const Decimal& x, const Decimal& y) {  // magnitudes
+    if (x.integer != y.integer) return x.integer < y.integer ? -1 : 1;
+    return x.fraction < y.fraction ? -1 : x.fraction > y.fraction ? 1 : 0;  // no trailing zeros: text order
+  }
+  static int compare_signed(const Decimal& x, const Decimal& y) {
+    if (x.negative != y.negative) return x.negative ? -1 : 1;
+    return x.negative ? -compare(x, y) : compare(x, y);
+  }
+
+  int bounded_number(const json& s) {
+    std::optional<Bound> lo, hi;
+    auto read = [&](const char* key, bool strict, std::optional<Bound>& out, bool is_lo) {
+      if (!s.contains(key) || s[key].is_boolean()) return;
+      if (!s[key].is_number()) fail(fmt::format("'{}' must be a number", key));
+      const Bound b{to_decimal(s[key], key), strict};
+      // The tighter of minimum and exclusiveMinimum (maximum and exclusiveMaximum).
+      if (out) {
+        const int c = compare_signed(b.value, out->value);
+        if (!(is_lo ? c > 0 : c < 0) && !(c == 0 && b.strict)) return;
+      }
+      out = b;
+    };
+    const auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+    read("minimum", draft4("exclusiveMinimum"), lo, true);
+    read("exclusiveMinimum", true, lo, true);
+    read("maximum", draft4("exclusiveMaximum"), hi, false);
+    read("exclusiveMaximum", true, hi, false);
+    std::vector<Sequence> alts;
+    const bool hi_non_negative = !hi || !hi->value.negative;
+    const bool lo_negative = !lo || lo->value.negative;
+    // Negative values: "-" and a magnitude in (0 or |hi|, |lo|].
+    if (lo_negative) {
+      const Bound mag_lo = hi_non_negative ? Bound{Decimal{}, true} : Bound{hi->value, hi->strict};
+      std::optional<Bound> mag_hi;
+      if (lo) mag_hi = Bound{lo->value, lo->strict};
+      if (!mag_hi || compare(mag_lo.value, mag_hi->value) < 0 ||
+          (compare(mag_lo.value, mag_hi->value) == 0 && !mag_lo.strict && !mag_hi->strict))
+        for (Sequence& m : magnitudes(mag_lo, mag_hi)) alts.push_back(cat({ch('-')}, m));
+    }
+    // Zero and positive values in [max(lo, 0), hi].
+    if (hi_non_negative && !(hi && hi->value.integer == 0 && hi->value.fraction.empty() && hi->strict)) {
+      const Bound mag_lo = lo_negative ? Bound{Decimal{}, false} : *lo;
+      if (!hi || compare(mag_lo.value, hi->value) < 0 ||
+          (compare(mag_lo.value, hi->value) == 0 && !mag_lo.strict && !hi->strict))
+        for (Sequence& m : magnitudes(mag_lo, hi)) alts.push_back(std::move(m));
+    }
+    if (alts.empty()) fail("no number lies between the minimum and the maximum");
+    return b_.rule(name("bounded_number"), std::move(alts));
+  }
+
+  int number_schema(const json& s) {
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (s.contains(key) && !(s[key].is_boolean() && (std::string(key).starts_with("exclusive")))) return bounded_number(s);
+    return number();
   }
 
   int object_schema(const json& s, int depth) {

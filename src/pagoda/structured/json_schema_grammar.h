@@ -7,8 +7,8 @@
 //   additionalProperties only when there are no properties (a map) — with properties, extra keys are
 //   never produced (OpenAI's strict mode and XGrammar do the same);
 // - arrays: items, prefixItems, minItems, maxItems; strings: minLength, maxLength, pattern (a regular
-//   expression, regex_grammar.h), format left unchecked (an annotation); integers: minimum, maximum and
-//   the exclusive forms; numbers: minimum 0 (non-negative) only.
+//   expression, regex_grammar.h), format left unchecked (an annotation); numbers and integers: minimum,
+//   maximum and the exclusive forms (a bounded number is written as a plain decimal, without exponent).
 // Annotations (title, description, default, examples, ...) and "x-" extensions are skipped; any other
 // keyword is an InvalidRequest naming it. Between tokens there may be nothing, one space, or a line break
 // and an indent of up to 24 spaces or tabs: compact and pretty-printed JSON, but never runs of blank space

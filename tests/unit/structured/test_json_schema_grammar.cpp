@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+
+#include <fmt/format.h>
 #include <regex>
 
 #include "pagoda/core/error.h"
@@ -152,7 +155,7 @@ const std::vector<SchemaCase>& cases() {
       {R"({"type": "object", "additionalProperties": {"type": "integer"}})", {"{}", R"({"a": 1, "b": 2})"}, {R"({"a": "x"})"}},
       {R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false})",
        {"[]", "[\"a\"]", "[\"a\", 1]"}, {"[1]", "[\"a\", 1, 2]"}},
-      {R"({"type": "number", "minimum": 0})", {"0", "1.5", "3e-2"}, {"-1", "-0.5"}},
+      {R"({"type": "number", "minimum": 0})", {"0", "1.5", "0.03"}, {"-1", "-0.5", "3e-2"}},
       {R"({"type": "object"})", {"{}", R"({"a": [1, {"b": null}], "c": "d"})"}, {"[]", "1"}},
       {R"({"type": "object", "properties": {"a": {"const": 1}, "b": {"const": 2}, "c": {"const": 3}}})",
        {"{}", R"({"a": 1})", R"({"b": 2, "c": 3})", R"({"a": 1, "c": 3})"}, {R"({"b": 2, "a": 1})", R"({, "b": 2})"}},
@@ -222,9 +225,54 @@ TEST(JsonSchemaGrammar, IntegerRangesMatchComparisons) {
   }
 }
 
+TEST(JsonSchemaGrammar, NumberRangesMatchComparisons) {
+  struct Range {
+    const char* schema;
+    double lo, hi;
+    bool lo_strict, hi_strict;
+  };
+  const double inf = INFINITY;
+  const std::vector<Range> ranges = {
+      {R"({"type": "number", "minimum": 0, "maximum": 1})", 0, 1, false, false},
+      {R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})", 0, 1, true, true},
+      {R"({"type": "number", "minimum": -1.5, "maximum": 2.25})", -1.5, 2.25, false, false},
+      {R"({"type": "number", "exclusiveMinimum": -0.5, "maximum": 0})", -0.5, 0, true, false},
+      {R"({"type": "number", "minimum": 0.1, "maximum": 0.2})", 0.1, 0.2, false, false},
+      {R"({"type": "number", "minimum": 2.5})", 2.5, inf, false, false},
+      {R"({"type": "number", "exclusiveMaximum": -1})", -inf, -1, false, true},
+      {R"({"type": "number", "minimum": 3, "maximum": 3})", 3, 3, false, false},
+      {R"({"type": "number", "minimum": -12.75, "exclusiveMaximum": -12.5})", -12.75, -12.5, false, true},
+      {R"({"type": "number", "minimum": 0, "exclusiveMinimum": 0})", 0, inf, true, false},  // the tighter wins
+      {R"({"type": "number", "minimum": 1e-2, "maximum": 15})", 0.01, 15, false, false},
+  };
+  for (const Range& r : ranges) {
+    SCOPED_TRACE(r.schema);
+    const auto c = compile_constraint(json_schema_grammar(ojson::parse(r.schema)), char_vocab(), "json_schema");
+    // Every multiple of 0.005 in [-20, 20], written with 3 decimals, with 1 or 2 when exact, and without a
+    // fraction when whole: accepted exactly when inside (compared in thousandths, exactly).
+    for (int k = -4000; k <= 4000; ++k) {
+      const int64_t milli = k * 5;
+      const auto inside = [&](int64_t m) {
+        const double lo_m = r.lo * 1000, hi_m = r.hi * 1000;
+        return (r.lo_strict ? m > lo_m : m >= lo_m) && (r.hi_strict ? m < hi_m : m <= hi_m);
+      };
+      std::vector<std::string> forms{fmt::format("{}{}.{:03d}", milli < 0 ? "-" : "", std::abs(milli) / 1000, std::abs(milli) % 1000)};
+      if (milli % 10 == 0) forms.push_back(fmt::format("{}{}.{:02d}", milli < 0 ? "-" : "", std::abs(milli) / 1000, std::abs(milli) % 1000 / 10));
+      if (milli % 1000 == 0) forms.push_back(fmt::format("{}", milli / 1000));
+      for (const std::string& text : forms) {
+        if (text == "-0" || text.starts_with("-0.000")) continue;  // negative zero is written "0"
+        EXPECT_EQ(accepts(c, text), inside(milli)) << text;
+      }
+    }
+    EXPECT_FALSE(accepts(c, "1e0"));  // bounded numbers are plain decimals
+    EXPECT_FALSE(accepts(c, "-0"));
+  }
+  EXPECT_THROW(json_schema_grammar(ojson::parse(R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})")), InvalidRequest);
+}
+
 TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
   for (const char* schema : {R"({"type": "string", "not": {"const": "a"}})", R"({"type": "array", "uniqueItems": true})",
-                             R"({"type": "object", "patternProperties": {"^a": {}}})", R"({"type": "number", "maximum": 1.5})",
+                             R"({"type": "object", "patternProperties": {"^a": {}}})",
                              R"({"type": "number", "multipleOf": 2})", R"({"$ref": "https://example.com/s.json"})",
                              R"({"$ref": "#/$defs/missing"})", R"({"type": "strng"})", "false", R"({"enum": []})",
                              R"({"type": "array", "minItems": 5, "maxItems": 2})", R"({"type": "integer", "minimum": 5, "maximum": 2})",
