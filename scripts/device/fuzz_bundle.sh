@@ -11,5 +11,13 @@ cmake --preset fuzz >/dev/null
 cmake --build build/fuzz -j"$(nproc)" --target "${targets[@]}"
 rm -rf build/devfuzz && mkdir -p build/devfuzz/bin
 for t in "${targets[@]}"; do strip --strip-debug -o "build/devfuzz/bin/$t" "build/fuzz/fuzz/$t"; done
+# The shared libraries a bare image lacks (fmt, spdlog, pcre2, ...), so a fuzz-only run needs no device bundle.
+mkdir -p build/devfuzz/bin/lib
+for t in "${targets[@]}"; do ldd "build/fuzz/fuzz/$t"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
+    *) cp -L "$lib" build/devfuzz/bin/lib/ ;;
+  esac
+done
 tar -cJf build/devfuzz/fuzzbins.tar.xz -C build/devfuzz/bin . && rm -rf build/devfuzz/bin
 du -sh build/devfuzz/fuzzbins.tar.xz

@@ -227,11 +227,11 @@ PY
       ;;
     fuzz)
       mkdir -p build/devfuzz/bin "$OUT/fuzz" && tar -xJf build/devfuzz/fuzzbins.tar.xz -C build/devfuzz/bin
-      for spec in ${FUZZ_JOBS:-$(cd build/devfuzz/bin && for t in *; do echo "$t=2"; done)}; do
+      for spec in ${FUZZ_JOBS:-$(cd build/devfuzz/bin && for t in *; do [ -f "$t" ] && echo "$t=2"; done)}; do
         t=${spec%=*}
         mkdir -p "build/devfuzz/work/$t"
         for i in $(seq 1 "${spec#*=}"); do
-          nice -n 5 "build/devfuzz/bin/$t" -max_total_time="${FUZZ_SECONDS:-300}" -timeout=10 -rss_limit_mb=2048 \
+          LD_LIBRARY_PATH="$PWD/build/devfuzz/bin/lib:$LD_LIBRARY_PATH" nice -n 5 "build/devfuzz/bin/$t" -max_total_time="${FUZZ_SECONDS:-300}" -timeout=10 -rss_limit_mb=2048 \
             -print_final_stats=1 -seed=$((7919 * i + 17)) -artifact_prefix="$OUT/fuzz/$t-$i-" "build/devfuzz/work/$t" \
             "fuzz/corpus/$t" >"$OUT/fuzz/$t.$i.log" 2>&1 &
           fuzz_pids+=($!)

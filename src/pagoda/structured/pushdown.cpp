@@ -2,6 +2,7 @@
 #include "pagoda/structured/pushdown.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "pagoda/core/error.h"
 
@@ -13,19 +14,29 @@ bool contains_frame(const std::vector<Frame>& v, Frame f) {
 }
 
 // Expands work items (a position and the return frame below it) until every live stack's top is a char set.
-// Each (position, parent) pair is expanded once; a return frame for the same call site is made once.
+// Each (position, parent) pair is expanded once (frames are hash-consed, so that is each distinct stack).
 void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackSet& out) {
   const std::vector<Symbol>& symbols = g.symbols();
   // Scratch kept between calls: the token-mask search closes stacks hundreds of thousands of times a step.
+  // Expanded items: a list while short, a hash set beyond (ambiguous grammars keep thousands alive).
   thread_local std::vector<Frame> seen;
-  thread_local std::vector<std::pair<Frame, int32_t>> returns;  // (return position, parent) -> its frame
+  thread_local std::unordered_set<uint64_t> seen_set;
   seen.clear();
-  returns.clear();
+  seen_set.clear();
+  const auto first_time = [&](const Frame& f) {
+    if (seen.size() < 32) {
+      if (contains_frame(seen, f)) return false;
+      seen.push_back(f);
+      if (seen.size() == 32)
+        for (const Frame& x : seen) seen_set.insert((uint64_t{static_cast<uint32_t>(x.pos)} << 32) | static_cast<uint32_t>(x.parent + 1));
+      return true;
+    }
+    return seen_set.insert((uint64_t{static_cast<uint32_t>(f.pos)} << 32) | static_cast<uint32_t>(f.parent + 1)).second;
+  };
   while (!work.empty()) {
     const Frame f = work.back();
     work.pop_back();
-    if (contains_frame(seen, f)) continue;
-    seen.push_back(f);
+    if (!first_time(f)) continue;
     const Symbol& s = symbols[static_cast<size_t>(f.pos)];
     switch (s.kind) {
       case Symbol::Kind::kChars:
@@ -42,19 +53,9 @@ void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackS
         break;
       case Symbol::Kind::kRule: {
         const int32_t next = f.pos + 1;
-        int32_t ret = f.parent;  // a call in tail position returns straight to our caller
-        if (symbols[static_cast<size_t>(next)].kind != Symbol::Kind::kEnd) {
-          const Frame key{next, f.parent};
-          const auto it = std::find_if(returns.begin(), returns.end(), [&](const auto& r) {
-            return r.first.pos == key.pos && r.first.parent == key.parent;
-          });
-          if (it != returns.end()) {
-            ret = it->second;
-          } else {
-            ret = arena.push(key);
-            returns.push_back({key, ret});
-          }
-        }
+        // A call in tail position returns straight to our caller; others push (or find) a return frame.
+        const int32_t ret =
+            symbols[static_cast<size_t>(next)].kind == Symbol::Kind::kEnd ? f.parent : arena.push({next, f.parent});
         for (int32_t alt : g.alternatives(s.index)) work.push_back({alt, ret});
         break;
       }

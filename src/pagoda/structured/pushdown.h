@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "pagoda/structured/grammar.h"
@@ -16,18 +17,29 @@ struct Frame {
   int32_t parent = -1;  // the return frame below it in the arena, -1 at the bottom
 };
 
+// Return frames, hash-consed: pushing a frame equal to one already held (same position, same parent index)
+// returns that one, so equal stacks are the same index all the way down and a set of stacks is deduplicated
+// by (position, parent) alone. Without it, nested repetitions of things that may be empty ("(a*)*")
+// produce equal stacks under different frames, and the set doubles with each character.
 class StackArena {
  public:
   int32_t push(Frame f) {
-    frames_.push_back(f);
-    return static_cast<int32_t>(frames_.size()) - 1;
+    const auto [it, added] = index_.try_emplace(key(f), static_cast<int32_t>(frames_.size()));
+    if (added) frames_.push_back(f);
+    return it->second;
   }
   const Frame& operator[](int32_t i) const { return frames_[static_cast<size_t>(i)]; }
   size_t size() const { return frames_.size(); }
-  void truncate(size_t n) { frames_.resize(n); }
+  // Drops the frames pushed since size() was n (a search backing out).
+  void truncate(size_t n) {
+    for (size_t i = n; i < frames_.size(); ++i) index_.erase(key(frames_[i]));
+    frames_.resize(n);
+  }
 
  private:
+  static uint64_t key(Frame f) { return (uint64_t{static_cast<uint32_t>(f.pos)} << 32) | static_cast<uint32_t>(f.parent + 1); }
   std::vector<Frame> frames_;
+  std::unordered_map<uint64_t, int32_t> index_;
 };
 
 // The live stacks: each top's pos is a kChars symbol. `complete`: the grammar may end here.
