@@ -36,6 +36,9 @@ std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, st
 namespace {
 
 constexpr int kUnknown = -2, kNone = -1;
+// A mask costs at most this many stack advances (a JSON mask on Llama-3's vocabulary takes a few
+// thousand; this is about a second of work): beyond it the output ends (ConstraintMatcher::error()).
+constexpr size_t kMaxMaskWork = 20'000'000;
 
 bool is_end(const VocabIndex& v, TokenId id) {
   for (TokenId e : v.end_ids())
@@ -59,6 +62,7 @@ class MaskSearch {
   const VocabIndex& v_;
   StackArena& arena_;
   std::vector<uint64_t>& bits_;
+  size_t work_ = 0;  // stacks advanced so far; bounded so that no constraint can stall the engine
 
   // Sets bits [lo, hi) of the sorted-order mask, a word at a time.
   void allow(int32_t lo, int32_t hi) {
@@ -116,6 +120,9 @@ class MaskSearch {
       } else if (stable < 0 ||
                  !g_.char_sets()[static_cast<size_t>(c_.loop_classes[static_cast<size_t>(stable)].set)].contains(
                      next_cursor.code_point())) {
+        work_ += s.tops.size();
+        if (work_ > kMaxMaskWork)
+          throw InvalidRequest("the output constraint is too costly to follow (over 20 million stack steps for one token)");
         advance_stacks(g_, arena_, s, next_cursor.code_point(), advanced);
         if (advanced.dead()) {
           arena_.truncate(mark);
@@ -185,7 +192,7 @@ void ConstraintMatcher::compute_mask() {
     const size_t mark = arena_.size();
     try {
       MaskSearch(*c_, arena_, *mask).run(stacks_, cursor_);
-    } catch (const InvalidRequest& e) {  // too many parses alive: end the output here
+    } catch (const InvalidRequest& e) {  // too many parses alive, or too much work: end the output here
       std::fill(mask->begin(), mask->end(), 0);
       error_ = e.what();
     }

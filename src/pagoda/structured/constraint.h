@@ -62,8 +62,8 @@ class ConstraintMatcher {
   bool accept(TokenId id);
   // Whether the output so far is a whole sentence of the grammar.
   bool complete() const { return stacks_.complete && !cursor_.pending(); }
-  // Why the output was ended early: a grammar so ambiguous that over kMaxStacks parses were alive at once
-  // (then only the end tokens are offered). Empty otherwise.
+  // Why the output was ended early: a grammar so ambiguous that over kMaxStacks parses were alive at once,
+  // or a mask too costly to compute (then only the end tokens are offered). Empty otherwise.
   const std::string& error() const { return error_; }
   // Moves past raw output bytes (tests feed text without a tokenizer); false and no change when forbidden.
   bool accept_bytes(std::string_view bytes) { return advance(bytes, /*commit=*/true); }
