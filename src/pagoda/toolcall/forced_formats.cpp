@@ -31,7 +31,10 @@ class RequiredCallsFormat final : public ToolCallFormat {
     const size_t begin = skip_whitespace(text, 0);
     const CallArrayScan array = scan_call_array(text, begin, kArgumentKeys);
     if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete)) {
-      if (final || array.calls.empty()) out.content = text;  // plain text, settled as soon as it is known
+      if (final || array.calls.empty()) {  // plain text, settled as soon as it is known
+        out.content = text;
+        out.only_content = true;
+      }
       return out;
     }
     for (const CallObjectScan& c : array.calls) {

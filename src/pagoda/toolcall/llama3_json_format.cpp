@@ -20,6 +20,7 @@ class Llama3JsonFormat final : public ToolCallFormat {
     ToolCallScan out;
     ToolCallScan plain;
     plain.content = text;
+    plain.only_content = true;  // read as content once, it stays content: calls come first or not at all
     size_t pos = skip_whitespace(text, 0);
     if (text.substr(pos).starts_with(kPythonTag)) {
       pos = skip_whitespace(text, pos + kPythonTag.size());

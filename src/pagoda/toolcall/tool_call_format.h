@@ -22,6 +22,9 @@ struct ToolCallScan {
   bool has_tool_calls = false;
   std::string content;              // text outside the calls (partial: the part that is settled)
   std::vector<ScannedCall> calls;   // partial: the calls already named, the last one's arguments maybe cut short
+  // Partial scans: the format has ruled calls out, so the whole output is content however it goes on (a stream
+  // then passes text through without scanning it again).
+  bool only_content = false;
 };
 
 class ToolCallFormat {

@@ -17,11 +17,19 @@ ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view tex
 
 std::vector<OutputDelta> ToolCallStream::push(std::string_view text) {
   if (text.empty()) return {};
+  if (only_content_) {
+    return {{std::string(text), std::nullopt}};
+  }
   text_ += text;
-  return advance(format_.scan(text_, /*final=*/false));
+  const ToolCallScan scan = format_.scan(text_, /*final=*/false);
+  std::vector<OutputDelta> out = advance(scan);
+  // Only a scan that sent all the text so far as content may switch to passing text through.
+  only_content_ = scan.only_content && calls_.empty() && content_sent_ == text_;
+  return out;
 }
 
 std::vector<OutputDelta> ToolCallStream::finish() {
+  if (only_content_) return {};
   ToolCallScan scan = format_.scan(text_, /*final=*/true);
   if (!scan.has_tool_calls) {
     scan.calls.clear();

@@ -59,6 +59,7 @@ class ToolCallStream {
 
   const ToolCallFormat& format_;
   std::string text_;
+  bool only_content_ = false;  // the format ruled calls out: text passes through (no rescans, linear time)
   std::string content_sent_;
   struct SentCall {
     std::string name;
