@@ -294,8 +294,10 @@ json GenerationJob::usage_json() const {
 
 void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n", event_time_); }
 
-std::string GenerationJob::finish_reason(const Choice& c, bool called) {
-  return called && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
+std::string GenerationJob::finish_reason(const Choice& c, bool called) const {
+  // A call to the function tool_choice named stays "stop", as in vLLM (and OpenAI).
+  const bool named = parsed_.tools.choice == ToolRequest::Choice::kFunction;
+  return called && !named && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
 }
 
 void GenerationJob::send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs) {

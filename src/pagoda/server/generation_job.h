@@ -99,7 +99,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // finishing chunk.
   void send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs);
   // "tool_calls" for a choice that called tools and stopped by itself, as vLLM reports it.
-  static std::string finish_reason(const Choice& c, bool called);
+  std::string finish_reason(const Choice& c, bool called) const;
   void send_event(const nlohmann::json& j);
 
   JobContext ctx_;
