@@ -105,11 +105,14 @@ std::string forced_tool_schema(const ToolRequest& request) {
       }
       params.erase("$defs");
     }
-    any_of.push_back({{"properties", {{"name", {{"type", "string"}, {"enum", json::array({tool["function"]["name"]})}}},
+    any_of.push_back({{"type", "object"},
+                      {"properties", {{"name", {{"type", "string"}, {"enum", json::array({tool["function"]["name"]})}}},
                                       {"parameters", std::move(params)}}},
                       {"required", json::array({"name", "parameters"})}});
   }
-  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", std::move(any_of)}}}};
+  // vLLM writes {"type": "object", "anyOf": [...]} for the items; the same schema with the type inside each
+  // branch is what structured/ compiles (it takes anyOf only alone).
+  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", std::move(any_of)}}}};
   if (!defs.empty()) schema["$defs"] = std::move(defs);
   return schema.dump();
 }

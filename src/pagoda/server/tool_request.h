@@ -36,7 +36,8 @@ struct ToolServingOptions {
 ToolRequest parse_tool_request(const nlohmann::ordered_json& body);
 
 // The JSON schema (as text) that tool_choice "required" or a named function puts on the output, as vLLM's
-// _get_json_schema_from_tool builds it; "" for "none" and "auto".
+// _get_json_schema_from_tool builds it (for "required", with "type": "object" moved into each anyOf branch, an
+// equivalent form structured/ compiles); "" for "none" and "auto".
 std::string forced_tool_schema(const ToolRequest& request);
 
 // What the chat template gets as `tools`: the list as sent, or null when there is none (or tool_choice is

@@ -30,18 +30,23 @@ class RequiredCallsFormat final : public ToolCallFormat {
     ToolCallScan out;
     const size_t begin = skip_whitespace(text, 0);
     const CallArrayScan array = scan_call_array(text, begin, kArgumentKeys);
-    if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete)) {
-      if (final || array.calls.empty()) {  // plain text, settled as soon as it is known
-        out.content = text;
-        out.only_content = true;
-      }
-      return out;
-    }
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
       out.calls.push_back({*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))});
     }
-    if (array.status == ScanStatus::kIncomplete) return out;
+    const bool cut_off = final && array.status == ScanStatus::kIncomplete && !out.calls.empty();
+    if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete && !cut_off)) {
+      ToolCallScan plain;
+      if (final || array.calls.empty()) {  // plain text, settled as soon as it is known
+        plain.content = text;
+        plain.only_content = true;
+      }
+      return plain;
+    }
+    if (array.status == ScanStatus::kIncomplete) {
+      out.has_tool_calls = out.cut_off = cut_off;  // cut off inside the array: the calls so far
+      return out;
+    }
     out.content = text.substr(skip_whitespace(text, array.end));
     out.has_tool_calls = true;
     return out;

@@ -33,13 +33,15 @@ class HermesFormat final : public ToolCallFormat {
       }
       out.content += segment;
       const CallObjectScan call = scan_call_object(text, skip_whitespace(text, open + kOpen.size()), kArgumentKeys);
-      if (call.status == ScanStatus::kInvalid || (final && call.status == ScanStatus::kIncomplete)) {
+      const bool cut_off = final && call.status == ScanStatus::kIncomplete && call.committed();
+      if (call.status == ScanStatus::kInvalid || (final && call.status == ScanStatus::kIncomplete && !cut_off)) {
         if (out.calls.empty()) return plain(text);
         out.content += text.substr(open);  // a bad block after good ones stays as text
         break;
       }
       if (call.status == ScanStatus::kIncomplete) {
         if (call.committed()) out.calls.push_back(scanned(text, call));
+        out.has_tool_calls = out.cut_off = cut_off;
         return out;
       }
       out.calls.push_back(scanned(text, call));

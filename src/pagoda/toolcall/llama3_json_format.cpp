@@ -31,13 +31,15 @@ class Llama3JsonFormat final : public ToolCallFormat {
     if (text[pos] != '{') return plain;  // not a tool call: everything is content, from the first delta on
     while (true) {
       const CallObjectScan call = scan_call_object(text, pos, kArgumentKeys);
-      if (call.status == ScanStatus::kInvalid || (final && call.status == ScanStatus::kIncomplete)) {
+      const bool cut_off = final && call.status == ScanStatus::kIncomplete && call.committed();
+      if (call.status == ScanStatus::kInvalid || (final && call.status == ScanStatus::kIncomplete && !cut_off)) {
         // The first object decides whether this is a tool call at all; a bad later one is left as content.
         if (out.calls.empty()) return plain;
         break;
       }
       if (call.status == ScanStatus::kIncomplete) {
         if (call.committed()) out.calls.push_back(scanned(text, call));
+        out.has_tool_calls = out.cut_off = cut_off;
         return out;
       }
       out.calls.push_back(scanned(text, call));

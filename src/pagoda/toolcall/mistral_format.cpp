@@ -26,16 +26,19 @@ class MistralFormat final : public ToolCallFormat {
     }
     out.content = text.substr(0, marker);
     const CallArrayScan array = scan_call_array(text, skip_whitespace(text, marker + kMarker.size()), kArgumentKeys);
-    if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete)) {
-      ToolCallScan plain;
-      plain.content = text;
-      return plain;
-    }
+    ToolCallScan plain;
+    plain.content = text;
+    if (array.status == ScanStatus::kInvalid) return plain;
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
       out.calls.push_back({*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))});
     }
-    if (array.status == ScanStatus::kIncomplete) return out;
+    if (array.status == ScanStatus::kIncomplete) {
+      if (!final) return out;
+      if (out.calls.empty()) return plain;
+      out.has_tool_calls = out.cut_off = true;  // cut off inside the array: the calls so far
+      return out;
+    }
     out.content += text.substr(skip_whitespace(text, array.end));
     out.has_tool_calls = true;
     return out;

@@ -25,6 +25,9 @@ struct ToolCallScan {
   // Partial scans: the format has ruled calls out, so the whole output is content however it goes on (a stream
   // then passes text through without scanning it again).
   bool only_content = false;
+  // Final scans: the output ended inside its last call (max_tokens), whose arguments are then cut short; the
+  // call is still returned, as OpenAI returns it with finish_reason "length".
+  bool cut_off = false;
 };
 
 class ToolCallFormat {

@@ -11,6 +11,7 @@ ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view tex
     return out;
   }
   out.content = std::move(scan.content);
+  out.cut_off = scan.cut_off;
   for (ScannedCall& c : scan.calls) out.tool_calls.push_back({format.new_call_id(), std::move(c.name), std::move(c.arguments)});
   return out;
 }

@@ -20,6 +20,7 @@ struct ToolCall {
 struct ParsedOutput {
   std::string content;  // the whole text when there are no calls; else the text outside them (maybe "")
   std::vector<ToolCall> tool_calls;
+  bool cut_off = false;  // the output ended inside the last call: its arguments are cut short (finish "length")
 };
 
 ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text);
@@ -42,8 +43,9 @@ struct OutputDelta {
 // Turns text deltas into OpenAI's chat deltas. Text that may still turn out to be part of a call (the start of
 // a marker, a JSON object before its name) is held back until it is settled. For any output the format reads
 // as tool calls, the deltas add up to parse_tool_calls' result: the same content, names and arguments.
-// (An output that stops inside a call it had named, cut off by max_tokens, is an exception: the stream has
-// sent that call already, while the whole text reads as content.)
+// (An output that turns out malformed inside a call it had already named and begun the arguments of is the
+// exception: the stream has sent that call, while the whole text reads as content. An output cut off inside
+// a call, by max_tokens, is read as that call with its arguments cut short, both ways.)
 class ToolCallStream {
  public:
   explicit ToolCallStream(const ToolCallFormat& format) : format_(format) {}

@@ -3,8 +3,8 @@
 // --tool-call-parser llama3_json. The model's output is random text, so these checks hold for any output:
 // the template saw the tools (prompt_tokens grows, /tokenize agrees), responses and stream deltas have
 // OpenAI's shape, and a stream adds up to the same message as the whole response. The case that needs a
-// scripted output (a real llama3_json call parsed from the model's text) forces it with guided_regex and
-// skips itself while the server refuses guided_regex (until structured outputs land).
+// scripted output (a real llama3_json call parsed from the model's text) forces it with guided_regex (and
+// skips itself on a server that refuses guided_regex).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
@@ -22,8 +22,9 @@ const tools = [
       description: 'Get the current weather in a city',
       parameters: {
         type: 'object',
-        properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+        properties: { city: { type: 'string', maxLength: 8 }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
         required: ['city'],
+        additionalProperties: false,
       },
     },
   },
@@ -159,20 +160,27 @@ test('streamed with tools, the deltas have OpenAI shape and add up to the whole 
   }
 });
 
-test('a named tool_choice answers with a call to that function', async () => {
+test('a named tool_choice answers with a call to that function, its arguments matching the parameters', async () => {
   const out = await client.chat.completions.create({
     ...greedy,
+    max_tokens: 100,
     messages: question,
     tools,
-    tool_choice: { type: 'function', function: { name: 'get_time' } },
+    tool_choice: { type: 'function', function: { name: 'get_weather' } },
   });
   checkMessage(out.choices[0], { forced: true, named: true });
   const m = out.choices[0].message;
   assert.equal(m.tool_calls.length, 1);
-  assert.equal(m.tool_calls[0].function.name, 'get_time');
+  assert.equal(m.tool_calls[0].function.name, 'get_weather');
   assert.equal(m.content, null);
-  // Its arguments match the function's parameters once constrained decoding enforces the schema; until
-  // then they are whatever the model wrote.
+  // Constrained decoding holds the output to the parameters' schema; a model that ends it by itself has
+  // written an object with a short string city (and perhaps a unit), nothing else.
+  if (out.choices[0].finish_reason === 'stop') {
+    const args = JSON.parse(m.tool_calls[0].function.arguments);
+    assert.equal(typeof args.city, 'string');
+    assert.ok(args.city.length <= 8);
+    for (const key of Object.keys(args)) assert.ok(['city', 'unit'].includes(key), key);
+  }
 });
 
 test('malformed tools and tool_choice are 400s naming the field', async () => {

@@ -62,13 +62,22 @@ TEST(ToolRequest, ChoicesAndTheConstraintTheyPutOnTheOutput) {
   const ParsedRequest required = chat(std::string(kTools) + R"(, "tool_choice": "required")");
   EXPECT_EQ(required.tools.choice, Choice::kRequired);
   EXPECT_EQ(required.constraint.kind, OutputConstraint::Kind::kJsonSchema);
-  EXPECT_EQ(json::parse(required.constraint.spec), json::parse(R"({"type": "array", "minItems": 1, "items": {"type": "object",
-      "anyOf": [{"properties": {"name": {"type": "string", "enum": ["get_weather"]},
+  // vLLM's schema, with the items' "type": "object" inside each anyOf branch (equivalent).
+  EXPECT_EQ(json::parse(required.constraint.spec), json::parse(R"({"type": "array", "minItems": 1, "items": {
+      "anyOf": [{"type": "object",
+                 "properties": {"name": {"type": "string", "enum": ["get_weather"]},
                                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
                  "required": ["name", "parameters"]},
-                {"properties": {"name": {"type": "string", "enum": ["get_time"]},
+                {"type": "object",
+                 "properties": {"name": {"type": "string", "enum": ["get_time"]},
                                 "parameters": {"type": "object", "properties": {}}},
                  "required": ["name", "parameters"]}]}})"));
+  // A forced choice is itself an output constraint: with another one it is a 400 (vLLM's message).
+  const auto both = error_of(std::string(kTools) + R"(, "tool_choice": "required", "guided_regex": "a+")");
+  EXPECT_EQ(both.first, "tool_choice");
+  EXPECT_EQ(both.second, "You can only either use guided decoding or tools, not both.");
+  EXPECT_EQ(chat(std::string(kTools) + R"(, "tool_choice": "auto", "guided_regex": "a+")").constraint.kind,
+            OutputConstraint::Kind::kRegex);
   // "required" with nothing to call is "none" (vLLM, after OpenAI).
   EXPECT_EQ(chat(R"("tools": [], "tool_choice": "required")").tools.choice, Choice::kNone);
 }
