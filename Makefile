@@ -6,7 +6,7 @@ ARGS ?=
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_safetensors fuzz_gguf fuzz_tokenizer_json fuzz_chat_template fuzz_http_request fuzz_openai_request \
-                fuzz_structured
+                fuzz_structured fuzz_tool_calls
 
 .PHONY: deps configure build test test-cuda serve asan asan-ci tsan sanitizers fuzz clean
 

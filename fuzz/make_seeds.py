@@ -201,3 +201,20 @@ out("fuzz_structured", "any_of", b"\x00\x03" + json.dumps({"anyOf": [{"type": "n
                                                                      {"prefixItems": [{"const": "x"}], "items": False}]}).encode())
 out("fuzz_structured", "regex", b"\x01\x05" + "(?:[A-Z][a-zé]{1,3}|\\d+)(,\\s?\\w*)*$".encode())
 out("fuzz_structured", "choice_like", b"\x01\x09" + "yes|no|maybe ☺".encode())
+
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+          "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+out("fuzz_openai_request", "chat_tools", b"\x01" + json.dumps(
+    {"messages": [{"role": "user", "content": "Weather?"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "21 C"}],
+     "tools": tools, "tool_choice": "required"}).encode())
+
+# --- Model output for the tool-call formats; the first byte picks llama3_json (0), hermes (1), mistral (2),
+# the "required" array (3) or a named function (4), the second seeds the stream's cuts.
+out("fuzz_tool_calls", "llama3_json", b"\x00\x07" + b'<|python_tag|>{"name": "f", "parameters": {"a": [1, "}"]}}; {"name": "g", "arguments": {}}')
+out("fuzz_tool_calls", "hermes", b"\x01\x03" + b'Sure.\n<tool_call>\n{"name": "f", "arguments": {"x": "\\u00e9"}}\n</tool_call>\n<tool_call>{"name": "g"')
+out("fuzz_tool_calls", "mistral", b"\x02\x05" + b'ok [TOOL_CALLS] [{"name": "f", "arguments": {"n": -1.5e3}}, {"name": "g", "arguments": {}}]')
+out("fuzz_tool_calls", "required", b"\x03\x01" + b'[{"name": "f", "parameters": {"q": null}}]')
+out("fuzz_tool_calls", "named", b"\x04\x02" + b'{"city": "Paris"}')

@@ -40,6 +40,7 @@ struct ServeOptions {
   std::string gpu_timeline_file;
   std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";  // CORS (server/cors.h)
   bool allow_credentials = false;
+  server::ToolServingOptions tools;
 };
 
 // The NVML devices to sample: --gpu-sample-devices, else the first of CUDA_VISIBLE_DEVICES when it is a
@@ -149,6 +150,9 @@ void run_serve(ServeOptions& o) {
   so.max_waiting_requests = o.max_waiting_requests;
   so.limits = o.limits;
   so.num_workers = o.request_threads;
+  if (o.tools.enable_auto_tool_choice && o.tools.parser.empty())
+    throw Error("--enable-auto-tool-choice needs --tool-call-parser (" + std::string(toolcall::kToolCallParsers) + ")");
+  so.tools = o.tools;
   for (const std::string& key : o.api_keys) so.api_keys.add(key, server::Tenant{"default", 0});
   if (!o.api_keys_file.empty()) so.api_keys.load_file(o.api_keys_file);
   if (!o.tenants_file.empty()) so.api_keys.load_tenants_file(o.tenants_file);
@@ -215,6 +219,16 @@ void add_serve_command(CLI::App& app) {
                   "answer 429 when this many requests wait to start (default 0: unlimited)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chat-template", opts->chat_template, "a Jinja chat template file (default: the model's)");
+  cmd->add_flag("--enable-auto-tool-choice", opts->tools.enable_auto_tool_choice,
+                "let the model decide when to call tools (tool_choice \"auto\", the default when a request has tools); "
+                "needs --tool-call-parser");
+  cmd->add_option("--tool-call-parser", opts->tools.parser,
+                  "how the model writes tool calls: llama3_json (Llama 3.1/3.2), hermes (<tool_call> blocks), "
+                  "mistral ([TOOL_CALLS] and a JSON array)")
+      ->check(CLI::IsMember({"llama3_json", "hermes", "mistral"}));
+  cmd->add_flag("--exclude-tools-when-tool-choice-none", opts->tools.exclude_tools_when_tool_choice_none,
+                "leave a request's tools out of the prompt when its tool_choice is \"none\" (by default the template "
+                "still sees them)");
   cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads (default 2)")->check(CLI::PositiveNumber);
   cmd->add_option("--request-threads", opts->request_threads,
                   "threads that parse, template and tokenize large request bodies off the I/O threads (default 2)")

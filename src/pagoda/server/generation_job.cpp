@@ -67,6 +67,7 @@ void GenerationJob::start() {
       const std::vector<TokenId>& ids = requests_[p].prompt_ids;
       c.recent.assign(ids.end() - static_cast<std::ptrdiff_t>(std::min(ids.size(), kPieceContext)), ids.end());
       c.stop.emplace(parsed_.stop);
+      if (parsed_.stream && parsed_.chat && ctx_.tool_format) c.tool_calls.emplace(*ctx_.tool_format);
       choices_.push_back(std::move(c));
     }
   }
@@ -153,7 +154,10 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     }
     c.recent.push_back(id);
     if (c.recent.size() > 2 * kPieceContext) c.recent.erase(c.recent.begin(), c.recent.end() - kPieceContext);
-    const std::string piece = c.detok ? c.detok->push(id) : "";
+    // Read for tool calls, the text leaves out the token that stopped generation (EOS), as vLLM's does: with
+    // special tokens kept for the parser it would be text after the calls.
+    const bool stop_token = ctx_.tool_format && e.finished && e.finish_reason == "stop" && t + 1 == e.new_token_ids.size();
+    const std::string piece = c.detok && !stop_token ? c.detok->push(id) : "";
     StopMatcher::Result r = c.stop->push(piece);
     delta += r.text;
     if (r.stopped) {
@@ -175,7 +179,9 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     }
   }
   c.text += delta;
-  if (parsed_.stream && c.finish_reason != "error") {
+  if (c.tool_calls && c.finish_reason != "error") {
+    send_tool_chunks(c, delta, logprobs);
+  } else if (parsed_.stream && c.finish_reason != "error") {
     const std::string& prompt_text = parsed_.echo ? prompt_texts_[c.prompt] : kNoText;
     size_t chunk_start = prompt_text.size() + text_offset;  // where this chunk's first entry starts
     if (parsed_.echo && !c.sent_role) {
@@ -288,21 +294,58 @@ json GenerationJob::usage_json() const {
 
 void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n", event_time_); }
 
+std::string GenerationJob::finish_reason(const Choice& c, bool called) const {
+  // A call to the function tool_choice named stays "stop", as in vLLM (and OpenAI).
+  const bool named = parsed_.tools.choice == ToolRequest::Choice::kFunction;
+  return called && !named && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
+}
+
+void GenerationJob::send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs) {
+  std::vector<toolcall::OutputDelta> deltas = c.tool_calls->push(text);
+  if (c.finished) {
+    std::vector<toolcall::OutputDelta> rest = c.tool_calls->finish();
+    deltas.insert(deltas.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  }
+  if (deltas.empty() && !logprobs.empty()) deltas.push_back({});  // the logprobs of text held back go out now
+  static const std::vector<LogprobEntry> kNoLogprobs;
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const toolcall::OutputDelta& d = deltas[i];
+    send_chunk(c, d.content, i == 0 ? logprobs : kNoLogprobs, false, 0, d.tool_call ? &*d.tool_call : nullptr);
+    c.sent_role = true;
+  }
+  if (c.finished) {
+    send_chunk(c, "", {}, true, 0);
+    c.sent_role = true;
+  }
+}
+
 void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs,
-                               bool finished, size_t text_offset) {
+                               bool finished, size_t text_offset, const toolcall::ToolCallDelta* tool_call) {
   json choice;
   choice["index"] = c.index;
   if (parsed_.chat) {
     json d = json::object();
     if (!c.sent_role) d["role"] = "assistant";
-    if (!delta.empty() || !finished) d["content"] = delta;
+    if (tool_call != nullptr) {
+      json entry = {{"index", tool_call->index}};
+      if (tool_call->id) {
+        entry["id"] = *tool_call->id;
+        entry["type"] = "function";
+        entry["function"] = {{"name", tool_call->name.value_or("")}, {"arguments", tool_call->arguments}};
+      } else {
+        entry["function"] = {{"arguments", tool_call->arguments}};
+      }
+      d["tool_calls"] = json::array({std::move(entry)});
+    } else if (!delta.empty() || !finished) {
+      d["content"] = delta;
+    }
     choice["delta"] = std::move(d);
     choice["logprobs"] = logprobs.empty() ? json(nullptr) : chat_logprobs(logprobs);
   } else {
     choice["text"] = delta;
     choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset, delta);
   }
-  choice["finish_reason"] = finished ? json(c.finish_reason) : json(nullptr);
+  choice["finish_reason"] = finished ? json(finish_reason(c, c.tool_calls && c.tool_calls->called())) : json(nullptr);
   choice["stop_reason"] = finished && c.stop_reason ? json(*c.stop_reason) : json(nullptr);
   json chunk = {{"id", id_}, {"object", parsed_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
                 {"model", ctx_.model_name}, {"choices", json::array({std::move(choice)})}};
@@ -348,15 +391,27 @@ void GenerationJob::complete() {
         if (parsed_.echo) entries = echo_logprobs(c);
         entries.insert(entries.end(), c.logprobs.begin(), c.logprobs.end());
       }
+      bool called = false;
       if (parsed_.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        if (ctx_.tool_format) {
+          toolcall::ParsedOutput out = toolcall::parse_tool_calls(*ctx_.tool_format, c.text);
+          called = !out.tool_calls.empty();
+          if (called) {
+            json calls = json::array();
+            for (const toolcall::ToolCall& t : out.tool_calls)
+              calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+            choice["message"]["content"] = out.content.empty() ? json(nullptr) : json(out.content);
+            choice["message"]["tool_calls"] = std::move(calls);
+          }
+        }
         choice["logprobs"] = parsed_.top_logprobs >= 0 ? chat_logprobs(entries) : json(nullptr);
       } else {
         const std::string text = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
         choice["logprobs"] = parsed_.top_logprobs >= 0 ? completion_logprobs(entries, 0, text) : json(nullptr);
         choice["text"] = text;
       }
-      choice["finish_reason"] = c.finish_reason;
+      choice["finish_reason"] = finish_reason(c, called);
       choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
       list.push_back(std::move(choice));
     }

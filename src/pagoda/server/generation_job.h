@@ -18,6 +18,7 @@
 #include "pagoda/server/stop_matcher.h"
 #include "pagoda/server/trace_writer.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
+#include "pagoda/toolcall/tool_call_parser.h"
 
 namespace pagoda::server {
 
@@ -29,6 +30,8 @@ struct JobContext {
   std::string model_name;
   std::string tenant;
   TraceWriter* trace = nullptr;  // --trace-file; may be null
+  // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
+  std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -66,6 +69,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Usage usage;
     Clock::time_point last_token;
     bool sent_role = false;
+    std::optional<toolcall::ToolCallStream> tool_calls;  // streamed chat with a tool format
     RequestTimes times;                          // the engine's, as of the latest event
     std::vector<Clock::time_point> token_times;  // engine emission time of each token counted
     std::string timing;                          // RequestTrace::log_summary() once finished
@@ -88,8 +92,14 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   nlohmann::json usage_json() const;
   // `text_offset`: where the chunk's first logprob entry (and `delta`) starts in the choice's whole text
   // (the prompt's too, with echo).
+  // `tool_call`: the chunk's delta is this tool-call entry instead of content.
   void send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs, bool finished,
-                  size_t text_offset);
+                  size_t text_offset, const toolcall::ToolCallDelta* tool_call = nullptr);
+  // A streamed chat choice read by the tool format: its deltas, each a chunk (logprobs on the first), then the
+  // finishing chunk.
+  void send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs);
+  // "tool_calls" for a choice that called tools and stopped by itself, as vLLM reports it.
+  std::string finish_reason(const Choice& c, bool called) const;
   void send_event(const nlohmann::json& j);
 
   JobContext ctx_;

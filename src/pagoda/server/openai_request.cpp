@@ -152,6 +152,31 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
   }
 }
 
+// An assistant message's tool_calls as templates read them: each call's function.arguments (a JSON string in
+// OpenAI's API) parsed into an object, "" or null as {} (vLLM's conversion before rendering).
+json template_tool_calls(const json& calls, const std::string& field) {
+  if (!calls.is_array()) bad(field, "a list of tool calls");
+  json out = calls;
+  for (size_t j = 0; j < out.size(); ++j) {
+    const std::string where = fmt::format("{}[{}]", field, j);
+    json& call = out[j];
+    if (!call.is_object() || !present(call, "function") || !call["function"].is_object())
+      bad(where, "an object {\"id\": ..., \"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}");
+    json& fn = call["function"];
+    if (!present(fn, "name") || !fn["name"].is_string()) bad(where + ".function.name", "a string");
+    if (!present(fn, "arguments") || (fn["arguments"].is_string() && fn["arguments"].get<std::string>().empty())) {
+      fn["arguments"] = json::object();
+    } else if (fn["arguments"].is_string()) {
+      json args = json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (args.is_discarded()) bad(where + ".function.arguments", "a JSON object as a string");
+      fn["arguments"] = std::move(args);
+    } else if (!fn["arguments"].is_object()) {
+      bad(where + ".function.arguments", "a JSON object as a string");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int json_nesting_depth(std::string_view text, int limit) {
@@ -252,8 +277,15 @@ json parse_chat_messages(const json& messages) {
     if (!m.contains("role") || !m["role"].is_string()) bad(field + ".role", "a string");
     if (m.contains("content") && !(m["content"].is_string() || m["content"].is_array() || m["content"].is_null()))
       bad(field + ".content", "a string or a list of content parts");
+    if (present(m, "tool_call_id") && !m["tool_call_id"].is_string()) bad(field + ".tool_call_id", "a string");
   }
   json out = messages;
+  for (size_t i = 0; i < out.size(); ++i) {
+    json& m = out[i];
+    // vLLM renders a message without content (an assistant turn that only calls tools) with content "".
+    if (!present(m, "content")) m["content"] = "";
+    if (present(m, "tool_calls")) m["tool_calls"] = template_tool_calls(m["tool_calls"], fmt::format("messages[{}].tool_calls", i));
+  }
   // Content parts, as vLLM gives them to a text-only chat template: the text parts joined by newlines.
   for (size_t i = 0; i < out.size(); ++i) {
     json& m = out[i];
@@ -286,6 +318,13 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
   r.messages = parse_chat_messages(o["messages"]);
   r.chat_options = parse_chat_options(o);
+  r.tools = parse_tool_request(o);
+  // tool_choice "required" or a named function: the output must be the calls, as vLLM forces them.
+  if (std::string schema = forced_tool_schema(r.tools); !schema.empty()) {
+    if (r.constraint.kind != OutputConstraint::Kind::kNone)
+      throw ApiError(400, "You can only either use guided decoding or tools, not both.", "tool_choice");
+    r.constraint = OutputConstraint{OutputConstraint::Kind::kJsonSchema, std::move(schema), {}, "tool_choice"};
+  }
   if (boolean(o, "logprobs", false)) {
     r.top_logprobs = static_cast<int>(integer(o, "top_logprobs", 0, 0, kMaxLogprobs));
   } else if (present(o, "top_logprobs") && integer(o, "top_logprobs", 0) > 0) {

@@ -11,6 +11,7 @@
 
 #include "pagoda/core/types.h"
 #include "pagoda/runner/sampling_params.h"
+#include "pagoda/server/tool_request.h"
 
 namespace pagoda::server {
 
@@ -24,6 +25,7 @@ struct ChatOptions {
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // the last message stays open: the model continues it ("prefill")
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // vLLM's chat_template_kwargs
+  nlohmann::ordered_json tools;  // the template's `tools` (null: none); the server sets it (template_tools)
 };
 
 // What a request's output must match: response_format (json_object, json_schema), vLLM's guided_json /
@@ -43,6 +45,7 @@ struct ParsedRequest {
   std::vector<PromptInput> prompts;  // completions: one or more; chat: filled after the template
   nlohmann::ordered_json messages;   // chat, with each object's keys in the order they were sent
   ChatOptions chat_options;          // chat
+  ToolRequest tools;                 // chat: tools and tool_choice
   bool add_special_tokens = true;    // completions; chat decides from the rendered template
   SamplingParams params;
   bool max_tokens_given = false;
@@ -84,8 +87,11 @@ int json_nesting_depth(std::string_view text, int limit);
 // cannot set messages or add_generation_prompt) of a parsed body; 400 naming the field otherwise.
 ChatOptions parse_chat_options(const nlohmann::ordered_json& o);
 // Chat messages checked (each an object with a string 'role'; 'content' a string, null or a list of
-// parts) and given to the template as vLLM gives them to a text-only one: text parts joined by newlines;
-// other part types (image_url, ...) are a 400 naming the part. Throws ApiError (400).
+// parts) and given to the template as vLLM gives them to a text-only one: text parts joined by newlines,
+// null or missing content as ""; other part types (image_url, ...) are a 400 naming the part. An assistant
+// message's tool_calls are checked and each call's arguments, a JSON string in OpenAI's API, become the
+// object that tool-calling templates read (as vLLM does); a tool message's tool_call_id must be a string.
+// Throws ApiError (400).
 nlohmann::ordered_json parse_chat_messages(const nlohmann::ordered_json& messages);
 
 }  // namespace pagoda::server

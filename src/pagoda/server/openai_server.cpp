@@ -224,7 +224,11 @@ std::string final_message_text(const nlohmann::ordered_json& messages) {
 
 std::string OpenAiServer::chat_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
   if (!chat_) throw ApiError(400, "this model has no chat template");
-  std::string rendered = chat_(messages, options.add_generation_prompt, options.template_kwargs);
+  // The tools reach the template as its `tools` variable, as transformers' apply_chat_template passes them;
+  // chat_template_kwargs may still set it (vLLM applies them last).
+  nlohmann::ordered_json variables = options.template_kwargs;
+  if (!options.tools.is_null() && !variables.contains("tools")) variables["tools"] = options.tools;
+  std::string rendered = chat_(messages, options.add_generation_prompt, variables);
   if (!options.continue_final_message) return rendered;
   // As transformers does: cut the rendered chat right after the final message's text, dropping whatever
   // the template closes it with (end-of-turn tokens), so the model continues that message.
@@ -252,6 +256,8 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
   check_model(parsed.model);
   if (parsed.chat) {
     if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; chat is unavailable");
+    check_tool_choice_served(parsed.tools, options_.tools);
+    parsed.chat_options.tools = template_tools(parsed.tools, options_.tools);
     parsed.prompts.push_back(PromptInput{std::nullopt, encode_chat(chat_prompt(parsed.messages, parsed.chat_options))});
   } else {
     for (PromptInput& p : parsed.prompts) {
@@ -316,7 +322,11 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
       --tenant_active_[tenant_name];
     };
   }
-  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace};
+  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
+                 output_tool_format(parsed.tools, options_.tools)};
+  // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
+  if (ctx.tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && ctx.tool_format->needs_special_tokens())
+    parsed.skip_special_tokens = false;
   auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), ex, std::move(on_done));
   job->start();
 }
@@ -330,7 +340,10 @@ HttpResponse OpenAiServer::tokenize(const std::string& request_body) const {
   if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer");
   std::vector<TokenId> ids;
   if (o.contains("messages")) {
-    ids = encode_chat(chat_prompt(parse_chat_messages(o["messages"]), parse_chat_options(o)));
+    // The chat fields of a chat completion, tools included, so a client can count the prompt it would send.
+    ChatOptions options = parse_chat_options(o);
+    options.tools = template_tools(parse_tool_request(o), options_.tools);
+    ids = encode_chat(chat_prompt(parse_chat_messages(o["messages"]), options));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

@@ -41,6 +41,7 @@ struct OpenAiServerOptions {
   // For constrained decoding: the model's logits width (0: the tokenizer's vocabulary) and end tokens.
   int num_logits = 0;
   std::vector<TokenId> eos_token_ids;
+  ToolServingOptions tools;      // --enable-auto-tool-choice, --tool-call-parser, ...
 };
 
 class OpenAiServer {

@@ -26,7 +26,8 @@ constexpr std::string_view kCommon[] = {
     "structured_outputs"};
 constexpr std::string_view kCompletion[] = {"prompt", "echo", "logprobs", "add_special_tokens"};
 constexpr std::string_view kChat[] = {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
-                                      "add_generation_prompt", "continue_final_message", "chat_template_kwargs"};
+                                      "add_generation_prompt", "continue_final_message", "chat_template_kwargs",
+                                      "tools", "tool_choice"};
 
 template <size_t N>
 bool among(const std::string_view (&names)[N], const std::string& name) {
@@ -47,10 +48,10 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
   std::vector<std::string> ignored;
   for (const auto& [name, v] : o.items()) {
     if (among(kCommon, name) || (chat ? among(kChat, name) : among(kCompletion, name))) continue;
-    if (name == "tools" || name == "functions") {
-      if (!is_empty(v)) refuse(name, "tool calling is not supported yet");
-    } else if (name == "tool_choice" || name == "function_call") {
-      if (!is_empty(v) && !(v.is_string() && (v == "none" || v == "auto"))) refuse(name, "tool calling is not supported yet");
+    if (name == "functions" || name == "function_call") {
+      // OpenAI's deprecated form of tools / tool_choice, which vLLM does not read either.
+      if (!is_empty(v)) refuse(name, fmt::format("the deprecated '{}' is not supported; use '{}'", name,
+                                                 name == "functions" ? "tools" : "tool_choice"));
     } else if (name == "best_of") {
       const int64_t n = o.contains("n") && o["n"].is_number_integer() ? o["n"].get<int64_t>() : 1;
       if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() <= n))

@@ -1,7 +1,7 @@
 // The fields of a completion or chat request that Pagoda does not read. Nothing is dropped silently:
 //   - a field whose feature is missing and whose value would change the output is a 400 naming it
-//     (tools, best_of > n, suffix, beam search); output constraints (response_format, guided_*) are read by
-//     output_constraint_fields.h, which refuses the forms Pagoda cannot enforce;
+//     (functions / function_call, best_of > n, suffix, beam search); output constraints (response_format,
+//     guided_*) are read by output_constraint_fields.h, which refuses the forms Pagoda cannot enforce;
 //   - any other field is ignored as vLLM ignores it, with one warning per field name per process.
 #pragma once
 

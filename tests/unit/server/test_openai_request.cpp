@@ -86,7 +86,7 @@ TEST(OpenAiRequest, ChatMessagesKeepTheirKeyOrder) {
       R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"type": "function",
           "function": {"name": "f", "arguments": {"zeta": 1, "alpha": 2}}}]}]})");
   EXPECT_EQ(c.messages.dump(),
-            R"([{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f",)"
+            R"([{"role":"assistant","content":"","tool_calls":[{"type":"function","function":{"name":"f",)"
             R"("arguments":{"zeta":1,"alpha":2}}}]}])");
 }
 
@@ -119,8 +119,8 @@ TEST(OpenAiRequest, ContentPartsBecomeText) {
 TEST(OpenAiRequest, MissingFeaturesAreRefusedAndOtherFieldsIgnored) {
   const char* chat = R"("messages": [{"role": "user", "content": "hi"}])";
   const auto chat_param = [&](const std::string& extra) { return param_of("{" + std::string(chat) + ", " + extra + "}", true); };
-  EXPECT_EQ(chat_param(R"("tools": [{"type": "function", "function": {"name": "f"}}])"), "tools");
-  EXPECT_EQ(chat_param(R"("tool_choice": "required")"), "tool_choice");
+  EXPECT_EQ(chat_param(R"("functions": [{"name": "f"}])"), "functions");
+  EXPECT_EQ(chat_param(R"("tool_choice": "required")"), "tool_choice");  // needs tools (tool_request.h)
   // Output constraints are read (test_output_constraint_fields.cpp); what cannot be enforced is refused.
   EXPECT_EQ(chat_param(R"("response_format": {"type": "json_object"})"), "<no error>");
   EXPECT_EQ(chat_param(R"("guided_json": {"type": "object"})"), "<no error>");

@@ -1,0 +1,73 @@
+// A model's output text as OpenAI's chat message: content and tool_calls, whole (parse_tool_calls) or as the
+// deltas of a stream (ToolCallStream). The format (tool_call_format.h) says how the model writes its calls.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pagoda/toolcall/tool_call_format.h"
+
+namespace pagoda::toolcall {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object, as text
+};
+
+struct ParsedOutput {
+  std::string content;  // the whole text when there are no calls; else the text outside them (maybe "")
+  std::vector<ToolCall> tool_calls;
+  bool cut_off = false;  // the output ended inside the last call: its arguments are cut short (finish "length")
+};
+
+ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text);
+
+// One entry of a chunk's delta.tool_calls. The first for a call carries its id, type "function", name and
+// arguments ""; later ones carry only argument text to append.
+struct ToolCallDelta {
+  int index = 0;
+  std::optional<std::string> id;    // with the name, on the call's first delta
+  std::optional<std::string> name;
+  std::string arguments;
+};
+
+// What one chunk adds: content text, or one tool-call entry.
+struct OutputDelta {
+  std::string content;
+  std::optional<ToolCallDelta> tool_call;
+};
+
+// Turns text deltas into OpenAI's chat deltas. Text that may still turn out to be part of a call (the start of
+// a marker, a JSON object before its name) is held back until it is settled. For any output the format reads
+// as tool calls, the deltas add up to parse_tool_calls' result: the same content, names and arguments.
+// (An output that turns out malformed inside a call it had already named and begun the arguments of is the
+// exception: the stream has sent that call, while the whole text reads as content. An output cut off inside
+// a call, by max_tokens, is read as that call with its arguments cut short, both ways.)
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(const ToolCallFormat& format) : format_(format) {}
+  // The deltas that `text` (the next piece of output) settles, in order.
+  std::vector<OutputDelta> push(std::string_view text);
+  // At the end of the output: the rest.
+  std::vector<OutputDelta> finish();
+  // Whether a tool call was sent (then finish_reason "stop" becomes "tool_calls").
+  bool called() const { return !calls_.empty(); }
+
+ private:
+  std::vector<OutputDelta> advance(const ToolCallScan& scan);
+
+  const ToolCallFormat& format_;
+  std::string text_;
+  bool only_content_ = false;  // the format ruled calls out: text passes through (no rescans, linear time)
+  std::string content_sent_;
+  struct SentCall {
+    std::string name;
+    size_t arguments_sent = 0;
+  };
+  std::vector<SentCall> calls_;
+};
+
+}  // namespace pagoda::toolcall
