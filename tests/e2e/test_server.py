@@ -7,6 +7,7 @@ import os
 import re
 import resource
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -26,6 +27,8 @@ class Server:
         def limit_files():  # in the child: RLIMIT_NOFILE, to run the server out of file descriptors
             resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
 
+        # PAGODA_E2E_SERVE_ARGS: more flags for every server, e.g. "--device cuda" to run a suite on the GPU build.
+        extra = (*extra, *shlex.split(os.environ.get("PAGODA_E2E_SERVE_ARGS", "")))
         self.proc = subprocess.Popen(
             [pagoda_cli.ARGS.pagoda, "serve", "--host", "127.0.0.1", "--port", "0", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

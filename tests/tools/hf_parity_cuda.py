@@ -13,7 +13,7 @@ through transformers in fp32 (the truth) and in bf16 (what bf16 rounding alone c
 The Llama-3.2-1B-shaped checkpoint is created here with random weights (seeded) from its config.json.
 With --kv-cache-dtypes auto,fp8 every check also runs with an FP8 KV cache, reported beside bf16 KV's
 (issue 15): FP8 KV adds its own rounding, so its rows must only stay finite and within 0.5 nats on average
-(a sanity bound, not the bf16 gate). --long N adds one N-token prompt on the 1B checkpoint (greedy
+(a sanity bound, not the bf16 gate). --long N adds N-token prompts (--long-prompts K of them) on the 1B checkpoint (greedy
 agreement of each KV dtype with transformers fp32 after a long context).
 """
 import argparse
@@ -170,7 +170,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--skip-1b", action="store_true")
     ap.add_argument("--kv-cache-dtypes", default="auto", help="comma-separated, e.g. auto,fp8")
-    ap.add_argument("--long", type=int, default=0, metavar="N", help="also one N-token prompt on the 1B checkpoint")
+    ap.add_argument("--long", type=int, default=0, metavar="N", help="also N-token prompts on the 1B checkpoint")
+    ap.add_argument("--long-prompts", type=int, default=1, metavar="K", help="how many --long prompts (each its own)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:VAR=VALUE[,VAR=VALUE]",
                     help="also run pagoda with this extra environment (an A/B comparison in one call)")
     args = ap.parse_args()
@@ -188,7 +189,7 @@ def main():
             ckpt = make_random_checkpoint(data / "models" / "llama-3.2-1b", Path(tmp), 0)
             results += check_model("llama-3.2-1b-random", ckpt, args.pagoda, [9, 40, 300], 24, 1, variants, kv_dtypes)
             if args.long:
-                results += check_model(f"llama-3.2-1b-random {args.long}", ckpt, args.pagoda, [args.long], 32, 2,
+                results += check_model(f"llama-3.2-1b-random {args.long}", ckpt, args.pagoda, [args.long] * args.long_prompts, 32, 2,
                                        variants, kv_dtypes)
     Path(args.out).write_text(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                                           "results": results}, indent=1))
