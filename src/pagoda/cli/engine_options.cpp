@@ -39,6 +39,14 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "with --kv-eviction lru-k: uses of a block less than this many ms after the first of a burst count "
                  "as one (default 10: the uses within one scheduling step, such as a request's n > 1 siblings)");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd.add_option("--batch-controller", batch_controller,
+                 "static (default: --max-num-batched-tokens every step) or adaptive (each step's budget from the "
+                 "learned step time and --slo-tpot-ms / --slo-ttft-ms)")
+      ->check(CLI::IsMember({"static", "adaptive"}));
+  cmd.add_option("--slo-ttft-ms", slo_ttft_ms, "time-to-first-token target for --batch-controller adaptive (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--slo-tpot-ms", slo_tpot_ms, "time-per-output-token target for --batch-controller adaptive")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
@@ -77,6 +85,12 @@ LlmOptions EngineCliOptions::llm_options() const {
   }
   validate(o.lru_k);
   o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+  if (batch_controller == "adaptive") {
+    if (!(slo_tpot_ms > 0)) throw Error("--batch-controller adaptive needs --slo-tpot-ms (the step-time target it keeps)");
+    o.slo = SloTargets{.ttft_seconds = slo_ttft_ms / 1000.0, .tpot_seconds = slo_tpot_ms / 1000.0};
+  } else if (slo_ttft_ms > 0 || slo_tpot_ms > 0) {
+    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive");
+  }
   o.seed = seed;
   o.use_mmap = mmap;
   o.device = device;

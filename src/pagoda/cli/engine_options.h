@@ -25,6 +25,8 @@ struct EngineCliOptions {
   std::optional<int> lru_k;         // unset: LruKOptions' default (2)
   std::optional<double> lru_k_correlated_ms;  // unset: LruKOptions' default (10 ms)
   std::string policy = "fcfs";
+  std::string batch_controller = "static";  // static | adaptive (sched/batch_controller.h)
+  double slo_ttft_ms = 0, slo_tpot_ms = 0;   // 0: no target
   uint64_t seed = 0;
   bool mmap = false;
   std::string device = "cpu";

@@ -42,6 +42,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
       scheduler_(options.scheduler, kv_options(options)),
       runner_(model, ops, engine_kv_spec(model, ops, options)),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
+  if (options.slo) controller_.emplace(*options.slo, options.scheduler.max_num_batched_tokens);
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();
   thread_ = std::thread([this] { run(); });
@@ -169,6 +170,7 @@ void Engine::admit(Pending p) {
     return;
   }
   runner_.add_request(p.id, p.request.params, seed_rng_(), num_prompt);
+  arrival_rates_.arrive(seconds_between(started_at_, p.submitted_at), p.request.tenant.name, num_prompt);
   prompt_tokens_ += static_cast<uint64_t>(num_prompt);
   Active a;
   a.request = std::move(p.request);
@@ -196,11 +198,28 @@ void Engine::step() {
   }
 }
 
+// The batch controller's budget for the step planned at `now` (sched/batch_controller.h has the rule).
+int Engine::controlled_budget(Clock::time_point now) {
+  const Scheduler::Load load = scheduler_.load();
+  ControllerInputs in;
+  in.decode_seqs = load.decode_seqs;
+  in.decode_kv_tokens = load.decode_kv_tokens;
+  in.pending_prompt_tokens = load.pending_prompt_tokens;
+  if (load.oldest_pending) {
+    const auto it = active_.find(*load.oldest_pending);
+    if (it != active_.end()) in.oldest_pending_wait_s = seconds_between(it->second.submitted_at, now);
+  }
+  in.arrival_rate = arrival_rates_.rate(seconds_between(started_at_, now));
+  in.mean_prompt_tokens = arrival_rates_.mean_prompt_tokens();
+  last_decision_ = controller_->decide(step_time_model_, in);
+  return last_decision_.token_budget;
+}
+
 std::optional<Engine::LaunchedStep> Engine::launch_next() {
   LaunchedStep step;
   StepRecord& record = step.record;
   record.start = Clock::now();
-  step.plan = scheduler_.schedule();
+  step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
   if (step.plan.empty()) return std::nullopt;
   ++num_steps_;
   step.launched_at = Clock::now();
@@ -386,6 +405,10 @@ void Engine::publish_stats() {
   s.last_step = last_step_;
   s.step_time_model = step_time_model_.snapshot();
   s.tenant_kv_blocks = scheduler_.blocks_by_tenant();
+  const double now = seconds_between(started_at_, Clock::now());
+  s.arrival_rate = arrival_rates_.rate(now);
+  s.tenant_arrival_rates = arrival_rates_.tenant_rates(now);
+  s.batch_controller = last_decision_;
   std::lock_guard lock(mutex_);
   stats_ = s;
 }

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -21,6 +22,8 @@
 #include "pagoda/model/llama_model.h"
 #include "pagoda/runner/model_runner.h"
 #include "pagoda/sched/scheduler.h"
+#include "pagoda/sched/arrival_rate.h"
+#include "pagoda/sched/batch_controller.h"
 #include "pagoda/sched/step_time_model.h"
 
 namespace pagoda {
@@ -46,6 +49,9 @@ struct EngineOptions {
   // Fault injection for the reliability tests: every Nth step fails as if its forward had thrown (0: off;
   // LLM sets it from the environment variable PAGODA_INJECT_STEP_FAILURE).
   int fail_every_nth_step = 0;
+  // The SLO-aware batch controller (sched/batch_controller.h): set, each step's token budget is its choice
+  // within scheduler.max_num_batched_tokens; unset, the budget is max_num_batched_tokens.
+  std::optional<SloTargets> slo{};
 };
 
 // One engine step, as the engine thread saw it: its batch composition and where its time went. Under
@@ -85,6 +91,11 @@ struct EngineStats {
   StepTimeModel::Snapshot step_time_model;  // what a step costs on this backend, learned from its steps
   // KV blocks held by each named tenant's running requests (Scheduler::blocks_by_tenant).
   std::vector<std::pair<std::string, int>> tenant_kv_blocks;
+  // Requests per second, an EWMA over about 5 s (sched/arrival_rate.h): all, and per tenant ("" for none).
+  double arrival_rate = 0;
+  std::map<std::string, double> tenant_arrival_rates;
+  // The batch controller's latest decision (its token budget; all zero with the static controller).
+  ControllerDecision batch_controller;
 };
 
 class Engine {
@@ -140,6 +151,7 @@ class Engine {
   void step();
   // Plans and launches the next step; empty when there is nothing to run or its launch failed.
   std::optional<LaunchedStep> launch_next();
+  int controlled_budget(Clock::time_point now);
   // Collects the step's tokens, applies them to the scheduler and sends the events.
   void complete(LaunchedStep& step);
   // The step failed as a whole: its requests that are still alive fail, the engine goes on with the rest.
@@ -169,6 +181,10 @@ class Engine {
   double execute_seconds_ = 0;
   StepRecord last_step_;
   StepTimeModel step_time_model_;
+  ArrivalRates arrival_rates_;
+  std::optional<BatchController> controller_;  // --batch-controller adaptive
+  ControllerDecision last_decision_;
+  Clock::time_point started_at_ = Clock::now();
   StepObserver step_observer_;  // under mutex_
   std::atomic<RequestId> next_id_{1};
   std::thread thread_;

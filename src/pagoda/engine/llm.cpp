@@ -105,6 +105,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
   eo.lru_k = o.lru_k;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
+  eo.slo = o.slo;
   eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");
   if (const char* fail = std::getenv("PAGODA_INJECT_STEP_FAILURE")) {
     eo.fail_every_nth_step = std::atoi(fail);

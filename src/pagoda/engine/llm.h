@@ -42,6 +42,8 @@ struct LlmOptions {
   EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // --batch-controller adaptive: each step's token budget from these targets (unset: static).
+  std::optional<SloTargets> slo{};
   uint64_t seed = 0;
   // false (default): copy the weights out of the file mapping into process memory (huge pages where
   // possible): a private copy is not reclaimed from under the decode loop (docs/PERFORMANCE.md has the

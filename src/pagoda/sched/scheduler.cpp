@@ -77,11 +77,38 @@ const Sequence* Scheduler::find(SeqId seq_id) const {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
-StepPlan Scheduler::schedule() {
+StepPlan Scheduler::schedule() { return schedule(config_.max_num_batched_tokens); }
+
+Scheduler::Load Scheduler::load() const {
+  Load l;
+  uint64_t oldest = UINT64_MAX;
+  const auto pending = [&](const Sequence& s, int64_t tokens) {
+    if (tokens <= 0) return;
+    l.pending_prompt_tokens += tokens;
+    if (s.arrival_index < oldest) {
+      oldest = s.arrival_index;
+      l.oldest_pending = s.seq_id;
+    }
+  };
+  for (const Sequence* s : running_) {
+    const int prompt_left = s->num_prompt_tokens - s->num_computed_tokens;
+    if (prompt_left > 0) {
+      pending(*s, prompt_left);
+    } else {
+      ++l.decode_seqs;
+      l.decode_kv_tokens += s->num_computed_tokens;
+    }
+  }
+  for (const Sequence* s : waiting_) pending(*s, s->num_tokens() - s->num_computed_tokens);
+  return l;
+}
+
+StepPlan Scheduler::schedule(int token_budget) {
+  PAGODA_CHECK(token_budget > 0, "a step's token budget must be positive, not {}", token_budget);
   StepPlan plan;
   plan.finished = std::move(finished_since_plan_);
   finished_since_plan_.clear();
-  TokenBudget budget(config_.max_num_batched_tokens);
+  TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens));
   schedule_running(budget, plan);
   // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
   if (plan.preempted.empty()) admit_waiting(budget, plan);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -52,6 +53,19 @@ class Scheduler {
   // skipping ahead). Planned tokens count as computed from now on, and each sampling entry adds a
   // placeholder. Call it with at most one earlier plan not yet passed to update().
   StepPlan schedule();
+  // The same with this step's token budget instead of max_num_batched_tokens (the batch controller's).
+  StepPlan schedule(int token_budget);
+
+  // What the engine holds now, for the batch controller: decoding sequences and the KV they read, prompt
+  // tokens not computed yet (waiting sequences' whole, running ones' rest), and the longest-waiting
+  // sequence among those with prompt left.
+  struct Load {
+    int64_t decode_seqs = 0;
+    int64_t decode_kv_tokens = 0;
+    int64_t pending_prompt_tokens = 0;
+    std::optional<SeqId> oldest_pending;
+  };
+  Load load() const;
 
   // Applies a step, plans in the order they were made: replaces the oldest placeholder of the i-th
   // sampling entry of `plan` with `sampled[i]` (sampled.size() == plan.num_sampling(), in plan order: the

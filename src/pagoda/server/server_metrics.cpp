@@ -96,6 +96,10 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
                                "Moving average of |predicted - measured| / measured step time, before each step was learned.",
                                labels_);
   step_model_steps_ = &r.gauge("pagoda:step_time_model_steps", "Engine steps the step-time model learned from.", labels_);
+  arrival_rate_ = &r.gauge("pagoda:arrival_rate", "Requests arriving per second (an EWMA over about 5 s).", labels_);
+  token_budget_ = &r.gauge("pagoda:batch_token_budget",
+                           "The adaptive batch controller's latest token budget (0 with --batch-controller static).",
+                           labels_);
 }
 
 void ServerMetrics::observe_trace(const RequestTrace& t) {
@@ -164,6 +168,8 @@ std::string ServerMetrics::render(const EngineStats& s) {
   for (int i = 0; i < StepTimeModel::kTerms; ++i) step_model_terms_[i]->set(s.step_time_model.seconds_per_unit[i]);
   step_model_error_->set(s.step_time_model.relative_error);
   step_model_steps_->set(static_cast<double>(s.step_time_model.num_steps));
+  arrival_rate_->set(s.arrival_rate);
+  token_budget_->set(s.batch_controller.token_budget);
   // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
   std::map<std::string, int> blocks;
   for (const auto& [tenant, n] : s.tenant_kv_blocks) {
@@ -179,6 +185,16 @@ std::string ServerMetrics::render(const EngineStats& s) {
     const auto it = blocks.find(label);
     registry_.gauge("pagoda:tenant_kv_cache_blocks", "KV blocks held by the tenant's running requests.", l)
         .set(it == blocks.end() ? 0 : it->second);
+  }
+  // Arrival rates of the tenants the server knows (bounded like every tenant series).
+  for (const auto& [tenant, rate] : s.tenant_arrival_rates) {
+    if (tenant.empty()) continue;
+    metrics::Labels l = labels_;  // tenants_mutex_ is held: tenant_labels' rule, inline
+    const bool known = tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels;
+    if (known) tenant_names_.insert(tenant);
+    l.emplace_back("tenant", known ? tenant : "other");
+    registry_.gauge("pagoda:tenant_arrival_rate", "Requests arriving per second (an EWMA over about 5 s), by tenant.", l)
+        .set(rate);
   }
   return registry_.render();
 }

@@ -49,6 +49,7 @@ class ServerMetrics {
   // The step-time model (sched/step_time_model.h): one series per term, its error, the steps it learned from.
   std::array<metrics::Gauge*, StepTimeModel::kTerms> step_model_terms_{};
   metrics::Gauge *step_model_error_ = nullptr, *step_model_steps_ = nullptr;
+  metrics::Gauge *arrival_rate_ = nullptr, *token_budget_ = nullptr;
 
   // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
   static constexpr size_t kMaxTenantLabels = 64;

@@ -122,6 +122,17 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
     EXPECT_EQ(stats.num_running, 0);
     EXPECT_EQ(stats.kv_cache_usage, 0.0);
   }
+  {
+    // The adaptive batch controller changes each step's budget, not the outputs. Its targets are tight for
+    // these steps, so the budget moves between the decodes' floor and the static 48.
+    SCOPED_TRACE("adaptive batch controller");
+    LLM adaptive(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
+                            .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype,
+                            .slo = SloTargets{.ttft_seconds = 0.02, .tpot_seconds = 0.0002}});
+    const std::vector<CompletionOutput> together = adaptive.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+    EXPECT_GT(adaptive.engine().stats().batch_controller.token_budget, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values(0, 1, 2, 3));
