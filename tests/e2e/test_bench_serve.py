@@ -128,6 +128,21 @@ class BenchServeTest(unittest.TestCase):
                               "--goodput", "ttft:0.000001")
         self.assertEqual(tight["request_goodput"], 0)
 
+    def test_rate_schedule_reports_each_phase(self):
+        proc, r = self.bench("--num-prompts", "60", "--random-input-len", "16", "--random-output-len", "4", "--ignore-eos",
+                            "--request-rate-schedule", "20:1,80:0.5", "--goodput", "ttft:100000", "--seed", "5")
+        self.check_accounting(r, 60)
+        phases = r["phases"]
+        self.assertEqual([p["rate"] for p in phases], [20, 80])
+        self.assertEqual(sum(p["completed"] + p["failed"] for p in phases), 60)
+        self.assertGreater(phases[0]["completed"], 5)   # about 20 in the first second
+        self.assertGreater(phases[1]["completed"], 20)  # the rest: the last rate goes on past the schedule
+        self.assertEqual(phases[0]["request_goodput"] is None, False)
+        self.assertIn("Phases", proc.stdout)
+        bad, _ = self.bench("--request-rate-schedule", "20:x", check=False)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("--request-rate-schedule '20:x'", bad.stderr)
+
     def test_random_vocab_size_needs_no_tokenizer(self):
         _, r = self.bench("--num-prompts", "20", "--random-input-len", "10", "--random-output-len", "4", "--ignore-eos",
                           "--random-vocab-size", "512")

@@ -245,7 +245,8 @@ ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {
     run.records[i].expected_output_len = prompts[i].output_len;
   }
   const std::vector<double> arrivals =
-      arrival_times(static_cast<int>(prompts.size()), o.request_rate, o.burstiness, o.seed);
+      o.rate_schedule.empty() ? arrival_times(static_cast<int>(prompts.size()), o.request_rate, o.burstiness, o.seed)
+                              : arrival_times(static_cast<int>(prompts.size()), o.rate_schedule, o.burstiness, o.seed);
 
   const size_t in_flight = o.max_concurrency > 0 ? std::min<size_t>(o.max_concurrency, prompts.size()) : prompts.size();
   raise_open_file_limit(in_flight + 64);

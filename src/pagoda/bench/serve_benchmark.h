@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/bench/arrivals.h"
 #include "pagoda/bench/dataset.h"
 #include "pagoda/bench/request_record.h"
 
@@ -23,6 +24,7 @@ struct ServeBenchmarkOptions {
   std::string api_key;                       // sent as "Authorization: Bearer KEY"
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1;
+  std::vector<RatePhase> rate_schedule;      // non-empty: piecewise rates instead of request_rate
   int max_concurrency = 0;                   // 0: no limit
   uint64_t seed = 0;
   std::string dataset = "random";            // random, prefix, jsonl

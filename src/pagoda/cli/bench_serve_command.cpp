@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "pagoda/bench/phases.h"
 #include "pagoda/bench/report.h"
 #include "pagoda/bench/serve_benchmark.h"
 #include "pagoda/bench/summary.h"
@@ -19,6 +20,7 @@ namespace {
 struct BenchServeCli {
   bench::ServeBenchmarkOptions run;
   std::string request_rate = "inf";
+  std::string request_rate_schedule;  // "RATE:SECONDS,..."
   std::string extra_body;
   std::vector<std::string> goodput;
   std::string percentiles = "50,90,99";
@@ -63,6 +65,14 @@ std::vector<double> parse_percentiles(const std::string& text) {
 void run_bench_serve(BenchServeCli& c) {
   if (c.run.base_url.empty()) c.run.base_url = fmt::format("http://{}:{}", c.host, c.port);
   c.run.request_rate = parse_rate(c.request_rate);
+  if (!c.request_rate_schedule.empty()) {
+    try {
+      c.run.rate_schedule = bench::parse_rate_schedule(c.request_rate_schedule);
+    } catch (const std::invalid_argument& e) {
+      throw InvalidRequest(std::string("--request-rate-schedule ") + e.what());
+    }
+    if (c.request_rate != "inf") throw InvalidRequest("give --request-rate or --request-rate-schedule, not both");
+  }
   if (!c.extra_body.empty()) {
     c.run.extra_body = nlohmann::json::parse(c.extra_body, nullptr, /*allow_exceptions=*/false);
     if (!c.run.extra_body.is_object()) throw InvalidRequest("--extra-body must be a JSON object");
@@ -81,10 +91,15 @@ void run_bench_serve(BenchServeCli& c) {
   const bench::ServeBenchmarkRun run = bench::run_serve_benchmark(c.run);
   const bench::Summary summary = bench::summarize(run.records, run.duration, slo, percentiles);
   bench::print_report(stdout, c.run, slo, summary);
+  std::vector<bench::PhaseSummary> phases;
+  if (!c.run.rate_schedule.empty()) {
+    phases = bench::summarize_phases(run.records, c.run.rate_schedule, slo, percentiles);
+    bench::print_phases(stdout, slo, phases);
+  }
   if (json_out.is_open()) {
-    json_out << bench::result_json(c.run, slo, percentiles, run, summary, c.label)
-                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-             << "\n";
+    nlohmann::json result = bench::result_json(c.run, slo, percentiles, run, summary, c.label);
+    if (!phases.empty()) result["phases"] = bench::phases_json(slo, phases);
+    json_out << result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!json_out) throw Error(c.json_file + ": cannot write the result file");
   }
 }
@@ -104,6 +119,9 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--model", o.model, "model id (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", o.api_key, "bearer key (default: $OPENAI_API_KEY)");
   cmd->add_option("--request-rate", c->request_rate, "requests per second, or inf to send all at once (default inf)");
+  cmd->add_option("--request-rate-schedule", c->request_rate_schedule,
+                  "piecewise rates, RATE:SECONDS,... (e.g. 4:20,32:20,4:20: a step up and back); the summary adds "
+                  "one row per phase");
   cmd->add_option("--burstiness", o.burstiness, "gamma shape of the arrivals: 1 = Poisson, < 1 burstier (default 1)");
   cmd->add_option("--max-concurrency", o.max_concurrency, "most requests in flight (default: no limit)")
       ->check(CLI::NonNegativeNumber);

@@ -1,6 +1,7 @@
 // Arrival times: all at once for inf, gamma gaps with the requested mean and spread, seeded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -56,6 +57,39 @@ TEST(Arrivals, SeededAndValidated) {
   EXPECT_NE(arrival_times(100, 5, 1, 42), arrival_times(100, 5, 1, 43));
   EXPECT_THROW(arrival_times(10, 0, 1, 0), std::invalid_argument);
   EXPECT_THROW(arrival_times(10, 5, 0, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pagoda::bench
+
+namespace pagoda::bench {
+namespace {
+
+TEST(RateSchedule, ParsesPiecesAndRefusesBadOnes) {
+  const std::vector<RatePhase> s = parse_rate_schedule("4:20,32.5:10,4:5");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[1].rate, 32.5);
+  EXPECT_EQ(s[1].seconds, 10);
+  for (const char* bad : {"", "4", "4:", ":5", "4:20,", "0:5", "4:-1", "inf:5", "4:20x", "a:b"})
+    EXPECT_THROW(parse_rate_schedule(bad), std::invalid_argument) << bad;
+  EXPECT_EQ(phase_of(s, 0), 0u);
+  EXPECT_EQ(phase_of(s, 20), 1u);
+  EXPECT_EQ(phase_of(s, 29.9), 1u);
+  EXPECT_EQ(phase_of(s, 1000), 2u);  // past the end: the last phase
+}
+
+TEST(RateSchedule, EachPhaseHasItsRate) {
+  const std::vector<RatePhase> s = parse_rate_schedule("5:100,50:100,5:100");
+  const std::vector<double> t = arrival_times(20000, s, 1.0, 3);
+  int counts[3] = {0, 0, 0};
+  for (double x : t)
+    if (x < 300) ++counts[phase_of(s, x)];
+  EXPECT_NEAR(counts[0], 500, 5 * std::sqrt(500.0));
+  EXPECT_NEAR(counts[1], 5000, 5 * std::sqrt(5000.0));
+  EXPECT_NEAR(counts[2], 500, 5 * std::sqrt(500.0));
+  EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
+  EXPECT_EQ(t, arrival_times(20000, s, 1.0, 3)) << "seeded";
+  EXPECT_GT(t.back(), 300) << "past the schedule, the last phase's rate goes on";
 }
 
 }  // namespace
