@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 17's step-change load on the GPU machine: Llama-3-8B-shaped dummy weights, `pagoda serve` with static
+# token budgets and with the adaptive batch controller, each under the same `pagoda bench serve` schedule
+# (1,024 in / 128 out; SCHEDULE, default 8 -> 32 -> 8 req/s) with goodput at TTFT <= 200 ms, TPOT <= 50 ms.
+# Run from the repository root with device_bundle/ unpacked (scripts/device/run.sh does that); results in $OUT.
+#   CONFIGS="static:1024 static:2048 static:4096 adaptive:4096" SCHEDULE=8:15,32:15,8:15 scripts/device/controller_bench.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/pagoda-device-out}
+PAGODA=${PAGODA:-$PWD/device_bundle/bin/pagoda}
+SCHEDULE=${SCHEDULE:-8:15,32:15,8:15}
+mkdir -p "$OUT"
+PORT=8124
+for config in ${CONFIGS:-static:1024 static:2048 static:4096 adaptive:4096}; do
+  kind=${config%%:*}
+  budget=${config##*:}
+  flags=(--max-num-batched-tokens "$budget")
+  [ "$kind" = adaptive ] && flags+=(--batch-controller adaptive --slo-tpot-ms "${SLO_TPOT_MS:-40}" --slo-ttft-ms "${SLO_TTFT_MS:-200}")
+  "$PAGODA" --log-level warn serve -m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 \
+    --port $PORT "${flags[@]}" >"$OUT/server_${kind}_$budget.log" 2>&1 &
+  server=$!
+  for _ in $(seq 180); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health')" 2>/dev/null && break
+    sleep 1
+  done
+  timeout 240 "$PAGODA" bench serve --port $PORT --ignore-eos --no-progress --seed 1 --dataset random \
+    --random-input-len 1024 --random-output-len 128 --num-prompts "${NUM_PROMPTS:-720}" --request-rate-schedule "$SCHEDULE" \
+    --goodput ttft:200 tpot:50 --label "$config" --json "$OUT/controller_${kind}_$budget.json" >"$OUT/controller_${kind}_$budget.txt" 2>&1
+  echo "== $config"
+  sed -n '/Phases/,$p' "$OUT/controller_${kind}_$budget.txt"
+  grep -E "Request goodput|Mean TTFT|P99 TTFT|Mean TPOT|P99 TPOT|Request throughput" "$OUT/controller_${kind}_$budget.txt"
+  kill -INT $server; wait $server
+done
