@@ -9,6 +9,9 @@ OUT=${OUT:-/tmp/pagoda-device-out}
 PAGODA=${PAGODA:-$PWD/device_bundle/bin/pagoda}
 SCHEDULE=${SCHEDULE:-8:15,32:15,8:15}
 mkdir -p "$OUT"
+# The model directory's tokenizer links to tiny-llama3-hf's, kept compressed (tests/CMakeLists.txt).
+t=tests/data/models/tiny-llama3-hf/tokenizer.json
+[ -f $t ] || tar -xJf $t.tar.xz -C "$(dirname $t)"
 PORT=8124
 for config in ${CONFIGS:-static:1024 static:2048 static:4096 adaptive:4096}; do
   kind=${config%%:*}

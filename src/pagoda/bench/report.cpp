@@ -55,7 +55,13 @@ void print_report(std::FILE* out, const ServeBenchmarkOptions& o, const GoodputS
   line(out, "Successful requests", std::to_string(s.completed));
   line(out, "Failed requests", std::to_string(s.failed));
   if (o.max_concurrency > 0) line(out, "Maximum request concurrency", std::to_string(o.max_concurrency));
-  line(out, "Request rate configured (RPS)", std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate));
+  if (o.rate_schedule.empty()) {
+    line(out, "Request rate configured (RPS)", std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate));
+  } else {
+    std::string schedule;
+    for (const RatePhase& p : o.rate_schedule) schedule += fmt::format("{}{:g}:{:g}", schedule.empty() ? "" : ",", p.rate, p.seconds);
+    line(out, "Request rate schedule (RPS:s)", schedule);
+  }
   line(out, "Benchmark duration (s)", fmt::format("{:.2f}", s.duration));
   line(out, "Total input tokens", std::to_string(s.total_input));
   if (s.total_cached_input >= 0) {
