@@ -41,9 +41,9 @@ asan: deps
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
 # What .ci/run adds after `make test`: the suites of the code that reads untrusted input (tokenizer files, model
-# files, HTTP and OpenAI requests) under ASan + UBSan. Measured on 2 cores: 31.7 min to build cold (with the
+# files, HTTP and OpenAI requests, output constraints and tool calls in model output) under ASan + UBSan. Measured on 2 cores: 31.7 min to build cold (with the
 # pagoda binary), 31 s to run (docs/RELIABILITY.md).
-ASAN_CI_SUITES := test_tokenizer test_loader test_server
+ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall
 asan-ci: deps
 	cmake --preset asan >/dev/null
 	cmake --build build/asan -j $(JOBS) --target $(ASAN_CI_SUITES)
