@@ -32,7 +32,7 @@ class RequiredCallsFormat final : public ToolCallFormat {
     const CallArrayScan array = scan_call_array(text, begin, kArgumentKeys);
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
-      out.calls.push_back({*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))});
+      out.calls.push_back({*c.name, c.arguments(text)});
     }
     const bool cut_off = final && array.status == ScanStatus::kIncomplete && !out.calls.empty();
     if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete && !cut_off)) {

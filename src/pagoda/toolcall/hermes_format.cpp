@@ -12,10 +12,6 @@ constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kArgumentKeys[] = {"arguments", "parameters"};
 
-ScannedCall scanned(std::string_view text, const CallObjectScan& c) {
-  return {*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))};
-}
-
 class HermesFormat final : public ToolCallFormat {
  public:
   ToolCallScan scan(std::string_view text, bool final) const override {
@@ -40,11 +36,11 @@ class HermesFormat final : public ToolCallFormat {
         break;
       }
       if (call.status == ScanStatus::kIncomplete) {
-        if (call.committed()) out.calls.push_back(scanned(text, call));
+        if (call.committed()) out.calls.push_back(ScannedCall{*call.name, call.arguments(text)});
         out.has_tool_calls = out.cut_off = cut_off;
         return out;
       }
-      out.calls.push_back(scanned(text, call));
+      out.calls.push_back(ScannedCall{*call.name, call.arguments(text)});
       const size_t p = skip_whitespace(text, call.end);
       after_call = true;
       if (text.substr(p).starts_with(kClose)) {

@@ -39,6 +39,10 @@ struct CallObjectScan {
   // Whether what the text holds already names the call and has begun its arguments: the point from which a
   // stream commits to the object being a tool call.
   bool committed() const { return name.has_value() && arguments_begin.has_value(); }
+  // The arguments as far as `text` (the text scanned) holds them; committed() calls only.
+  std::string arguments(std::string_view text) const {
+    return std::string(text.substr(*arguments_begin, arguments_end - *arguments_begin));
+  }
 };
 // Complete only when both the name and the arguments (an object) are present and the whole object parses.
 CallObjectScan scan_call_object(std::string_view text, size_t pos, std::span<const std::string_view> argument_keys);

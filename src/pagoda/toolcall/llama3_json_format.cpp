@@ -10,10 +10,6 @@ namespace {
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kArgumentKeys[] = {"parameters", "arguments"};
 
-ScannedCall scanned(std::string_view text, const CallObjectScan& c) {
-  return {*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))};
-}
-
 class Llama3JsonFormat final : public ToolCallFormat {
  public:
   ToolCallScan scan(std::string_view text, bool final) const override {
@@ -38,11 +34,11 @@ class Llama3JsonFormat final : public ToolCallFormat {
         break;
       }
       if (call.status == ScanStatus::kIncomplete) {
-        if (call.committed()) out.calls.push_back(scanned(text, call));
+        if (call.committed()) out.calls.push_back(ScannedCall{*call.name, call.arguments(text)});
         out.has_tool_calls = out.cut_off = cut_off;
         return out;
       }
-      out.calls.push_back(scanned(text, call));
+      out.calls.push_back(ScannedCall{*call.name, call.arguments(text)});
       pos = skip_whitespace(text, call.end);
       if (pos >= text.size() || text[pos] != ';') break;
       pos = skip_whitespace(text, pos + 1);

@@ -31,7 +31,7 @@ class MistralFormat final : public ToolCallFormat {
     if (array.status == ScanStatus::kInvalid) return plain;
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
-      out.calls.push_back({*c.name, std::string(text.substr(*c.arguments_begin, c.arguments_end - *c.arguments_begin))});
+      out.calls.push_back({*c.name, c.arguments(text)});
     }
     if (array.status == ScanStatus::kIncomplete) {
       if (!final) return out;
