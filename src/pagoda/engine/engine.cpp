@@ -204,10 +204,9 @@ int Engine::controlled_budget(Clock::time_point now) {
   ControllerInputs in;
   in.decode_seqs = load.decode_seqs;
   in.decode_kv_tokens = load.decode_kv_tokens;
-  in.pending_prompt_tokens = load.pending_prompt_tokens;
-  if (load.oldest_pending) {
-    const auto it = active_.find(*load.oldest_pending);
-    if (it != active_.end()) in.oldest_pending_wait_s = seconds_between(it->second.submitted_at, now);
+  for (const auto& [seq, tokens] : load.pending) {
+    const auto it = active_.find(seq);
+    in.pending.push_back({tokens, it == active_.end() ? 0.0 : seconds_between(it->second.submitted_at, now)});
   }
   in.arrival_rate = arrival_rates_.rate(seconds_between(started_at_, now));
   in.mean_prompt_tokens = arrival_rates_.mean_prompt_tokens();

@@ -38,11 +38,16 @@ ControllerDecision BatchController::decide(const StepTimeModel& model, const Con
   }
   d.p_tpot = lo;
   d.p_rate = static_cast<int>(std::min<double>(room, std::ceil(in.arrival_rate * in.mean_prompt_tokens * tpot)));
-  if (in.pending_prompt_tokens > 0 && targets_.ttft_seconds > 0) {
-    const double left = targets_.ttft_seconds - in.oldest_pending_wait_s;
-    const double steps = std::floor(left / tpot);
-    d.p_ttft = steps < 1 ? room
-                         : static_cast<int>(std::min<double>(room, std::ceil(in.pending_prompt_tokens / steps)));
+  if (targets_.ttft_seconds > 0) {
+    double ahead = 0, need = 0;  // prompt tokens served before and with this one; the largest rate asked
+    for (const PendingPrompt& p : in.pending) {
+      ahead += static_cast<double>(p.tokens);
+      const double left = targets_.ttft_seconds - p.wait_s;
+      if (left <= 0) continue;  // already late: its tokens are ahead of the others, it asks for nothing
+      const double steps = std::floor(left / tpot);
+      need = std::max(need, steps < 1 ? ahead : std::ceil(ahead / steps));
+    }
+    d.p_ttft = static_cast<int>(std::min<double>(room, need));
   }
   const int prefill = std::clamp(std::max({d.p_tpot, d.p_rate, d.p_ttft}), std::min(kMinPrefill, room), room);
   d.token_budget = static_cast<int>(decodes) + prefill;

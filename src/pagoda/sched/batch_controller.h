@@ -8,8 +8,11 @@
 //           step's decodes (their number and the KV they read) and the chunk's own attention;
 //   p_rate  prompt tokens arriving per TPOT interval (the arrival-rate EWMA times the mean prompt length
 //           times the target): taking fewer lets the queue grow without bound;
-//   p_ttft  the waiting prompt tokens divided by the steps left before the oldest waiting request misses
-//           --slo-ttft-ms (each step taking about the TPOT target); all of them when it is about to miss;
+//   p_ttft  for each waiting prompt that can still make --slo-ttft-ms, in the order they are served: the
+//           prompt tokens up to and including it, divided by the steps left before its deadline (a step
+//           taking about the TPOT target; all of them when under one step is left); the largest of these.
+//           Prompts already past their deadline are counted as work ahead of others but ask for nothing
+//           themselves: under overload, serving them sooner only costs the running requests their TPOT;
 //   min_prefill (16) keeps prompts moving when the decodes alone exceed the target.
 //
 // Without a TPOT target the budget is the static --max-num-batched-tokens; so it is until the model has
@@ -18,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "pagoda/sched/step_time_model.h"
 
@@ -28,12 +32,17 @@ struct SloTargets {
   double tpot_seconds = 0;  // 0: none (then the controller keeps the static budget)
 };
 
+// A request whose prompt is not all computed yet: its tokens left and how long it has waited.
+struct PendingPrompt {
+  int64_t tokens = 0;
+  double wait_s = 0;
+};
+
 // What the controller sees of the engine this step.
 struct ControllerInputs {
   int64_t decode_seqs = 0;             // running sequences computing one token this step
   int64_t decode_kv_tokens = 0;        // the KV their attention reads
-  int64_t pending_prompt_tokens = 0;   // prompt tokens not computed yet (waiting and partly prefilled)
-  double oldest_pending_wait_s = 0;    // how long the longest-waiting of those requests has waited (0: none)
+  std::vector<PendingPrompt> pending;  // prompts not all computed, in the order they are served
   double arrival_rate = 0;             // requests per second (EWMA)
   double mean_prompt_tokens = 0;       // of recent arrivals (EWMA)
 };

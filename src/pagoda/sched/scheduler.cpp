@@ -81,14 +81,8 @@ StepPlan Scheduler::schedule() { return schedule(config_.max_num_batched_tokens)
 
 Scheduler::Load Scheduler::load() const {
   Load l;
-  uint64_t oldest = UINT64_MAX;
   const auto pending = [&](const Sequence& s, int64_t tokens) {
-    if (tokens <= 0) return;
-    l.pending_prompt_tokens += tokens;
-    if (s.arrival_index < oldest) {
-      oldest = s.arrival_index;
-      l.oldest_pending = s.seq_id;
-    }
+    if (tokens > 0 && l.pending.size() < kMaxPendingInLoad) l.pending.emplace_back(s.seq_id, tokens);
   };
   for (const Sequence* s : running_) {
     const int prompt_left = s->num_prompt_tokens - s->num_computed_tokens;

@@ -56,14 +56,14 @@ class Scheduler {
   // The same with this step's token budget instead of max_num_batched_tokens (the batch controller's).
   StepPlan schedule(int token_budget);
 
-  // What the engine holds now, for the batch controller: decoding sequences and the KV they read, prompt
-  // tokens not computed yet (waiting sequences' whole, running ones' rest), and the longest-waiting
-  // sequence among those with prompt left.
+  // What the engine holds now, for the batch controller: decoding sequences and the KV they read, and the
+  // sequences with prompt tokens not computed yet (running ones' rest, then waiting ones' whole), in the
+  // order they are served: the first kMaxPendingInLoad of them.
+  static constexpr size_t kMaxPendingInLoad = 256;
   struct Load {
     int64_t decode_seqs = 0;
     int64_t decode_kv_tokens = 0;
-    int64_t pending_prompt_tokens = 0;
-    std::optional<SeqId> oldest_pending;
+    std::vector<std::pair<SeqId, int64_t>> pending;  // (sequence, prompt tokens left)
   };
   Load load() const;
 

@@ -35,7 +35,7 @@ StepTimeModel taught_model() {
 
 TEST(BatchController, StaticWithoutATargetOrBeforeTheModelHasLearned) {
   const StepTimeModel fresh;
-  ControllerInputs in{.decode_seqs = 10, .pending_prompt_tokens = 5000};
+  ControllerInputs in{.decode_seqs = 10, .pending = {{5000, 0.0}}};
   EXPECT_EQ(BatchController({.ttft_seconds = 1, .tpot_seconds = 0}, 4096).decide(taught_model(), in).token_budget, 4096);
   EXPECT_EQ(BatchController({.ttft_seconds = 1, .tpot_seconds = 0.01}, 4096).decide(fresh, in).token_budget, 4096);
 }
@@ -44,8 +44,7 @@ TEST(BatchController, TakesThePrefillThatKeepsTheStepWithinTheTpotTarget) {
   const StepTimeModel model = taught_model();
   // 20 decodes reading 20 x 1000 KV tokens: 2 + 1 + 0.04 ms; a 10 ms target leaves ~6.96 ms of prefill at
   // 10 us a token plus the chunk's pairs: about 674 tokens.
-  ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .pending_prompt_tokens = 100000,
-                      .oldest_pending_wait_s = 0};
+  ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .pending = {{100000, 0.0}}};
   const ControllerDecision d = BatchController({.ttft_seconds = 0, .tpot_seconds = 0.010}, 4096).decide(model, in);
   int expected = 0;
   while (true_seconds({expected + 1, 20, 20000, (expected + 1) * (expected + 2) / 2}) <= 0.010) ++expected;
@@ -54,19 +53,25 @@ TEST(BatchController, TakesThePrefillThatKeepsTheStepWithinTheTpotTarget) {
   EXPECT_LE(true_seconds({d.token_budget - 20, 20, 20000, 0}), 0.0101);
 }
 
-TEST(BatchController, WaitingPromptsNearTheirTtftTargetGetTheWholeBudget) {
+TEST(BatchController, WaitingPromptsGetWhatTheirTtftDeadlinesNeed) {
   const StepTimeModel model = taught_model();
   const BatchController c({.ttft_seconds = 0.5, .tpot_seconds = 0.010}, 4096);
-  ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .pending_prompt_tokens = 3000, .oldest_pending_wait_s = 0.1};
-  const ControllerDecision relaxed = c.decide(model, in);
-  EXPECT_EQ(relaxed.p_ttft, 3000 / 40 + (3000 % 40 != 0));  // 40 steps of 10 ms left
-  in.oldest_pending_wait_s = 0.495;                          // under one step left
-  const ControllerDecision urgent = c.decide(model, in);
-  EXPECT_EQ(urgent.token_budget, 4096);
+  // (Waits are chosen off the step boundaries, so that floating-point rounding cannot move a step.)
+  ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .pending = {{3000, 0.105}}};
+  EXPECT_EQ(c.decide(model, in).p_ttft, 77);  // 3000 tokens over the 39 steps of 10 ms left
+  in.pending = {{3000, 0.495}};                                          // under one step left: all of it now
+  EXPECT_EQ(c.decide(model, in).p_ttft, 3000);
+  // Behind an older prompt, a younger one needs the tokens ahead of it too: (2000 + 1000) / 10 steps.
+  in.pending = {{2000, 0.345}, {1000, 0.395}};
+  EXPECT_EQ(c.decide(model, in).p_ttft, 300);
+  // A prompt already past its deadline asks for nothing, but its tokens still come first.
+  in.pending = {{3000, 0.7}};
+  EXPECT_EQ(c.decide(model, in).p_ttft, 0);
+  in.pending = {{3000, 0.7}, {1000, 0.305}};
+  EXPECT_EQ(c.decide(model, in).p_ttft, 211);  // (3000 + 1000) / 19 steps
   // The step after the waiting tokens jump, the budget follows them (no smoothing to wait out).
-  in.oldest_pending_wait_s = 0.3;
-  in.pending_prompt_tokens = 30000;
-  EXPECT_EQ(c.decide(model, in).p_ttft, std::min(4096 - 20, 30000 / 20));
+  in.pending = {{30000, 0.305}};
+  EXPECT_EQ(c.decide(model, in).p_ttft, std::min(4096 - 20, 30000 / 19 + 1));
 }
 
 TEST(BatchController, ArrivalRateKeepsPrefillAtTheRatePromptsArrive) {
@@ -85,8 +90,7 @@ TEST(BatchController, BoundsHold) {
     ControllerInputs in;
     in.decode_seqs = rng() % 300;
     in.decode_kv_tokens = in.decode_seqs * (rng() % 8000);
-    in.pending_prompt_tokens = rng() % 50000;
-    in.oldest_pending_wait_s = (rng() % 3000) / 1000.0;
+    for (int k = static_cast<int>(rng() % 5); k > 0; --k) in.pending.push_back({rng() % 20000, (rng() % 3000) / 1000.0});
     in.arrival_rate = (rng() % 100) / 2.0;
     in.mean_prompt_tokens = rng() % 4000;
     const BatchController c({.ttft_seconds = (rng() % 2000) / 1000.0, .tpot_seconds = 0.001 + (rng() % 100) / 1000.0},
@@ -107,16 +111,18 @@ struct SimResult {
   double tpot_violations = 0;  // steps with decodes that took longer than the target
   double mean_ttft = 0;
   int finished = 0;
+  int good = 0;  // finished within both SLOs (goodput's count)
 };
 
-SimResult simulate(std::optional<BatchController> controller, int static_budget, double tpot_target) {
+SimResult simulate(std::optional<BatchController> controller, int static_budget, double tpot_target,
+                   double fast_rate = 24.0, double ttft_slo = 0.2, double tpot_slo = 1.0) {
   struct Req {
     double arrived;
     int prompt_left = 1024, output_left = 128;
-    double first_token = -1;
+    double first_token = -1, finished = -1;
   };
   std::mt19937 rng(7);
-  std::exponential_distribution<double> gap_slow(4.0), gap_fast(24.0);
+  std::exponential_distribution<double> gap_slow(4.0), gap_fast(fast_rate);
   std::deque<double> arrivals;
   for (double t = 0; t < 40;) {
     t += t < 20 ? gap_slow(rng) : gap_fast(rng);
@@ -146,8 +152,7 @@ SimResult simulate(std::optional<BatchController> controller, int static_budget,
     int budget = static_budget;
     if (controller) {
       ControllerInputs in{.decode_seqs = shape.decode_seqs, .decode_kv_tokens = shape.decode_kv_tokens};
-      for (const Req& r : waiting) in.pending_prompt_tokens += r.prompt_left;
-      if (!waiting.empty()) in.oldest_pending_wait_s = now - waiting.front().arrived;
+      for (const Req& r : waiting) in.pending.push_back({r.prompt_left, now - r.arrived});
       in.arrival_rate = rates.rate(now);
       in.mean_prompt_tokens = rates.mean_prompt_tokens();
       budget = controller->decide(model, in).token_budget;
@@ -177,6 +182,7 @@ SimResult simulate(std::optional<BatchController> controller, int static_budget,
     }
     for (size_t i = 0; i < running.size();) {
       if (running[i].output_left <= 0) {
+        running[i].finished = now;
         done.push_back(running[i]);
         running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
@@ -186,7 +192,10 @@ SimResult simulate(std::optional<BatchController> controller, int static_budget,
   }
   SimResult out;
   out.tpot_violations = static_cast<double>(violations) / std::max(steps_with_decodes, 1);
-  for (const Req& r : done) out.mean_ttft += r.first_token - r.arrived;
+  for (const Req& r : done) {
+    out.mean_ttft += r.first_token - r.arrived;
+    out.good += r.first_token - r.arrived <= ttft_slo && (r.finished - r.first_token) / 127 <= tpot_slo;
+  }
   out.finished = static_cast<int>(done.size());
   out.mean_ttft /= std::max(out.finished, 1);
   return out;
@@ -204,6 +213,23 @@ TEST(BatchController, SimulatedStepChangeOfLoad) {
   EXPECT_LT(adaptive.tpot_violations, 0.5 * big.tpot_violations);  // keeps the decodes' pace a big budget breaks
   EXPECT_LT(adaptive.mean_ttft, small.mean_ttft);                   // and serves prompts sooner than a small one
   EXPECT_GE(adaptive.finished, small.finished);
+}
+
+// The same server pushed past what it can serve (100 req/s in the second phase): the controller keeps the
+// throughput of the best static budget. (Goodput at TTFT <= 200 ms, TPOT <= 14 ms is printed, not held: once
+// the queue is late, no token budget saves it; that needs admission by deadline, issue 17's later work.)
+TEST(BatchController, SimulatedOverloadKeepsThroughput) {
+  const double ttft = 0.2, tpot_slo = 0.014;
+  const SimResult adaptive =
+      simulate(BatchController({.ttft_seconds = ttft, .tpot_seconds = 0.010}, 4096), 0, 0.010, 100.0, ttft, tpot_slo);
+  int most_finished = 0;
+  for (int budget : {512, 1024, 2048, 4096}) {
+    const SimResult r = simulate(std::nullopt, budget, 0.010, 100.0, ttft, tpot_slo);
+    std::printf("static %d: %d finished, %d good\n", budget, r.finished, r.good);
+    most_finished = std::max(most_finished, r.finished);
+  }
+  std::printf("adaptive: %d finished, %d good\n", adaptive.finished, adaptive.good);
+  EXPECT_GE(adaptive.finished, most_finished * 95 / 100);
 }
 
 TEST(ArrivalRates, SteadyRateReadsItsRateAndFollowsAStep) {
