@@ -186,6 +186,7 @@ void run_serve(ServeOptions& o) {
   http.run();
   // Stop the engine while the I/O context still exists: its last events (aborts) are posted to it.
   guard.engine = nullptr;
+  api.finish_background_work();  // it reads the tokenizer, which goes with the LLM
   llm.reset();
   if (!o.gpu_timeline_file.empty()) write_timeline(timeline, o.gpu_timeline_file);
 }

@@ -30,6 +30,10 @@ class ConstraintCompiler {
   // Null for an unconstrained request. Throws ApiError (400, naming the constraint's field) when the
   // constraint cannot be compiled.
   std::shared_ptr<const structured::CompiledConstraint> compile(const OutputConstraint& c) const;
+  // Waits for the vocabulary index (it reads the tokenizer): call before the tokenizer is destroyed.
+  void wait_for_index() const {
+    if (vocab_.valid()) vocab_.wait();
+  }
 
  private:
   static constexpr size_t kCacheSize = 64;

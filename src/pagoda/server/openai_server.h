@@ -52,6 +52,9 @@ class OpenAiServer {
   // The HTTP handler; runs on the exchange's strand.
   void handle(const std::shared_ptr<Exchange>& exchange);
   ServerMetrics& metrics() { return metrics_; }
+  // Waits for work the server started in the background that reads the tokenizer (the constraint
+  // compiler's vocabulary index): call before the tokenizer goes.
+  void finish_background_work() const { constraints_.wait_for_index(); }
   // GET /debug/gpu_timeline draws this (null: 404). Set before serving.
   void set_gpu_timeline(GpuTimeline* timeline) { timeline_ = timeline; }
 
