@@ -92,7 +92,7 @@ class MaskSearch {
       const size_t mark = arena_.size();
       StackSet after;
       advance_stacks(g_, arena_, s, g_.char_sets()[static_cast<size_t>(lc.set)].first(), after);
-      const bool same = same_stacks(arena_, s, after);
+      const bool same = same_stacks(s, after);
       arena_.truncate(mark);
       if (same) return static_cast<int>(k);
     }

@@ -105,41 +105,6 @@ void CharSet::rebuild_ascii() {
 
 namespace {
 
-std::string describe(const CharSet& s) {
-  auto one = [](uint32_t c) {
-    if (c >= 0x21 && c < 0x7F && c != '\\' && c != ']' && c != '-' && c != '"') return std::string(1, static_cast<char>(c));
-    return fmt::format("\\u{{{:x}}}", c);
-  };
-  if (s.ranges().size() == 1 && s.ranges()[0].lo == s.ranges()[0].hi) return fmt::format("\"{}\"", one(s.ranges()[0].lo));
-  std::string out = "[";
-  for (const CodepointRange& r : s.ranges()) out += r.lo == r.hi ? one(r.lo) : one(r.lo) + "-" + one(r.hi);
-  return out + "]";
-}
-
-}  // namespace
-
-std::string Grammar::to_string() const {
-  std::string out;
-  for (int r = 0; r < num_rules(); ++r) {
-    out += rule_name(r) + " ::=";
-    bool first = true;
-    for (int32_t start : alternatives(r)) {
-      out += first ? " " : " | ";
-      first = false;
-      if (symbols_[static_cast<size_t>(start)].kind == Symbol::Kind::kEnd) out += "\"\"";
-      for (int32_t p = start; symbols_[static_cast<size_t>(p)].kind != Symbol::Kind::kEnd; ++p) {
-        const Symbol& s = symbols_[static_cast<size_t>(p)];
-        if (p != start) out += " ";
-        out += s.kind == Symbol::Kind::kChars ? describe(char_sets_[static_cast<size_t>(s.index)]) : rule_name(s.index);
-      }
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-namespace {
-
 // Kosaraju's algorithm, iteratively (grammars from requests can be deep): a component id per node.
 template <typename Edge>
 std::vector<int> strongly_connected_components(const std::vector<std::vector<Edge>>& graph) {

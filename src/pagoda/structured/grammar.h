@@ -63,8 +63,6 @@ class Grammar {
   // Char sets that some rule repeats by tail recursion (x ::= C x | ...): the token-mask search accepts whole
   // vocabulary subtrees of such a set at once when the state is stable under it (token_mask.h).
   const std::vector<int32_t>& loop_sets() const { return loop_sets_; }
-  // The rules in a readable EBNF-like form, for errors and tests.
-  std::string to_string() const;
 
  private:
   friend class GrammarBuilder;

@@ -63,19 +63,9 @@ void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackS
   }
 }
 
-bool same_chain(const StackArena& arena, int32_t a, int32_t b) {
-  while (a != b) {
-    if (a < 0 || b < 0) return false;
-    if (arena[a].pos != arena[b].pos) return false;
-    a = arena[a].parent;
-    b = arena[b].parent;
-  }
-  return true;
-}
-
-bool holds(const StackArena& arena, const StackSet& s, const Frame& f) {
-  return std::any_of(s.tops.begin(), s.tops.end(),
-                     [&](const Frame& t) { return t.pos == f.pos && same_chain(arena, t.parent, f.parent); });
+// Frames are hash-consed, so two stacks of one arena are equal exactly when their tops are.
+bool holds(const StackSet& s, const Frame& f) {
+  return std::any_of(s.tops.begin(), s.tops.end(), [&](const Frame& t) { return t.pos == f.pos && t.parent == f.parent; });
 }
 
 }  // namespace
@@ -101,12 +91,10 @@ void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uin
   close(g, arena, work, out);
 }
 
-bool same_stacks(const StackArena& arena, const StackSet& a, const StackSet& b) {
-  if (a.complete != b.complete) return false;
+bool same_stacks(const StackSet& a, const StackSet& b) {
+  if (a.complete != b.complete || a.tops.size() != b.tops.size()) return false;  // tops are distinct in a set
   for (const Frame& f : a.tops)
-    if (!holds(arena, b, f)) return false;
-  for (const Frame& f : b.tops)
-    if (!holds(arena, a, f)) return false;
+    if (!holds(b, f)) return false;
   return true;
 }
 

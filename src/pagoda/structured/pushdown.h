@@ -57,8 +57,8 @@ StackSet initial_stacks(const Grammar& g, StackArena& arena);
 // The stacks after `cp`: every top whose set holds it moves on, then rules are expanded to their first
 // char sets. `out` is overwritten.
 void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out);
-// The same stacks, tops in any order (return frames compared by content).
-bool same_stacks(const StackArena& arena, const StackSet& a, const StackSet& b);
+// The same stacks (of one arena), tops in any order.
+bool same_stacks(const StackSet& a, const StackSet& b);
 // Whether some top's set holds a code point in [lo, hi] (a partial UTF-8 character can still complete).
 bool any_top_intersects(const Grammar& g, const StackSet& s, uint32_t lo, uint32_t hi);
 
