@@ -93,7 +93,10 @@ Scheduler::Load Scheduler::load() const {
       l.decode_kv_tokens += s->num_computed_tokens;
     }
   }
-  for (const Sequence* s : waiting_) pending(*s, s->num_tokens() - s->num_computed_tokens);
+  for (const Sequence* s : waiting_) {  // a long queue is not walked past what the load reports
+    if (l.pending.size() >= kMaxPendingInLoad) break;
+    pending(*s, s->num_tokens() - s->num_computed_tokens);
+  }
   return l;
 }
 
