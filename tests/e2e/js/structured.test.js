@@ -84,8 +84,10 @@ test('json_object response_format gives a JSON object', async () => {
     n: 3,
     response_format: { type: 'json_object' },
   });
-  for (const c of out.choices) {
-    if (c.finish_reason !== 'stop') continue; // cut by max_tokens: a prefix
+  // The bundled model rarely closes a free string within max_tokens: every output must open an object, and
+  // the ones that ended by themselves must parse as one.
+  for (const c of out.choices) assert.ok(c.message.content.trimStart().startsWith('{'), c.message.content);
+  for (const c of out.choices.filter((c) => c.finish_reason === 'stop')) {
     const v = JSON.parse(c.message.content);
     assert.equal(typeof v, 'object');
     assert.ok(v !== null && !Array.isArray(v));
