@@ -10,6 +10,7 @@
 #include "pagoda/backend/forward_batch.h"
 #include "pagoda/core/tensor.h"
 #include "pagoda/core/types.h"
+#include "pagoda/kv/host_tier.h"
 #include "pagoda/kv/kv_cache.h"
 #include "pagoda/loader/model_config.h"
 #include "pagoda/loader/model_weights.h"
@@ -73,6 +74,13 @@ class Ops {
 
   virtual KvCache allocate_kv_cache(const KvCacheSpec& spec) = 0;
   virtual void free_kv_cache(KvCache& cache) = 0;
+  // The host KV tier's memory: `num_slots` blocks of `spec`'s layout (pinned where the device copies from
+  // it), or an empty store for 0. Throws pagoda::Error when it cannot be allocated.
+  virtual KvHostStore allocate_kv_host_store(const KvCacheSpec& spec, int num_slots) = 0;
+  virtual void free_kv_host_store(KvHostStore& store) = 0;
+  // A step's host-tier copies (kv/host_tier.h), after the work already enqueued and before what follows:
+  // every transfers.to_host block -> slot copy, then every transfers.to_device slot -> block copy.
+  virtual void copy_kv_blocks(KvCache& cache, KvHostStore& store, const KvTransfers& transfers) = 0;
 
   // --- Fused forms, used when the backend fused the weights (LayerWeights::wqkv, w_gate_up). ---
   // The attention's input projection: q_out [T, nh, hd] = rope(x · Wq^T); rope(x · Wk^T) and x · Wv^T go

@@ -38,6 +38,9 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--lru-k-correlated-ms", lru_k_correlated_ms,
                  "with --kv-eviction lru-k: uses of a block less than this many ms after the first of a burst count "
                  "as one (default 10: the uses within one scheduling step, such as a request's n > 1 siblings)");
+  cmd.add_option("--kv-offload-memory", kv_offload_memory,
+                 "host memory for a second KV tier, e.g. 32GiB (default none): cached blocks the KV cache evicts are "
+                 "copied there (pinned memory on the GPU) and copied back on a prefix hit instead of recomputed");
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--batch-controller", batch_controller,
                  "static (default: --max-num-batched-tokens every step) or adaptive (each step's budget from the "
@@ -71,6 +74,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.max_model_len = max_model_len;
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
+  o.kv_offload_memory = kv_offload_memory.empty() ? 0 : parse_memory_size(kv_offload_memory);
   o.kv_cache_dtype = kv_cache_dtype;
   o.calculate_kv_scales = calculate_kv_scales;
   o.enable_prefix_caching = !no_prefix_caching;

@@ -14,7 +14,7 @@ namespace {
 BlockManagerOptions kv_options(const EngineOptions& o) {
   return BlockManagerOptions{.num_blocks = o.num_kv_blocks, .block_size = o.block_size,
                              .enable_prefix_caching = o.enable_prefix_caching, .eviction_policy = o.kv_eviction,
-                             .lru_k = o.lru_k};
+                             .lru_k = o.lru_k, .num_host_blocks = o.num_host_kv_blocks};
 }
 
 bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
@@ -40,7 +40,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
     : model_(model),
       options_(options),
       scheduler_(options.scheduler, kv_options(options)),
-      runner_(model, ops, engine_kv_spec(model, ops, options)),
+      runner_(model, ops, engine_kv_spec(model, ops, options), options.num_host_kv_blocks),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
   if (options.slo) controller_.emplace(*options.slo, options.scheduler.max_num_batched_tokens);
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
@@ -219,7 +219,10 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
   StepRecord& record = step.record;
   record.start = Clock::now();
   step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
-  if (step.plan.empty()) return std::nullopt;
+  if (step.plan.empty()) {
+    runner_.copy_kv_blocks(step.plan.kv_transfers);  // none today: copies come with the blocks a step takes
+    return std::nullopt;
+  }
   ++num_steps_;
   step.launched_at = Clock::now();
   record.schedule_seconds = seconds_between(record.start, step.launched_at);
@@ -396,6 +399,10 @@ void Engine::publish_stats() {
   s.kv_cache_dtype = runner_.kv_spec().dtype;
   s.prefix_cache_queries = bm.prefix_cache_stats().num_queried_tokens;
   s.prefix_cache_hits = bm.prefix_cache_stats().num_hit_tokens;
+  s.prefix_cache_host_hits = bm.prefix_cache_stats().num_host_hit_tokens;
+  s.num_host_kv_blocks = bm.host_tier().num_slots();
+  s.num_host_kv_blocks_used = bm.host_tier().num_used();
+  s.host_tier = bm.host_tier().stats();
   s.num_preemptions = scheduler_.num_preemptions();
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;

@@ -38,6 +38,7 @@ struct EngineOptions {
   // Which cached block a full pool gives up (BlockManagerOptions); lru_k is read for kLruK only.
   EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};
+  int num_host_kv_blocks = 0;  // > 0: a host KV tier of this many blocks (kv/host_tier.h)
   std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
   uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
   // Tokens in the start-up forward (threads, workspace, page cache). Small on the CPU, where a forward of
@@ -82,6 +83,10 @@ struct EngineStats {
   DType kv_cache_dtype = DType::kF32;  // what the pool's blocks hold (kF8E4M3: kv/kv_fp8.h)
   uint64_t prefix_cache_queries = 0;  // tokens looked up
   uint64_t prefix_cache_hits = 0;     // tokens found
+  uint64_t prefix_cache_host_hits = 0;  // of those, tokens copied back from the host tier
+  int num_host_kv_blocks = 0;           // the host tier's capacity in blocks (0: none)
+  int num_host_kv_blocks_used = 0;
+  HostTierStats host_tier;              // its block movements since start-up
   uint64_t num_preemptions = 0;
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;  // tokens sampled

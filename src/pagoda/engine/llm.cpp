@@ -2,6 +2,7 @@
 #include "pagoda/engine/llm.h"
 
 #include <algorithm>
+#include <limits>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -91,6 +92,19 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
     spdlog::info("prefix-cache eviction: LRU-K, K = {}, correlated-reference period {} ms", o.lru_k.k,
                  o.lru_k.correlated_period_seconds * 1000.0);
 
+  int num_host_blocks = 0;
+  if (o.kv_offload_memory > 0) {
+    if (!o.enable_prefix_caching) throw Error("--kv-offload-memory needs prefix caching (drop --no-enable-prefix-caching)");
+    const int64_t blocks = o.kv_offload_memory / block_bytes;
+    if (blocks < 1)
+      throw Error(fmt::format("--kv-offload-memory {} holds no KV block ({} per block)", format_memory_size(o.kv_offload_memory),
+                              format_memory_size(block_bytes)));
+    num_host_blocks = static_cast<int>(std::min<int64_t>(blocks, std::numeric_limits<int>::max() / 2));
+    spdlog::info("host KV tier: {} blocks x {} tokens = {} tokens ({}{})", num_host_blocks, o.block_size,
+                 static_cast<int64_t>(num_host_blocks) * o.block_size, format_memory_size(num_host_blocks * block_bytes),
+                 o.device == "cuda" ? ", pinned" : "");
+  }
+
   EngineOptions eo;
   eo.scheduler = SchedulerConfig{.max_num_seqs = o.max_num_seqs,
                                  .max_num_batched_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs),
@@ -103,6 +117,7 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
   eo.enable_prefix_caching = o.enable_prefix_caching;
   eo.kv_eviction = o.kv_eviction;
   eo.lru_k = o.lru_k;
+  eo.num_host_kv_blocks = num_host_blocks;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
   eo.slo = o.slo;

@@ -41,6 +41,9 @@ struct LlmOptions {
   // (kv/lru_k_policy.h), as --kv-eviction, --lru-k and --lru-k-correlated-ms.
   EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};
+  // Host memory for the host KV tier (--kv-offload-memory; kv/host_tier.h): cached blocks the pool evicts
+  // are kept there and copied back on a prefix hit. 0: no host tier. Needs prefix caching.
+  int64_t kv_offload_memory = 0;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // --batch-controller adaptive: each step's token budget from these targets (unset: static).
   std::optional<SloTargets> slo{};

@@ -12,8 +12,14 @@ BlockManager::BlockManager(const BlockManagerOptions& options)
     : BlockManager(options, make_eviction_policy(options.eviction_policy, options.num_blocks, options.lru_k)) {}
 
 BlockManager::BlockManager(const BlockManagerOptions& options, std::unique_ptr<EvictionPolicy> policy)
-    : options_(options), pool_(options.num_blocks, std::move(policy)) {
+    : options_(options),
+      pool_(options.num_blocks, std::move(policy)),
+      host_(options.enable_prefix_caching ? options.num_host_blocks : 0, options.eviction_policy, options.lru_k) {
   PAGODA_CHECK(options.block_size > 0, "block_size {}", options.block_size);
+}
+
+int PrefixHit::num_host_blocks() const {
+  return static_cast<int>(std::count(blocks.begin(), blocks.end(), kOnHost));
 }
 
 double BlockManager::usage() const {
@@ -29,9 +35,16 @@ PrefixHit BlockManager::match_prefix(std::span<const TokenId> tokens, std::strin
   // The chain stops at the first miss: a block's hash depends on every block before it.
   for (int i = 0; i < num_full; ++i) {
     const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), salt);
-    const std::optional<BlockId> block_id = pool_.lookup(hash);
-    if (!block_id) break;
-    hit.blocks.push_back(*block_id);
+    if (const std::optional<BlockId> block_id = pool_.lookup(hash)) {
+      hit.blocks.push_back(*block_id);
+      if (!hit.host_slots.empty()) hit.host_slots.push_back(-1);
+    } else if (const std::optional<int> slot = host_.lookup(hash)) {
+      if (hit.host_slots.empty()) hit.host_slots.assign(hit.blocks.size(), -1);
+      hit.blocks.push_back(PrefixHit::kOnHost);
+      hit.host_slots.push_back(*slot);
+    } else {
+      break;
+    }
     hit.hashes.push_back(hash);
     parent = hash;
   }
@@ -39,17 +52,19 @@ PrefixHit BlockManager::match_prefix(std::span<const TokenId> tokens, std::strin
   return hit;
 }
 
-void BlockManager::record_prefix_lookup(int num_queried_tokens, int num_hit_tokens) {
+void BlockManager::record_prefix_lookup(int num_queried_tokens, int num_hit_tokens, int num_host_hit_tokens) {
   PAGODA_CHECK(num_hit_tokens >= 0 && num_hit_tokens <= num_queried_tokens);
+  PAGODA_CHECK(num_host_hit_tokens >= 0 && num_host_hit_tokens <= num_hit_tokens);
   ++stats_.num_queries;
   stats_.num_queried_tokens += static_cast<uint64_t>(num_queried_tokens);
   stats_.num_hit_tokens += static_cast<uint64_t>(num_hit_tokens);
+  stats_.num_host_hit_tokens += static_cast<uint64_t>(num_host_hit_tokens);
 }
 
 int BlockManager::num_new_blocks_needed(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix) const {
   PAGODA_CHECK(prefix.blocks.empty() || seq.block_table_.empty(), "a prefix hit is only for a sequence with no blocks");
   PAGODA_CHECK(prefix.num_tokens <= num_tokens, "prefix of {} tokens for {} tokens", prefix.num_tokens, num_tokens);
-  const int have = seq.num_blocks() + static_cast<int>(prefix.blocks.size());
+  const int have = seq.num_blocks() + prefix.num_device_blocks();
   return std::max(0, num_blocks_for(num_tokens) - have);
 }
 
@@ -57,23 +72,45 @@ bool BlockManager::can_allocate(const SequenceBlocks& seq, int num_tokens, const
   const int num_new = num_new_blocks_needed(seq, num_tokens, prefix);
   // Evictable prefix blocks are counted as free now but stop being free once referenced.
   const auto num_evictable_hits = std::count_if(prefix.blocks.begin(), prefix.blocks.end(),
-                                                [&](BlockId b) { return pool_.is_evictable(b); });
+                                                [&](BlockId b) { return b != PrefixHit::kOnHost && pool_.is_evictable(b); });
   return num_new <= num_free_blocks() - static_cast<int>(num_evictable_hits);
 }
 
 bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix) {
   if (!can_allocate(seq, num_tokens, prefix)) return false;
   const int num_new = num_new_blocks_needed(seq, num_tokens, prefix);
-  // Prefix blocks first: referencing them takes them out of the evictable set before any eviction.
+  // Device prefix blocks first: referencing them takes them out of the evictable set before any eviction.
   for (size_t i = 0; i < prefix.blocks.size(); ++i) {
+    if (prefix.on_host(i)) {
+      PAGODA_CHECK(host_.lookup(prefix.hashes[i]) == prefix.host_slots[i], "stale prefix hit: host slot {} changed",
+                   prefix.host_slots[i]);
+      continue;
+    }
     const BlockId block_id = prefix.blocks[i];
     const std::optional<BlockHash> hash = pool_.hash_of(block_id);
     PAGODA_CHECK(hash && *hash == prefix.hashes[i], "stale prefix hit: block {} changed since match_prefix", block_id);
     pool_.add_ref(block_id);
+  }
+  std::vector<BlockId> fresh;
+  fresh.reserve(static_cast<size_t>(num_new));
+  evicted_.clear();
+  pool_.take_fresh(num_new, fresh, host_.enabled() ? &evicted_ : nullptr);
+  // The block table in chain order: host blocks of the prefix take the first fresh blocks, each loaded
+  // from its slot (which pins the slot) and published at once, since the step runs the load first.
+  size_t next_fresh = 0;
+  for (size_t i = 0; i < prefix.blocks.size(); ++i) {
+    BlockId block_id = prefix.blocks[i];
+    if (prefix.on_host(i)) {
+      block_id = fresh[next_fresh++];
+      host_.load(prefix.host_slots[i], block_id);
+      (void)pool_.publish(block_id, prefix.hashes[i], CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_});
+    }
     seq.block_table_.push_back(block_id);
     seq.block_hashes_.push_back(prefix.hashes[i]);
   }
-  pool_.take_fresh(num_new, seq.block_table_);
+  seq.block_table_.insert(seq.block_table_.end(), fresh.begin() + static_cast<std::ptrdiff_t>(next_fresh), fresh.end());
+  // Offloads after the loads are recorded: no slot this allocation reads can be given to an evicted block.
+  for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info);
   return true;
 }
 
@@ -116,7 +153,8 @@ std::string BlockManager::check_invariants(std::span<const SequenceBlocks* const
       }
     }
   }
-  return pool_.check_invariants(ref_counts);
+  if (std::string pool = pool_.check_invariants(ref_counts); !pool.empty()) return pool;
+  return host_.check_invariants();
 }
 
 }  // namespace pagoda

@@ -12,6 +12,7 @@
 
 #include "pagoda/core/types.h"
 #include "pagoda/kv/block_pool.h"
+#include "pagoda/kv/host_tier.h"
 #include "pagoda/kv/sequence_blocks.h"
 
 namespace pagoda {
@@ -22,13 +23,21 @@ struct BlockManagerOptions {
   bool enable_prefix_caching = true;
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};  // K and the correlated-reference period, for kLruK
+  int num_host_blocks = 0;  // > 0: a host tier of this many blocks (HostKvTier), with the same policy kind
 };
 
-// Cached blocks that already hold the first num_tokens tokens of a sequence.
+// Cached blocks that already hold the first num_tokens tokens of a sequence: on the device, or (with a
+// host tier) on the host, to be copied into fresh device blocks by the step that takes the hit.
 struct PrefixHit {
-  std::vector<BlockId> blocks;
+  static constexpr BlockId kOnHost = -1;
+  std::vector<BlockId> blocks;    // device blocks in chain order; kOnHost where the block is on the host
   std::vector<BlockHash> hashes;  // [blocks.size()], to check the hit is still valid when taken
+  std::vector<int> host_slots;    // [blocks.size()] once a block is on the host (-1 for device blocks)
   int num_tokens = 0;             // blocks.size() * block_size
+
+  bool on_host(size_t i) const { return blocks[i] == kOnHost; }
+  int num_host_blocks() const;
+  int num_device_blocks() const { return static_cast<int>(blocks.size()) - num_host_blocks(); }
 };
 
 // Prefix-cache counters, in tokens, as vLLM reports them (queries = hits + misses).
@@ -36,6 +45,7 @@ struct PrefixCacheStats {
   uint64_t num_queries = 0;  // recorded lookups (one per admitted sequence)
   uint64_t num_queried_tokens = 0;
   uint64_t num_hit_tokens = 0;
+  uint64_t num_host_hit_tokens = 0;  // of num_hit_tokens, those copied back from the host tier
 };
 
 class BlockManager {
@@ -54,25 +64,31 @@ class BlockManager {
   bool prefix_caching_enabled() const { return options_.enable_prefix_caching; }
   const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
   const BlockPool& pool() const { return pool_; }
+  const HostKvTier& host_tier() const { return host_; }
 
   int num_blocks_for(int num_tokens) const { return (num_tokens + block_size() - 1) / block_size(); }
 
-  // The longest run of cached full blocks holding a prefix of `tokens` (whole blocks only). Pure: it
-  // changes no state and counts nothing; empty when prefix caching is off. Callers that must compute
-  // at least one token pass tokens without the last one.
+  // The longest run of cached full blocks holding a prefix of `tokens` (whole blocks only), each found
+  // on the device or else in the host tier. Pure: it changes no state and counts nothing; empty when
+  // prefix caching is off. Callers that must compute at least one token pass tokens without the last one.
   PrefixHit match_prefix(std::span<const TokenId> tokens, std::string_view salt) const;
   // Adds one lookup to the prefix-cache counters (the scheduler calls it when it admits a sequence).
-  void record_prefix_lookup(int num_queried_tokens, int num_hit_tokens);
+  void record_prefix_lookup(int num_queried_tokens, int num_hit_tokens, int num_host_hit_tokens = 0);
 
-  // Fresh blocks that allocate(seq, num_tokens, prefix) would take, and whether they are available
-  // (evictable prefix blocks count against the free blocks, since taking them makes them referenced).
+  // Fresh blocks that allocate(seq, num_tokens, prefix) would take (host blocks of the prefix included),
+  // and whether they are available (evictable prefix blocks count against the free blocks, since taking
+  // them makes them referenced).
   int num_new_blocks_needed(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {}) const;
   [[nodiscard]] bool can_allocate(const SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {}) const;
 
   // Makes `seq` hold blocks for its first `num_tokens` token positions: first the blocks of `prefix`
   // (a match_prefix result, only for a sequence holding no blocks yet; their reference counts go up),
-  // then fresh blocks. All or nothing: on false nothing changed.
+  // then fresh blocks. The prefix's host blocks get fresh device blocks, published at once, and a copy
+  // from the host each (take_transfers). Cached blocks evicted for fresh ones go to the host tier. All or
+  // nothing: on false nothing changed.
   [[nodiscard]] bool allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {});
+  // The block copies recorded since the last call (host tier); the step planned now runs them first.
+  KvTransfers take_transfers() { return host_.take_transfers(); }
 
   // Publishes to the prefix cache the blocks of `seq` that are full once its first `num_computed_tokens`
   // tokens are in the KV cache (the scheduler calls it when it plans the step that computes them).
@@ -83,8 +99,12 @@ class BlockManager {
   // Cached blocks become evictable; the sequence is left holding nothing.
   void free(SequenceBlocks& seq);
 
-  // Forgets every evictable cached block; returns how many. Blocks in use stay cached.
-  int reset_prefix_cache() { return pool_.drop_evictable(); }
+  // Forgets every evictable cached block and every unpinned host block; returns how many device blocks.
+  // Blocks in use stay cached.
+  int reset_prefix_cache() {
+    host_.clear();
+    return pool_.drop_evictable();
+  }
 
   // Consistency check for tests: `seqs` must be every sequence holding blocks. Returns "" when every
   // block is exactly one of free / evictable / referenced, reference counts equal the number of block
@@ -94,7 +114,9 @@ class BlockManager {
  private:
   BlockManagerOptions options_;
   BlockPool pool_;
+  HostKvTier host_;
   PrefixCacheStats stats_;
+  std::vector<EvictedBlock> evicted_;  // scratch of allocate()
 };
 
 }  // namespace pagoda

@@ -25,7 +25,7 @@ std::optional<BlockId> BlockPool::lookup(const BlockHash& hash) const {
   return it == cached_.end() ? std::nullopt : std::optional<BlockId>(it->second);
 }
 
-void BlockPool::take_fresh(int num, std::vector<BlockId>& out) {
+void BlockPool::take_fresh(int num, std::vector<BlockId>& out, std::vector<EvictedBlock>* evicted) {
   PAGODA_CHECK(num >= 0 && num <= num_free_blocks(), "want {} blocks, {} free", num, num_free_blocks());
   for (int i = 0; i < num; ++i) {
     BlockId block_id;
@@ -34,6 +34,7 @@ void BlockPool::take_fresh(int num, std::vector<BlockId>& out) {
       free_list_.pop_back();
     } else {
       block_id = policy_->evict();
+      if (evicted) evicted->push_back({block_id, blocks_[block_id].hash, blocks_[block_id].info});
       uncache(block_id);
     }
     PAGODA_CHECK(blocks_[block_id].ref_count == 0);

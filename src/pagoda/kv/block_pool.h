@@ -16,6 +16,13 @@
 
 namespace pagoda {
 
+// A cached block that take_fresh() evicted, as it was cached (the host tier keeps a copy of it).
+struct EvictedBlock {
+  BlockId block = 0;
+  BlockHash hash;
+  CachedBlockInfo info;
+};
+
 class BlockPool {
  public:
   BlockPool(int num_blocks, std::unique_ptr<EvictionPolicy> policy);
@@ -32,8 +39,9 @@ class BlockPool {
   std::optional<BlockId> lookup(const BlockHash& hash) const;
 
   // Appends `num` blocks with reference count 1 to `out`: free blocks first (they cost nothing), then
-  // victims of the eviction policy, whose hashes leave the cache. Requires num <= num_free_blocks().
-  void take_fresh(int num, std::vector<BlockId>& out);
+  // victims of the eviction policy, whose hashes leave the cache (and are appended to `evicted` when
+  // given, before the block is handed out). Requires num <= num_free_blocks().
+  void take_fresh(int num, std::vector<BlockId>& out, std::vector<EvictedBlock>* evicted = nullptr);
   // One more reference to a block (a prefix hit on a cached block); an evictable block stops being one.
   // On a cached block the policy sees an access (EvictionPolicy::on_access), also when already referenced.
   void add_ref(BlockId block_id);

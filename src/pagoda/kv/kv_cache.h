@@ -3,6 +3,7 @@
 // so the cache itself knows nothing of sequences. Owned by the backend that allocated it.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "pagoda/core/tensor.h"
@@ -29,12 +30,28 @@ struct KvCacheSpec {
     const int64_t rows = 2LL * num_layers * block_size * num_kv_heads;
     return rows * head_dim * dtype_block_bytes(dtype) + (fp8() ? rows : 0);
   }
+  // One block of one layer's K (or V), and of its FP8 exponents (0 without FP8): contiguous in the cache.
+  int64_t block_part_bytes() const {
+    return static_cast<int64_t>(block_size) * num_kv_heads * head_dim * dtype_block_bytes(dtype);
+  }
+  int64_t block_exponent_bytes() const { return fp8() ? static_cast<int64_t>(block_size) * num_kv_heads : 0; }
+  // A block in a host-tier slot (KvHostStore): per layer its K, V, K exponents and V exponents, in that order.
+  // bytes_per_block() == num_layers * host_layer_bytes().
+  int64_t host_layer_bytes() const { return 2 * (block_part_bytes() + block_exponent_bytes()); }
   int64_t num_tokens() const { return static_cast<int64_t>(num_blocks) * block_size; }
   // FP8: where the exponent of (slot, head) sits in k_exp / v_exp. A block keeps each head's exponents
   // together ([num_blocks, num_kv_heads, block_size]), so a kernel gathers a page's with one 16-byte load.
   int64_t exponent_index(int64_t slot, int head) const {
     return ((slot / block_size) * num_kv_heads + head) * block_size + slot % block_size;
   }
+};
+
+// Host memory of the host KV tier (kv/host_tier.h): `num_slots` blocks, each laid out as
+// KvCacheSpec::host_layer_bytes says. Pinned on CUDA. Owned by the backend that allocated it.
+struct KvHostStore {
+  std::byte* data = nullptr;
+  int num_slots = 0;
+  int64_t bytes_per_slot = 0;  // KvCacheSpec::bytes_per_block()
 };
 
 struct KvCache {

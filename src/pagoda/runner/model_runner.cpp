@@ -7,10 +7,24 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec)
-    : model_(model), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {}
+ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks)
+    : model_(model), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {
+  try {
+    kv_host_ = ops.allocate_kv_host_store(kv_spec, num_host_blocks);
+  } catch (...) {
+    ops_.free_kv_cache(kv_cache_);
+    throw;
+  }
+}
 
-ModelRunner::~ModelRunner() { ops_.free_kv_cache(kv_cache_); }
+ModelRunner::~ModelRunner() {
+  ops_.free_kv_host_store(kv_host_);
+  ops_.free_kv_cache(kv_cache_);
+}
+
+void ModelRunner::copy_kv_blocks(const KvTransfers& transfers) {
+  if (!transfers.empty()) ops_.copy_kv_blocks(kv_cache_, kv_host_, transfers);
+}
 
 namespace {
 
@@ -102,6 +116,7 @@ StepOutput ModelRunner::collect(InFlightStep& step) {
 
 InFlightStep ModelRunner::launch(const StepPlan& plan) {
   InFlightStep step;
+  copy_kv_blocks(plan.kv_transfers);
   if (plan.empty()) return step;
 
   // Which logits rows each sequence needs: all rows of a prompt chunk that still owes prompt logprobs,

@@ -37,7 +37,8 @@ struct InFlightStep {
 
 class ModelRunner {
  public:
-  ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec);
+  // `num_host_blocks` > 0: host memory for that many blocks (the host KV tier's slots).
+  ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks = 0);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -46,7 +47,10 @@ class ModelRunner {
   void add_request(SeqId seq_id, const SamplingParams& params, uint64_t seed, int num_prompt_tokens);
   void remove_request(SeqId seq_id);
 
-  // Starts the step: lays out its batch, enqueues the forward and, when every row can be drawn on the
+  // Runs host-tier block copies (the plan's; launch() runs them first itself). The work stays ordered after
+  // the previous step and before the next.
+  void copy_kv_blocks(const KvTransfers& transfers);
+  // Starts the step: runs its host-tier copies, lays out its batch, enqueues the forward and, when every row can be drawn on the
   // device, the sampling; otherwise samples on the host before returning. A chunk whose last input is a
   // placeholder takes it from the previous launched step's samples, so call launch() in plan order.
   // The plan's sequences are read here only, never in collect().
@@ -100,6 +104,7 @@ class ModelRunner {
   const LlamaModel& model_;
   Ops& ops_;
   KvCache kv_cache_;
+  KvHostStore kv_host_;  // the host tier's slots (empty without one)
   BatchBuilder builder_;
   std::unordered_map<SeqId, RequestState> requests_;
   int num_synchronous_requests_ = 0;

@@ -110,6 +110,7 @@ StepPlan Scheduler::schedule(int token_budget) {
   // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
   if (plan.preempted.empty()) admit_waiting(budget, plan);
   plan.num_scheduled_tokens = budget.num_used();
+  plan.kv_transfers = block_manager_.take_transfers();
   return plan;
 }
 
@@ -208,7 +209,8 @@ void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
       continue;
     }
     if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) break;
-    if (block_manager_.prefix_caching_enabled()) block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens);
+    if (block_manager_.prefix_caching_enabled())
+      block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens, hit.num_host_blocks() * block_manager_.block_size());
     if (seq.status == SeqStatus::kWaiting) seq.num_cached_tokens = hit.num_tokens;
     seq.num_computed_tokens = hit.num_tokens;
     seq.status = SeqStatus::kRunning;

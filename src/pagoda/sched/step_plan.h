@@ -1,12 +1,14 @@
 // StepPlan: what one step computes, as decided by Scheduler::schedule(): per sequence, which of its
 // tokens (start position and count, the last possibly a placeholder) and whether it samples; plus the
-// sequences preempted while planning and those that finished since the previous plan. SequenceOutput:
+// sequences preempted while planning and those that finished since the previous plan, and the host-tier
+// block copies that must run first. SequenceOutput:
 // what update() reports.
 #pragma once
 
 #include <span>
 #include <vector>
 
+#include "pagoda/kv/host_tier.h"
 #include "pagoda/sched/sequence.h"
 
 namespace pagoda {
@@ -36,6 +38,8 @@ struct StepPlan {
   int num_scheduled_tokens = 0;         // sum of seqs[i].num_tokens, <= max_num_batched_tokens
   std::vector<SeqId> preempted;         // preempted while planning: blocks freed, back in the waiting queue
   std::vector<SeqId> finished;          // finished or aborted since the previous plan (drop their state)
+  // Host-tier block copies the step runs before its forward (evicted blocks out, host hits in).
+  KvTransfers kv_transfers;
 
   bool empty() const { return seqs.empty(); }
   int num_sampling() const {

@@ -39,6 +39,14 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
                                "Prefix cache queries, in terms of number of queried tokens.", labels_);
   prefix_hits_ = &r.counter("pagoda:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
                             labels_);
+  host_hits_ = &r.counter("pagoda:prefix_cache_host_hits_total",
+                          "Prefix cache hits served from the host KV tier (copied back to the device), in tokens.", labels_);
+  host_offloaded_ = &r.counter("pagoda:kv_host_offloaded_blocks_total",
+                               "KV blocks copied to the host tier when the device cache evicted them.", labels_);
+  host_loaded_ = &r.counter("pagoda:kv_host_loaded_blocks_total", "KV blocks copied back from the host tier.", labels_);
+  host_evicted_ = &r.counter("pagoda:kv_host_evicted_blocks_total", "KV blocks the full host tier gave up.", labels_);
+  host_blocks_ = &r.gauge("pagoda:kv_host_blocks", "Capacity of the host KV tier, in blocks (0: no host tier).", labels_);
+  host_blocks_used_ = &r.gauge("pagoda:kv_host_blocks_used", "Blocks the host KV tier holds.", labels_);
   preemptions_ = &r.counter("pagoda:num_preemptions_total", "Cumulative number of preemptions from the engine.", labels_);
   prompt_tokens_ = &r.counter("pagoda:prompt_tokens_total", "Number of prefill tokens processed.", labels_);
   generation_tokens_ = &r.counter("pagoda:generation_tokens_total", "Number of generation tokens processed.", labels_);
@@ -156,6 +164,12 @@ std::string ServerMetrics::render(const EngineStats& s) {
   kv_usage_->set(s.kv_cache_usage);
   prefix_queries_->set_total(static_cast<double>(s.prefix_cache_queries));
   prefix_hits_->set_total(static_cast<double>(s.prefix_cache_hits));
+  host_hits_->set_total(static_cast<double>(s.prefix_cache_host_hits));
+  host_offloaded_->set_total(static_cast<double>(s.host_tier.offloaded));
+  host_loaded_->set_total(static_cast<double>(s.host_tier.loaded));
+  host_evicted_->set_total(static_cast<double>(s.host_tier.evicted));
+  host_blocks_->set(s.num_host_kv_blocks);
+  host_blocks_used_->set(s.num_host_kv_blocks_used);
   preemptions_->set_total(static_cast<double>(s.num_preemptions));
   prompt_tokens_->set_total(static_cast<double>(s.prompt_tokens));
   generation_tokens_->set_total(static_cast<double>(s.generation_tokens));

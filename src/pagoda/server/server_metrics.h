@@ -42,6 +42,9 @@ class ServerMetrics {
   metrics::Gauge *running_, *waiting_, *kv_usage_;
   metrics::Gauge* cache_info_ = nullptr;  // pagoda:cache_config_info, registered at the first render
   metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *prompt_tokens_, *generation_tokens_;
+  // The host KV tier (--kv-offload-memory): hits served from it, blocks moved each way, its occupancy.
+  metrics::Counter *host_hits_, *host_offloaded_, *host_loaded_, *host_evicted_;
+  metrics::Gauge *host_blocks_, *host_blocks_used_;
   metrics::Histogram *ttft_, *itl_, *e2e_, *queue_, *delivery_;
   metrics::Histogram *prefill_, *decode_, *inference_, *request_tpot_, *step_duration_;
   metrics::Counter *steps_, *busy_;

@@ -133,6 +133,21 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
     for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
     EXPECT_GT(adaptive.engine().stats().batch_controller.token_budget, 0);
   }
+  for (EvictionPolicyKind eviction : {EvictionPolicyKind::kLru, EvictionPolicyKind::kLruK}) {
+    // A host KV tier under the same pressure: evicted blocks (preempted sequences' among them) are copied out
+    // and back into other blocks, and nothing changes in the outputs (FP8's exponents travel with the codes).
+    SCOPED_TRACE(eviction == EvictionPolicyKind::kLru ? "host tier, LRU" : "host tier, LRU-K");
+    LLM tiered(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
+                          .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype,
+                          .kv_eviction = eviction, .kv_offload_memory = 4 * parse_memory_size(c.kv_cache_memory)});
+    const std::vector<CompletionOutput> together = tiered.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+    const EngineStats stats = tiered.engine().stats();
+    EXPECT_GT(stats.host_tier.offloaded, 0u);
+    EXPECT_GT(stats.host_tier.loaded, 0u);
+    EXPECT_GT(stats.prefix_cache_host_hits, 0u);
+    EXPECT_GT(stats.num_host_kv_blocks, stats.num_kv_blocks);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values(0, 1, 2, 3));

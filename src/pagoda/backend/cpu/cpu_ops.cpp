@@ -276,6 +276,49 @@ void CpuOps::free_kv_cache(KvCache& cache) {
   cache = KvCache{};
 }
 
+KvHostStore CpuOps::allocate_kv_host_store(const KvCacheSpec& spec, int num_slots) {
+  PAGODA_CHECK(num_slots >= 0, "{} host slots", num_slots);
+  KvHostStore store{nullptr, num_slots, spec.bytes_per_block()};
+  if (num_slots == 0) return store;
+  kv_storage_.emplace_back(static_cast<size_t>(store.bytes_per_slot * num_slots));
+  store.data = static_cast<std::byte*>(kv_storage_.back().data());
+  return store;
+}
+
+void CpuOps::free_kv_host_store(KvHostStore& store) {
+  std::erase_if(kv_storage_, [&](const Buffer& b) { return b.data() == store.data; });
+  store = KvHostStore{};
+}
+
+void CpuOps::copy_kv_blocks(KvCache& cache, KvHostStore& store, const KvTransfers& transfers) {
+  // The "device" and host tiers are both RAM here: the same copies as on a GPU, by memcpy.
+  const KvCacheSpec& spec = cache.spec;
+  const int64_t part = spec.block_part_bytes(), exps = spec.block_exponent_bytes();
+  auto block_of = [](const Tensor& t, BlockId block, int64_t bytes) {
+    return static_cast<std::byte*>(t.data) + static_cast<int64_t>(block) * bytes;
+  };
+  auto copy = [&](const KvBlockCopy& c, bool to_host) {
+    PAGODA_CHECK(c.block >= 0 && c.block < spec.num_blocks && c.slot >= 0 && c.slot < store.num_slots,
+                 "block copy {} <-> slot {} out of range", c.block, c.slot);
+    std::byte* slot = store.data + static_cast<int64_t>(c.slot) * store.bytes_per_slot;
+    for (int l = 0; l < spec.num_layers; ++l) {
+      std::byte* host = slot + l * spec.host_layer_bytes();
+      std::byte* dev[4] = {block_of(cache.k[l], c.block, part), block_of(cache.v[l], c.block, part),
+                           spec.fp8() ? block_of(cache.k_exp[l], c.block, exps) : nullptr,
+                           spec.fp8() ? block_of(cache.v_exp[l], c.block, exps) : nullptr};
+      const int64_t bytes[4] = {part, part, exps, exps};
+      for (int p = 0; p < 4; ++p) {
+        if (bytes[p] == 0) continue;
+        if (to_host) std::memcpy(host, dev[p], static_cast<size_t>(bytes[p]));
+        else std::memcpy(dev[p], host, static_cast<size_t>(bytes[p]));
+        host += bytes[p];
+      }
+    }
+  };
+  for (const KvBlockCopy& c : transfers.to_host) copy(c, true);
+  for (const KvBlockCopy& c : transfers.to_device) copy(c, false);
+}
+
 void CpuOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer,
                             const ForwardBatch& batch, const RopeParams& params) {
   // The reference form for a stacked [Wq; Wk; Wv] (the CPU fuses nothing itself): one GEMM, then the

@@ -39,6 +39,9 @@ class CpuOps final : public Ops {
   void download_f32(Tensor host_out, Tensor x) override;
   KvCache allocate_kv_cache(const KvCacheSpec& spec) override;
   void free_kv_cache(KvCache& cache) override;
+  KvHostStore allocate_kv_host_store(const KvCacheSpec& spec, int num_slots) override;
+  void free_kv_host_store(KvHostStore& store) override;
+  void copy_kv_blocks(KvCache& cache, KvHostStore& store, const KvTransfers& transfers) override;
   void qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer, const ForwardBatch& batch,
                       const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
