@@ -11,16 +11,12 @@
 #include "pagoda/core/error.h"
 
 namespace pagoda::bench {
-namespace {
 
-// vLLM's draw: uniform integers in [floor(len * (1 - r)), ceil(len * (1 + r))], at least 1.
 int draw_length(std::mt19937_64& rng, int len, double ratio) {
   const int lo = std::max(1, static_cast<int>(std::floor(len * (1 - ratio))));
   const int hi = std::max(lo, static_cast<int>(std::ceil(len * (1 + ratio))));
   return std::uniform_int_distribution<int>(lo, hi)(rng);
 }
-
-}  // namespace
 
 std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& o, const std::vector<TokenId>& pool) {
   if (o.num_prompts < 1) throw InvalidRequest("--num-prompts must be at least 1");

@@ -2,10 +2,11 @@
 // (uniform within +-range_ratio, as vllm bench serve draws them) drawn from a token pool; prefix: the
 // same, each prompt starting with one of --num-prefix-groups shared prefixes of --prefix-len tokens
 // (requests of a group share a long system prompt, the prefix cache's case); jsonl: a file of
-// {"prompt": "..." | [ids], "output_len"?: N} lines.
+// {"prompt": "..." | [ids], "output_len"?: N} lines. multi-tenant: multi_tenant.h.
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct BenchPrompt {
   int prompt_len = -1;       // expected prompt tokens; -1: unknown (text from a file)
   int output_len = 128;      // max_tokens
   int group = -1;            // prefix dataset: the shared prefix it starts with
+  int tenant = -1;           // multi-tenant dataset: its tenant (an index into the workload's tenants)
 };
 
 struct SyntheticOptions {
@@ -31,6 +33,9 @@ struct SyntheticOptions {
   int num_prefix_groups = 1;
   uint64_t seed = 0;
 };
+
+// vLLM's length draw: uniform integers in [floor(len * (1 - ratio)), ceil(len * (1 + ratio))], at least 1.
+int draw_length(std::mt19937_64& rng, int len, double ratio);
 
 // Throws pagoda::InvalidRequest for lengths < 1, a range ratio outside [0, 1) or an empty pool.
 std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& options, const std::vector<TokenId>& pool);

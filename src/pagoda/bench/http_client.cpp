@@ -75,7 +75,7 @@ struct HttpClient::Impl {
   }
 
   asio::awaitable<HttpResult> exchange(const std::string& method, const std::string& endpoint, const std::string& body,
-                                       const OnBytes* on_bytes) {
+                                       const OnBytes* on_bytes, const Headers& own = {}) {
     for (int attempt = 0;; ++attempt) {
       const bool reused = !idle.empty() && attempt == 0;
       std::unique_ptr<beast::tcp_stream> s;
@@ -93,6 +93,7 @@ struct HttpClient::Impl {
       if (!body.empty()) req.set(http::field::content_type, "application/json");
       if (on_bytes) req.set(http::field::accept, "text/event-stream");
       for (const auto& [name, value] : headers) req.set(name, value);
+      for (const auto& [name, value] : own) req.set(name, value);
       req.body() = body;
       req.keep_alive(true);
       req.prepare_payload();
@@ -158,8 +159,8 @@ asio::awaitable<HttpResult> HttpClient::request(std::string method, std::string 
   co_return co_await impl_->exchange(method, endpoint, body, nullptr);
 }
 
-asio::awaitable<HttpResult> HttpClient::stream(std::string endpoint, std::string body, OnBytes on_bytes) {
-  co_return co_await impl_->exchange("POST", endpoint, body, &on_bytes);
+asio::awaitable<HttpResult> HttpClient::stream(std::string endpoint, std::string body, OnBytes on_bytes, Headers headers) {
+  co_return co_await impl_->exchange("POST", endpoint, body, &on_bytes, headers);
 }
 
 const BaseUrl& HttpClient::url() const { return impl_->url; }

@@ -44,8 +44,10 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   boost::asio::awaitable<HttpResult> request(std::string method, std::string endpoint, std::string body);
-  // POST `body` (JSON); a 200 response's body goes to `on_bytes` as it arrives, chunk by chunk.
-  boost::asio::awaitable<HttpResult> stream(std::string endpoint, std::string body, OnBytes on_bytes);
+  // POST `body` (JSON); a 200 response's body goes to `on_bytes` as it arrives, chunk by chunk. `headers`:
+  // this request's own, set after (over) the client's.
+  boost::asio::awaitable<HttpResult> stream(std::string endpoint, std::string body, OnBytes on_bytes,
+                                            Headers headers = {});
 
   const BaseUrl& url() const;
   int connections_opened() const;

@@ -87,7 +87,7 @@ void print_report(std::FILE* out, const ServeBenchmarkOptions& o, const GoodputS
 
 json record_json(const RequestRecord& r) {
   const std::optional<double> tpot = r.tpot();
-  return {{"index", r.index},
+  json j = {{"index", r.index},
           {"scheduled_time", r.scheduled_time},
           {"send_time", r.send_time},
           {"success", r.success},
@@ -104,6 +104,8 @@ json record_json(const RequestRecord& r) {
           {"cached_tokens", optional_count(r.cached_tokens)},
           {"usage_reported", r.usage_reported},
           {"finish_reason", r.finish_reason}};
+  if (!r.tenant.empty()) j["tenant"] = r.tenant;
+  return j;
 }
 
 json result_json(const ServeBenchmarkOptions& o, const GoodputSlo& slo, const std::vector<double>& percentiles,
@@ -129,7 +131,7 @@ json result_json(const ServeBenchmarkOptions& o, const GoodputSlo& slo, const st
       {"random_output_len", o.synthetic.output_len},
       {"random_range_ratio", o.synthetic.range_ratio},
       {"random_vocab_size", o.random_vocab_size > 0 ? json(o.random_vocab_size) : json(nullptr)},
-      {"prefix_len", o.dataset == "prefix" ? o.synthetic.prefix_len : 0},
+      {"prefix_len", o.dataset == "prefix" || o.dataset == "multi-tenant" ? o.synthetic.prefix_len : 0},
       {"num_prefix_groups", o.dataset == "prefix" ? o.synthetic.num_prefix_groups : 0},
       {"num_prompts", static_cast<int>(run.records.size())},
       {"request_rate", std::isinf(o.request_rate) ? json("inf") : json(o.request_rate)},

@@ -24,6 +24,7 @@ struct RequestRecord {
   int cached_tokens = -1;
   bool usage_reported = false;
   std::string finish_reason;
+  std::string tenant;            // multi-tenant dataset: the tenant that sent it ("" otherwise)
 
   // (e2el - ttft) / (output_tokens - 1), for successful requests with two or more output tokens.
   std::optional<double> tpot() const {

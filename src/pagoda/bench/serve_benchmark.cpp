@@ -108,12 +108,28 @@ void check_prompts_fit(const ServeBenchmarkOptions& o, const std::vector<BenchPr
       "a prompt of {} tokens plus {} output tokens exceeds the server's max_model_len of {}: lower {}", longest->prompt_len,
       longest->output_len, max_model_len,
       o.dataset == "jsonl" ? "the dataset's prompts or --random-output-len"
-                           : "--random-input-len, --random-output-len" + std::string(o.dataset == "prefix" ? ", --prefix-len" : "") +
-                                 " or --random-range-ratio"));
+      : o.dataset == "multi-tenant"
+          ? "--random-input-len, --random-output-len, --prefix-len, --mt-noisy-input-len or --random-range-ratio"
+          : "--random-input-len, --random-output-len" + std::string(o.dataset == "prefix" ? ", --prefix-len" : "") +
+                " or --random-range-ratio"));
 }
 
-std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingHttpClient& http, const std::string& model) {
+// The arrival process's times (seconds) for `n` requests.
+std::vector<double> process_arrivals(const ServeBenchmarkOptions& o, int n) {
+  return o.rate_schedule.empty() ? arrival_times(n, o.request_rate, o.burstiness, o.seed)
+                                 : arrival_times(n, o.rate_schedule, o.burstiness, o.seed);
+}
+
+// The prompts and when each is sent (non-decreasing), and the multi-tenant dataset's tenants.
+struct Workload {
   std::vector<BenchPrompt> prompts;
+  std::vector<double> arrivals;
+  std::vector<BenchTenant> tenants;
+};
+
+Workload build_workload(const ServeBenchmarkOptions& o, BlockingHttpClient& http, const std::string& model) {
+  Workload w;
+  std::vector<BenchPrompt>& prompts = w.prompts;
   std::unique_ptr<ServerTokenizer> tokenizer;
   std::vector<TokenId> pool;
   if (o.random_vocab_size > 0)  // a server without /tokenize (or a model without a tokenizer)
@@ -130,8 +146,16 @@ std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingH
     SyntheticOptions s = o.synthetic;
     s.seed = o.seed;
     if (o.dataset == "random") s.prefix_len = 0;
-    prompts = synthetic_prompts(s, pool);
+    if (o.dataset == "multi-tenant") {
+      MultiTenantWorkload mt = multi_tenant_workload(o.multi_tenant, s, pool, process_arrivals(o, s.num_prompts));
+      prompts = std::move(mt.prompts);
+      w.arrivals = std::move(mt.arrivals);
+      w.tenants = std::move(mt.tenants);
+    } else {
+      prompts = synthetic_prompts(s, pool);
+    }
   }
+  if (w.arrivals.empty()) w.arrivals = process_arrivals(o, static_cast<int>(prompts.size()));
   if (o.chat()) {  // chat prompts are text: find text whose whole chat prompt has the same token count
     std::mt19937_64 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
     ServerTokenizer chat_tokenizer(http, model, /*chat=*/true);
@@ -145,13 +169,14 @@ std::vector<BenchPrompt> build_prompts(const ServeBenchmarkOptions& o, BlockingH
       p.ids.clear();
     }
   }
-  return prompts;
+  return w;
 }
 
 struct LoadRun {
   const ServeBenchmarkOptions& o;
   HttpClient& client;
   const std::vector<std::string>& bodies;
+  const std::vector<Headers>& own_headers;  // per request (multi-tenant: its tenant's key); empty: none
   std::vector<RequestRecord>& records;
   RequestProgress& progress;
   std::optional<Slots> slots;
@@ -167,9 +192,15 @@ struct LoadRun {
     const Clock::time_point sent = Clock::now();
     r.send_time = since_start(sent);
     StreamMeasure measure(r, o.chat(), sent);
-    const HttpResult result = co_await client.stream(o.endpoint, bodies[i], [&](std::string_view bytes, Clock::time_point at) {
-      for (const std::string& data : parser.feed(bytes)) measure.on_event(data, at);
-    });
+    // A named copy: GCC destroys a conditional's temporary twice when it spans a co_await.
+    Headers own;
+    if (i < own_headers.size()) own = own_headers[i];
+    const HttpResult result = co_await client.stream(
+        o.endpoint, bodies[i],
+        [&](std::string_view bytes, Clock::time_point at) {
+          for (const std::string& data : parser.feed(bytes)) measure.on_event(data, at);
+        },
+        std::move(own));
     const Clock::time_point end = Clock::now();
     std::string transport = result.error;
     if (transport.empty() && result.status != 200) transport = result.describe();
@@ -213,11 +244,12 @@ void ServeBenchmarkOptions::validate() const {
   if (!(timeout_s > 0)) throw InvalidRequest("--timeout must be positive");
   if (dataset == "jsonl") {
     if (dataset_path.empty()) throw InvalidRequest("--dataset jsonl needs --dataset-path FILE");
-  } else if (dataset == "random" || dataset == "prefix") {
+  } else if (dataset == "random" || dataset == "prefix" || dataset == "multi-tenant") {
     if (!dataset_path.empty()) throw InvalidRequest("--dataset-path is for --dataset jsonl");
-    if (dataset == "prefix" && synthetic.prefix_len < 1) throw InvalidRequest("--dataset prefix needs --prefix-len >= 1");
+    if (dataset != "random" && synthetic.prefix_len < 1) throw InvalidRequest("--dataset " + dataset + " needs --prefix-len >= 1");
+    if (dataset == "multi-tenant") multi_tenant.validate();
   } else {
-    throw InvalidRequest("--dataset must be random, prefix or jsonl");
+    throw InvalidRequest("--dataset must be random, prefix, jsonl or multi-tenant");
   }
   if (!extra_body.is_object()) throw InvalidRequest("--extra-body must be a JSON object");
   if (random_vocab_size < 0) throw InvalidRequest("--random-vocab-size must not be negative");
@@ -226,36 +258,55 @@ void ServeBenchmarkOptions::validate() const {
 ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {
   o.validate();
   const BaseUrl url = parse_base_url(o.base_url);
+  const bool multi_tenant = o.dataset == "multi-tenant";
   Headers headers;
-  if (!o.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + o.api_key);
+  std::string setup_key = o.api_key;
+  if (setup_key.empty() && multi_tenant) setup_key = bench_tenants(o.multi_tenant.num_tenants).front().key;
+  if (!setup_key.empty()) headers.emplace_back("Authorization", "Bearer " + setup_key);
 
   ServeBenchmarkRun run;
   BlockingHttpClient setup(url, headers, o.timeout_s);
   run.model = o.model.empty() ? first_model(setup, url.to_string()) : o.model;
-  const std::vector<BenchPrompt> prompts = build_prompts(o, setup, run.model);
+  const Workload workload = build_workload(o, setup, run.model);
+  const std::vector<BenchPrompt>& prompts = workload.prompts;
+  const std::vector<double>& arrivals = workload.arrivals;
+  run.tenants = workload.tenants;
   check_prompts_fit(o, prompts, server_max_model_len(setup, run.model));
   RequestSettings settings{o.chat(), run.model, o.temperature, o.ignore_eos, o.extra_body};
   std::vector<std::string> bodies;
   bodies.reserve(prompts.size());
   for (const BenchPrompt& p : prompts) bodies.push_back(request_body(settings, p));
   run.records.resize(prompts.size());
+  std::vector<Headers> own_headers;  // multi-tenant: each request's tenant's key
   for (size_t i = 0; i < prompts.size(); ++i) {
     run.records[i].index = static_cast<int>(i);
     run.records[i].expected_prompt_len = prompts[i].prompt_len;
     run.records[i].expected_output_len = prompts[i].output_len;
+    if (multi_tenant) {
+      const BenchTenant& tenant = run.tenants.at(static_cast<size_t>(prompts[i].tenant));
+      run.records[i].tenant = tenant.name;
+      own_headers.push_back({{"Authorization", "Bearer " + tenant.key}});
+    }
   }
-  const std::vector<double> arrivals =
-      o.rate_schedule.empty() ? arrival_times(static_cast<int>(prompts.size()), o.request_rate, o.burstiness, o.seed)
-                              : arrival_times(static_cast<int>(prompts.size()), o.rate_schedule, o.burstiness, o.seed);
+  if (multi_tenant && o.rate_schedule.empty() && std::isinf(o.request_rate))
+    spdlog::warn("bench: multi-tenant at --request-rate inf: every request but the periodic ones at 0 (give a rate)");
 
   const size_t in_flight = o.max_concurrency > 0 ? std::min<size_t>(o.max_concurrency, prompts.size()) : prompts.size();
   raise_open_file_limit(in_flight + 64);
   asio::io_context ioc;
   HttpClient client(ioc.get_executor(), url, headers, o.timeout_s);
   RequestProgress progress(static_cast<int>(prompts.size()), false);
-  LoadRun load{o, client, bodies, run.records, progress, std::nullopt, Clock::now(), {}, 0, 0};
+  // The test request: the first prompt, alone, so that a wrong model or endpoint fails at once. Multi-tenant:
+  // under a cache salt of its own, so that it warms no tenant's prefix cache (a noisy prompt sent twice
+  // would hit).
+  std::vector<std::string> test_body = {bodies[0]};
+  if (multi_tenant) {
+    RequestSettings salted = settings;
+    salted.extra_body["cache_salt"] = "pagoda-bench-test-request";
+    test_body[0] = request_body(salted, prompts[0]);
+  }
+  LoadRun load{o, client, test_body, own_headers, run.records, progress, std::nullopt, Clock::now(), {}, 0, 0};
 
-  // The test request: the first prompt, alone, so that a wrong model or endpoint fails at once.
   spdlog::info("bench: {} {} on {}, model {}: test request", prompts.size(), o.dataset, url.target(o.endpoint), run.model);
   RequestRecord test;
   asio::co_spawn(ioc, load.send(0, test), asio::detached);
@@ -266,7 +317,7 @@ ServeBenchmarkRun run_serve_benchmark(const ServeBenchmarkOptions& o) {
                std::isinf(o.request_rate) ? "inf" : fmt::format("{}", o.request_rate), o.burstiness,
                o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "none");
   RequestProgress live(static_cast<int>(prompts.size()), o.progress);
-  LoadRun main{o, client, bodies, run.records, live, std::nullopt, Clock::now(), {}, 0, 0};
+  LoadRun main{o, client, bodies, own_headers, run.records, live, std::nullopt, Clock::now(), {}, 0, 0};
   if (o.max_concurrency > 0) main.slots.emplace(ioc.get_executor(), o.max_concurrency);
   main.start = Clock::now();
   main.last_end = main.start;

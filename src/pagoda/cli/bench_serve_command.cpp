@@ -4,13 +4,17 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "pagoda/bench/phases.h"
 #include "pagoda/bench/report.h"
 #include "pagoda/bench/serve_benchmark.h"
 #include "pagoda/bench/summary.h"
+#include "pagoda/bench/tenant_summary.h"
+#include "pagoda/bench/tenants.h"
 #include "pagoda/cli/commands.h"
 #include "pagoda/core/error.h"
 
@@ -26,6 +30,7 @@ struct BenchServeCli {
   std::string percentiles = "50,90,99";
   std::string json_file;
   std::string label;
+  std::string write_tenants_file;  // multi-tenant: write the tenants file and exit
   bool no_progress = false;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -62,8 +67,22 @@ std::vector<double> parse_percentiles(const std::string& text) {
   return qs;
 }
 
+// --mt-write-tenants-file: the tenants file for `pagoda serve --tenants-file`, then no benchmark.
+void write_tenants_file(const BenchServeCli& c) {
+  const std::vector<bench::BenchTenant> tenants = bench::bench_tenants(c.run.multi_tenant.num_tenants);
+  std::ofstream out(c.write_tenants_file);
+  out << bench::tenants_file_json(tenants).dump(2) << "\n";
+  if (!out) throw Error(c.write_tenants_file + ": cannot write the tenants file");
+  std::printf("wrote %zu tenants to %s (pagoda serve --tenants-file %s)\n", tenants.size(), c.write_tenants_file.c_str(),
+              c.write_tenants_file.c_str());
+}
+
 void run_bench_serve(BenchServeCli& c) {
+  if (!c.write_tenants_file.empty()) return write_tenants_file(c);
   if (c.run.base_url.empty()) c.run.base_url = fmt::format("http://{}:{}", c.host, c.port);
+  bench::MultiTenantOptions& mt = c.run.multi_tenant;
+  if (c.run.dataset == "multi-tenant" && mt.noisy_input_len == 0)
+    mt.noisy_input_len = 2 * (c.run.synthetic.prefix_len + c.run.synthetic.input_len);
   c.run.request_rate = parse_rate(c.request_rate);
   if (!c.request_rate_schedule.empty()) {
     try {
@@ -96,9 +115,15 @@ void run_bench_serve(BenchServeCli& c) {
     phases = bench::summarize_phases(run.records, c.run.rate_schedule, slo, percentiles);
     bench::print_phases(stdout, slo, phases);
   }
+  std::optional<bench::TenantSummary> tenants;
+  if (!run.tenants.empty()) {
+    tenants = bench::summarize_tenants(run.records, run.tenants);
+    bench::print_tenants(stdout, run.tenants, *tenants);
+  }
   if (json_out.is_open()) {
     nlohmann::json result = bench::result_json(c.run, slo, percentiles, run, summary, c.label);
     if (!phases.empty()) result["phases"] = bench::phases_json(slo, phases);
+    if (tenants) result["multi_tenant"] = bench::multi_tenant_json(mt, run.tenants, *tenants);
     json_out << result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!json_out) throw Error(c.json_file + ": cannot write the result file");
   }
@@ -127,8 +152,10 @@ void add_bench_serve_command(CLI::App& bench) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--num-prompts", o.synthetic.num_prompts, "requests (default 1000)")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o.seed, "seed of the prompts and the arrivals (default 0)");
-  cmd->add_option("--dataset", o.dataset, "random (default), prefix or jsonl")
-      ->check(CLI::IsMember({"random", "prefix", "jsonl"}));
+  cmd->add_option("--dataset", o.dataset,
+                  "random (default), prefix, jsonl, or multi-tenant (tenants with their own system prompts, Zipf "
+                  "popularity, a periodic and a noisy tenant, each request with its tenant's key: --mt-*)")
+      ->check(CLI::IsMember({"random", "prefix", "jsonl", "multi-tenant"}));
   cmd->add_option("--random-input-len", o.synthetic.input_len,
                   "prompt tokens (prefix dataset: after the prefix) (default 1024)")
       ->check(CLI::PositiveNumber);
@@ -137,9 +164,32 @@ void add_bench_serve_command(CLI::App& bench) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--random-range-ratio", o.synthetic.range_ratio,
                   "lengths uniform in [len*(1-r), len*(1+r)], 0 <= r < 1 (default 0)");
-  cmd->add_option("--prefix-len", o.synthetic.prefix_len, "prefix dataset: tokens shared within a group (default 256)");
+  cmd->add_option("--prefix-len", o.synthetic.prefix_len,
+                  "prefix dataset: tokens shared within a group; multi-tenant: each tenant's system prompt (default 256)");
   cmd->add_option("--num-prefix-groups", o.synthetic.num_prefix_groups, "prefix dataset: distinct prefixes (default 10)")
       ->check(CLI::PositiveNumber);
+  bench::MultiTenantOptions& mt = o.multi_tenant;
+  cmd->add_option("--mt-tenants", mt.num_tenants, "multi-tenant: ordinary tenants, tenant-0 ... (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mt-zipf-s", mt.zipf_s,
+                  "multi-tenant: Zipf exponent of the ordinary tenants' popularity, P(rank k) ~ 1/(k+1)^s (default 1.0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mt-periodic-interval-ms", mt.periodic_interval_ms,
+                  "multi-tenant: the periodic tenant sends a request every T ms, from 0 (default 200)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mt-periodic-requests", mt.periodic_requests,
+                  "multi-tenant: the periodic tenant's requests (default 0: one per interval over the other "
+                  "requests' arrivals, at least 1)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mt-noisy-share", mt.noisy_share,
+                  "multi-tenant: the share of --num-prompts the noisy tenant sends, unique prompts with no shared "
+                  "prefix, in [0, 1) (default 0.2)");
+  cmd->add_option("--mt-noisy-input-len", mt.noisy_input_len,
+                  "multi-tenant: tokens of a noisy prompt (default: 2 x (--prefix-len + --random-input-len))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mt-write-tenants-file", c->write_tenants_file,
+                  "multi-tenant: write the tenants' keys and weights as a `pagoda serve --tenants-file` file to PATH "
+                  "and exit (keys sk-bench-tenant-0..., sk-bench-periodic, sk-bench-noisy)");
   cmd->add_option("--random-vocab-size", o.random_vocab_size,
                   "draw random prompt ids from [min(300, N-1), N) instead of the server's tokenizer (/tokenize)");
   cmd->add_option("--dataset-path", o.dataset_path, "jsonl dataset: lines {\"prompt\": \"...\" or [ids], \"output_len\"?: N}");

@@ -1,0 +1,43 @@
+// The tenants file that --mt-write-tenants-file writes loads in the server's own parser
+// (server::ApiKeys::load_tenants_file), every bench key naming its tenant with its weight.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "pagoda/bench/tenants.h"
+#include "pagoda/server/api_keys.h"
+
+namespace pagoda::bench {
+namespace {
+
+TEST(TenantsFile, LoadsInTheServer) {
+  const std::vector<BenchTenant> tenants = bench_tenants(8);
+  ASSERT_EQ(tenants.size(), 10u);
+  const auto path = std::filesystem::temp_directory_path() / "pagoda_bench_tenants.json";
+  std::ofstream(path) << tenants_file_json(tenants).dump(2);
+  server::ApiKeys keys;
+  keys.load_tenants_file(path.string());
+  ASSERT_TRUE(keys.enabled());
+  for (const BenchTenant& t : tenants) {
+    const server::Tenant* found = keys.authenticate("Bearer " + t.key);
+    ASSERT_NE(found, nullptr) << t.key;
+    EXPECT_EQ(found->name, t.name);
+    EXPECT_FLOAT_EQ(found->weight, static_cast<float>(t.weight));
+    EXPECT_EQ(found->kv_cap, 0);  // no quotas, no limits: nothing that could fail a benchmark's request
+    EXPECT_EQ(found->kv_share, 0);
+    EXPECT_FALSE(found->share_prefixes);
+    EXPECT_EQ(found->max_concurrent_requests, 0);
+    EXPECT_EQ(found->max_requests_per_second, 0);
+  }
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->name, "tenant-0");
+  EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->weight, 0.8f);
+  EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-tenant-3")->weight, 0.5f);
+  EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-periodic")->weight, 0.8f);
+  EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-noisy")->weight, 0.3f);
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-8"), nullptr);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace pagoda::bench
