@@ -41,6 +41,11 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-offload-memory", kv_offload_memory,
                  "host memory for a second KV tier, e.g. 32GiB (default none): cached blocks the KV cache evicts are "
                  "copied there (pinned memory on the GPU) and copied back on a prefix hit instead of recomputed");
+  cmd.add_option("--kv-prefetch-interval-ms", kv_prefetch_interval_ms,
+                 fmt::format("with --kv-offload-memory: a prompt prefix requested 3 times at most this many ms apart is "
+                             "periodic, and its blocks come back from the host half an interval before its next request "
+                             "(default {:g}; 0: no prefetch)", LlmOptions::kDefaultPrefetchIntervalMs))
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--batch-controller", batch_controller,
                  "static (default: --max-num-batched-tokens every step) or adaptive (each step's budget from the "
@@ -75,6 +80,8 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);
   o.kv_offload_memory = kv_offload_memory.empty() ? 0 : parse_memory_size(kv_offload_memory);
+  if (kv_prefetch_interval_ms && o.kv_offload_memory == 0) throw Error("--kv-prefetch-interval-ms needs --kv-offload-memory");
+  if (kv_prefetch_interval_ms) o.kv_prefetch_interval_ms = *kv_prefetch_interval_ms;
   o.kv_cache_dtype = kv_cache_dtype;
   o.calculate_kv_scales = calculate_kv_scales;
   o.enable_prefix_caching = !no_prefix_caching;

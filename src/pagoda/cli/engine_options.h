@@ -19,6 +19,7 @@ struct EngineCliOptions {
   int block_size = 16;
   std::string kv_cache_memory;  // e.g. "4MiB"; empty: sized automatically
   std::string kv_offload_memory;  // the host KV tier, e.g. "32GiB"; empty: none
+  std::optional<double> kv_prefetch_interval_ms;
   std::string kv_cache_dtype = "auto";
   bool calculate_kv_scales = false;
   bool no_prefix_caching = false;

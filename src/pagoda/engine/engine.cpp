@@ -14,7 +14,7 @@ namespace {
 BlockManagerOptions kv_options(const EngineOptions& o) {
   return BlockManagerOptions{.num_blocks = o.num_kv_blocks, .block_size = o.block_size,
                              .enable_prefix_caching = o.enable_prefix_caching, .eviction_policy = o.kv_eviction,
-                             .lru_k = o.lru_k, .num_host_blocks = o.num_host_kv_blocks};
+                             .lru_k = o.lru_k, .num_host_blocks = o.num_host_kv_blocks, .prefetch = o.kv_prefetch};
 }
 
 bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
@@ -403,6 +403,7 @@ void Engine::publish_stats() {
   s.num_host_kv_blocks = bm.host_tier().num_slots();
   s.num_host_kv_blocks_used = bm.host_tier().num_used();
   s.host_tier = bm.host_tier().stats();
+  s.prefetch = bm.prefetch_stats();
   s.num_preemptions = scheduler_.num_preemptions();
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;

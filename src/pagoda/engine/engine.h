@@ -39,6 +39,7 @@ struct EngineOptions {
   EvictionPolicyKind kv_eviction = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};
   int num_host_kv_blocks = 0;  // > 0: a host KV tier of this many blocks (kv/host_tier.h)
+  PrefetchOptions kv_prefetch{};  // with a host tier: periodic prefixes brought back ahead (kv/prefix_history.h)
   std::vector<TokenId> eos_token_ids;  // stop unless ignore_eos
   uint64_t seed = 0;                   // for requests without a seed; 0: from std::random_device
   // Tokens in the start-up forward (threads, workspace, page cache). Small on the CPU, where a forward of
@@ -87,6 +88,7 @@ struct EngineStats {
   int num_host_kv_blocks = 0;           // the host tier's capacity in blocks (0: none)
   int num_host_kv_blocks_used = 0;
   HostTierStats host_tier;              // its block movements since start-up
+  PrefetchStats prefetch;               // blocks it brought back ahead of requests, and those hit
   uint64_t num_preemptions = 0;
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;  // tokens sampled

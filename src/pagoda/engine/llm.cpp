@@ -118,6 +118,8 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
   eo.kv_eviction = o.kv_eviction;
   eo.lru_k = o.lru_k;
   eo.num_host_kv_blocks = num_host_blocks;
+  const double prefetch_ms = o.kv_prefetch_interval_ms < 0 ? LlmOptions::kDefaultPrefetchIntervalMs : o.kv_prefetch_interval_ms;
+  if (num_host_blocks > 0) eo.kv_prefetch.max_interval_seconds = prefetch_ms / 1000.0;
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
   eo.slo = o.slo;

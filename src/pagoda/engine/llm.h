@@ -44,6 +44,11 @@ struct LlmOptions {
   // Host memory for the host KV tier (--kv-offload-memory; kv/host_tier.h): cached blocks the pool evicts
   // are kept there and copied back on a prefix hit. 0: no host tier. Needs prefix caching.
   int64_t kv_offload_memory = 0;
+  // With a host tier: a prefix requested 3 times at intervals of at most this many ms is periodic, and its
+  // host blocks come back half an interval before its next request is due (--kv-prefetch-interval-ms).
+  // Negative: the default (kDefaultPrefetchIntervalMs); 0: no prefetch.
+  double kv_prefetch_interval_ms = -1;
+  static constexpr double kDefaultPrefetchIntervalMs = 1000;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // --batch-controller adaptive: each step's token budget from these targets (unset: static).
   std::optional<SloTargets> slo{};

@@ -14,7 +14,9 @@ BlockManager::BlockManager(const BlockManagerOptions& options)
 BlockManager::BlockManager(const BlockManagerOptions& options, std::unique_ptr<EvictionPolicy> policy)
     : options_(options),
       pool_(options.num_blocks, std::move(policy)),
-      host_(options.enable_prefix_caching ? options.num_host_blocks : 0, options.eviction_policy, options.lru_k) {
+      host_(options.enable_prefix_caching ? options.num_host_blocks : 0, options.eviction_policy, options.lru_k),
+      history_(options.prefetch),
+      prefetched_(static_cast<size_t>(options.num_blocks), false) {
   PAGODA_CHECK(options.block_size > 0, "block_size {}", options.block_size);
 }
 
@@ -90,11 +92,14 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
     const std::optional<BlockHash> hash = pool_.hash_of(block_id);
     PAGODA_CHECK(hash && *hash == prefix.hashes[i], "stale prefix hit: block {} changed since match_prefix", block_id);
     pool_.add_ref(block_id);
+    if (prefetched_[block_id]) {
+      prefetched_[block_id] = false;
+      ++prefetch_stats_.useful;
+    }
   }
   std::vector<BlockId> fresh;
   fresh.reserve(static_cast<size_t>(num_new));
-  evicted_.clear();
-  pool_.take_fresh(num_new, fresh, host_.enabled() ? &evicted_ : nullptr);
+  take_fresh(num_new, fresh);
   // The block table in chain order: host blocks of the prefix take the first fresh blocks, each loaded
   // from its slot (which pins the slot) and published at once, since the step runs the load first.
   size_t next_fresh = 0;
@@ -110,8 +115,57 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
   }
   seq.block_table_.insert(seq.block_table_.end(), fresh.begin() + static_cast<std::ptrdiff_t>(next_fresh), fresh.end());
   // Offloads after the loads are recorded: no slot this allocation reads can be given to an evicted block.
-  for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info);
+  offload_evicted();
   return true;
+}
+
+void BlockManager::take_fresh(int num, std::vector<BlockId>& out) {
+  evicted_.clear();
+  pool_.take_fresh(num, out, host_.enabled() ? &evicted_ : nullptr);
+  for (const EvictedBlock& e : evicted_) prefetched_[e.block] = false;
+}
+
+void BlockManager::offload_evicted() {
+  for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info);
+  evicted_.clear();
+}
+
+void BlockManager::record_access(std::span<const TokenId> tokens, std::string_view salt, const PrefixHit& hit,
+                                 double now) {
+  if (!host_.enabled() || !options_.prefetch.enabled()) return;
+  const int bs = block_size();
+  const size_t num_full = std::min(tokens.size() / bs, static_cast<size_t>(options_.prefetch.max_blocks));
+  std::vector<BlockHash> chain(hit.hashes.begin(), hit.hashes.begin() + std::min(hit.hashes.size(), num_full));
+  while (chain.size() < num_full) {
+    const std::optional<BlockHash> parent = chain.empty() ? std::nullopt : std::optional<BlockHash>(chain.back());
+    chain.push_back(hash_block(parent, tokens.subspan(chain.size() * bs, bs), salt));
+  }
+  history_.record(chain, now);
+}
+
+int BlockManager::prefetch(double now, int max_blocks) {
+  if (!host_.enabled() || !options_.prefetch.enabled()) return 0;
+  int issued = 0;
+  for (const std::vector<BlockHash>& chain : history_.due(now)) {
+    // Along the chain while blocks are on the device or the host: a prefix match stops at the first miss.
+    for (size_t i = 0; i < chain.size() && issued < max_blocks; ++i) {
+      if (pool_.lookup(chain[i])) continue;
+      const std::optional<int> slot = host_.lookup(chain[i]);
+      if (!slot || num_free_blocks() == 0) break;
+      std::vector<BlockId> fresh;
+      take_fresh(1, fresh);
+      const BlockId block = fresh[0];
+      const CachedBlockInfo info = host_.info(*slot);
+      host_.load(*slot, block);
+      (void)pool_.publish(block, chain[i], info);
+      pool_.release(block);  // cached and evictable, as if a finished request had left it
+      offload_evicted();
+      prefetched_[block] = true;
+      ++issued;
+    }
+  }
+  prefetch_stats_.issued += static_cast<uint64_t>(issued);
+  return issued;
 }
 
 void BlockManager::publish_full_blocks(SequenceBlocks& seq, std::span<const TokenId> tokens, int num_computed_tokens) {

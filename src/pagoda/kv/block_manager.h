@@ -13,6 +13,7 @@
 #include "pagoda/core/types.h"
 #include "pagoda/kv/block_pool.h"
 #include "pagoda/kv/host_tier.h"
+#include "pagoda/kv/prefix_history.h"
 #include "pagoda/kv/sequence_blocks.h"
 
 namespace pagoda {
@@ -24,6 +25,14 @@ struct BlockManagerOptions {
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
   LruKOptions lru_k{};  // K and the correlated-reference period, for kLruK
   int num_host_blocks = 0;  // > 0: a host tier of this many blocks (HostKvTier), with the same policy kind
+  PrefetchOptions prefetch{};  // with a host tier: bring periodic prefixes back ahead of their requests
+};
+
+// Prefetches from the host tier, in blocks: brought back ahead of a request, and of those, hit by a
+// request before the device evicted them again.
+struct PrefetchStats {
+  uint64_t issued = 0;
+  uint64_t useful = 0;
 };
 
 // Cached blocks that already hold the first num_tokens tokens of a sequence: on the device, or (with a
@@ -65,6 +74,7 @@ class BlockManager {
   const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
   const BlockPool& pool() const { return pool_; }
   const HostKvTier& host_tier() const { return host_; }
+  const PrefetchStats& prefetch_stats() const { return prefetch_stats_; }
 
   int num_blocks_for(int num_tokens) const { return (num_tokens + block_size() - 1) / block_size(); }
 
@@ -87,6 +97,12 @@ class BlockManager {
   // from the host each (take_transfers). Cached blocks evicted for fresh ones go to the host tier. All or
   // nothing: on false nothing changed.
   [[nodiscard]] bool allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit& prefix = {});
+  // A request of `tokens` (its prompt) with prefix hit `hit` (match_prefix of the same tokens and salt)
+  // was admitted at `now` (seconds): its leading blocks' access history, for prefetch.
+  void record_access(std::span<const TokenId> tokens, std::string_view salt, const PrefixHit& hit, double now);
+  // Brings back from the host tier the blocks of every periodic prefix due at `now` (PrefixHistory), into
+  // fresh device blocks left cached and evictable, at most `max_blocks` of them; returns how many.
+  int prefetch(double now, int max_blocks);
   // The block copies recorded since the last call (host tier); the step planned now runs them first.
   KvTransfers take_transfers() { return host_.take_transfers(); }
 
@@ -103,6 +119,8 @@ class BlockManager {
   // Blocks in use stay cached.
   int reset_prefix_cache() {
     host_.clear();
+    history_.clear();
+    std::fill(prefetched_.begin(), prefetched_.end(), false);
     return pool_.drop_evictable();
   }
 
@@ -114,9 +132,17 @@ class BlockManager {
  private:
   BlockManagerOptions options_;
   BlockPool pool_;
+  // Takes `num` fresh blocks into `out`; the cached blocks this evicts are returned for the host tier
+  // (offload them once this allocation's loads are recorded).
+  void take_fresh(int num, std::vector<BlockId>& out);
+  void offload_evicted();
+
   HostKvTier host_;
+  PrefixHistory history_;
+  std::vector<bool> prefetched_;  // [num_blocks]: brought back by prefetch and not hit or evicted since
   PrefixCacheStats stats_;
-  std::vector<EvictedBlock> evicted_;  // scratch of allocate()
+  PrefetchStats prefetch_stats_;
+  std::vector<EvictedBlock> evicted_;  // scratch of take_fresh()
 };
 
 }  // namespace pagoda

@@ -60,6 +60,8 @@ class HostKvTier {
   bool enabled() const { return !slots_.empty(); }
   const HostTierStats& stats() const { return stats_; }
 
+  // What the device knew of the block in a used slot (its chain position, salt key, tenant weight).
+  const CachedBlockInfo& info(int slot) const { return slots_[slot].info; }
   // The slot holding `hash`, if any. Pure.
   std::optional<int> lookup(const BlockHash& hash) const;
   // The device evicted cached `block` (its hash and info): keep a copy. Already on the host: counts as an

@@ -2,6 +2,8 @@
 // by recompute, and applying a step's results.
 #include "pagoda/sched/scheduler.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -30,8 +32,12 @@ BlockManagerOptions checked(const SchedulerConfig& config, const BlockManagerOpt
 }
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options)
-    : config_(config), block_manager_(checked(config, kv_options)), waiting_(PolicyOrder{config.policy}) {}
+Scheduler::Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options, Clock clock)
+    : config_(config), block_manager_(checked(config, kv_options)), clock_(std::move(clock)), waiting_(PolicyOrder{config.policy}) {}
+
+double Scheduler::steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void Scheduler::add(SequenceRequest request) {
   const int64_t num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
@@ -110,6 +116,8 @@ StepPlan Scheduler::schedule(int token_budget) {
   // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
   if (plan.preempted.empty()) admit_waiting(budget, plan);
   plan.num_scheduled_tokens = budget.num_used();
+  // Periodic prefixes due soon come back from the host tier after this step's own blocks are taken.
+  block_manager_.prefetch(clock_(), kMaxPrefetchBlocksPerStep);
   plan.kv_transfers = block_manager_.take_transfers();
   return plan;
 }
@@ -211,7 +219,10 @@ void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
     if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) break;
     if (block_manager_.prefix_caching_enabled())
       block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens, hit.num_host_blocks() * block_manager_.block_size());
-    if (seq.status == SeqStatus::kWaiting) seq.num_cached_tokens = hit.num_tokens;
+    if (seq.status == SeqStatus::kWaiting) {
+      seq.num_cached_tokens = hit.num_tokens;
+      block_manager_.record_access(tokens, seq.blocks.salt(), hit, clock_());
+    }
     seq.num_computed_tokens = hit.num_tokens;
     seq.status = SeqStatus::kRunning;
     it = waiting_.erase(it);

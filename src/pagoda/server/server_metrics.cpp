@@ -45,6 +45,10 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
                                "KV blocks copied to the host tier when the device cache evicted them.", labels_);
   host_loaded_ = &r.counter("pagoda:kv_host_loaded_blocks_total", "KV blocks copied back from the host tier.", labels_);
   host_evicted_ = &r.counter("pagoda:kv_host_evicted_blocks_total", "KV blocks the full host tier gave up.", labels_);
+  prefetched_ = &r.counter("pagoda:kv_prefetched_blocks_total",
+                           "KV blocks brought back from the host tier ahead of a periodic prefix's next request.", labels_);
+  prefetch_useful_ = &r.counter("pagoda:kv_prefetch_hits_total",
+                                "Prefetched KV blocks that a request hit before the device evicted them again.", labels_);
   host_blocks_ = &r.gauge("pagoda:kv_host_blocks", "Capacity of the host KV tier, in blocks (0: no host tier).", labels_);
   host_blocks_used_ = &r.gauge("pagoda:kv_host_blocks_used", "Blocks the host KV tier holds.", labels_);
   preemptions_ = &r.counter("pagoda:num_preemptions_total", "Cumulative number of preemptions from the engine.", labels_);
@@ -168,6 +172,8 @@ std::string ServerMetrics::render(const EngineStats& s) {
   host_offloaded_->set_total(static_cast<double>(s.host_tier.offloaded));
   host_loaded_->set_total(static_cast<double>(s.host_tier.loaded));
   host_evicted_->set_total(static_cast<double>(s.host_tier.evicted));
+  prefetched_->set_total(static_cast<double>(s.prefetch.issued));
+  prefetch_useful_->set_total(static_cast<double>(s.prefetch.useful));
   host_blocks_->set(s.num_host_kv_blocks);
   host_blocks_used_->set(s.num_host_kv_blocks_used);
   preemptions_->set_total(static_cast<double>(s.num_preemptions));
