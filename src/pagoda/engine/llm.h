@@ -48,7 +48,7 @@ struct LlmOptions {
   // host blocks come back half an interval before its next request is due (--kv-prefetch-interval-ms).
   // Negative: the default (kDefaultPrefetchIntervalMs); 0: no prefetch.
   double kv_prefetch_interval_ms = -1;
-  static constexpr double kDefaultPrefetchIntervalMs = 1000;
+  static constexpr double kDefaultPrefetchIntervalMs = 250;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // --batch-controller adaptive: each step's token budget from these targets (unset: static).
   std::optional<SloTargets> slo{};
