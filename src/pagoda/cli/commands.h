@@ -16,5 +16,6 @@ void add_eval_command(CLI::App& app);
 // `pagoda eval perplexity`, registered by add_eval_command.
 void add_eval_perplexity_command(CLI::App& eval);
 void add_quantize_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace pagoda::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   pagoda::cli::add_bench_command(app);
   pagoda::cli::add_eval_command(app);
   pagoda::cli::add_quantize_command(app);
+  pagoda::cli::add_plan_command(app);
   app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
   try {
     app.parse(argc, argv);
