@@ -8,38 +8,40 @@
 #     HOST_MEMORY=64MiB scripts/kv_policy_bench.sh
 set -euo pipefail
 PAGODA=${PAGODA:-build/cpu/bin/pagoda}
-OUT=${OUT:-bench/results/kv-policies}
+OUT=${OUT_DIR:-${OUT:-bench/results/kv-policies}}
 PORT=${PORT:-18795}
 SERVE_ARGS=${SERVE_ARGS:-}
 BENCH_ARGS=${BENCH_ARGS:---prefix-len 128 --random-input-len 32 --random-output-len 16 --ignore-eos --num-prompts 400 --request-rate 40}
 HOST_MEMORY=${HOST_MEMORY:-64MiB}
-PREFETCH_MS=${PREFETCH_MS:-1000}
+PREFETCH_MS=${PREFETCH_MS:-}  # empty: the server's default --kv-prefetch-interval-ms
 POLICIES=${POLICIES:-"lru lru-k lru+host lru-k+host lru-k+host+prefetch"}
 mkdir -p "$OUT"
-"$PAGODA" bench serve --mt-write-tenants-file "$OUT/tenants.json" >/dev/null
+# shellcheck disable=SC2086
+"$PAGODA" bench serve --dataset multi-tenant $BENCH_ARGS --mt-write-tenants-file "$OUT/tenants.json" >/dev/null
 
 for policy in $POLICIES; do
+  tag=${policy//+/_}
   args=(--tenants-file "$OUT/tenants.json")
   case $policy in
     lru*-k*) args+=(--kv-eviction lru-k) ;;
     *) args+=(--kv-eviction lru) ;;
   esac
   case $policy in
-    *+prefetch) args+=(--kv-offload-memory "$HOST_MEMORY" --kv-prefetch-interval-ms "$PREFETCH_MS") ;;
+    *+prefetch) args+=(--kv-offload-memory "$HOST_MEMORY" ${PREFETCH_MS:+--kv-prefetch-interval-ms "$PREFETCH_MS"}) ;;
     *+host) args+=(--kv-offload-memory "$HOST_MEMORY" --kv-prefetch-interval-ms 0) ;;
   esac
   # shellcheck disable=SC2086
-  "$PAGODA" serve --host 127.0.0.1 --port "$PORT" $SERVE_ARGS "${args[@]}" 2>"$OUT/serve-$policy.log" &
+  "$PAGODA" serve --host 127.0.0.1 --port "$PORT" $SERVE_ARGS "${args[@]}" 2>"$OUT/serve-$tag.log" &
   server=$!
   for _ in $(seq 600); do
-    grep -q "serving .* on http" "$OUT/serve-$policy.log" && break
-    kill -0 $server 2>/dev/null || { cat "$OUT/serve-$policy.log"; exit 1; }
+    grep -q "serving .* on http" "$OUT/serve-$tag.log" && break
+    kill -0 $server 2>/dev/null || { cat "$OUT/serve-$tag.log"; exit 1; }
     sleep 0.5
   done
   # shellcheck disable=SC2086
   "$PAGODA" bench serve --port "$PORT" --dataset multi-tenant --seed 0 --label "$policy" $BENCH_ARGS \
-    --json "$OUT/bench-$policy.json" >"$OUT/bench-$policy.txt"
-  curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^pagoda:(prefix_cache|kv_host|kv_prefetch)" >"$OUT/metrics-$policy.txt" || true
+    --json "$OUT/bench-$tag.json" >"$OUT/bench-$tag.txt"
+  curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^pagoda:(prefix_cache|kv_host|kv_prefetch)" >"$OUT/metrics-$tag.txt" || true
   kill -TERM $server
   wait $server || true
 done
@@ -53,7 +55,7 @@ def pick(tenants, kind, name=None):
 print("| policy | hit rate, all | TTFT median / P99, all (ms) | tenant-0 (weight 0.8): hit rate, P99 TTFT | periodic: hit rate, P99 TTFT | noisy: P99 TTFT |")
 print("| --- | --- | --- | --- | --- | --- |")
 for p in policies:
-    r = json.load(open(f"{out}/bench-{p}.json"))["multi_tenant"]
+    r = json.load(open(f"{out}/bench-{p.replace('+', '_')}.json"))["multi_tenant"]
     o, t0 = r["overall"], pick(r["tenants"], "ordinary", "tenant-0")
     per, noisy = pick(r["tenants"], "periodic"), pick(r["tenants"], "noisy")
     hit = lambda t: f'{t["prefix_cache_hit_rate"]:.3f}' if t and t["prefix_cache_hit_rate"] is not None else "-"
