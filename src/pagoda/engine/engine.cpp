@@ -412,6 +412,10 @@ void Engine::publish_stats() {
   s.last_step = last_step_;
   s.step_time_model = step_time_model_.snapshot();
   s.tenant_kv_blocks = scheduler_.blocks_by_tenant();
+  const std::vector<TenantBlockCounts> counts = bm.tenant_block_counts();
+  const std::vector<std::string>& names = scheduler_.tenant_names();
+  for (size_t t = 0; t < names.size(); ++t)
+    s.tenant_block_counts.emplace_back(names[t], t < counts.size() ? counts[t] : TenantBlockCounts{});
   const double now = seconds_between(started_at_, Clock::now());
   s.arrival_rate = arrival_rates_.rate(now);
   s.tenant_arrival_rates = arrival_rates_.tenant_rates(now);

@@ -98,6 +98,8 @@ struct EngineStats {
   StepTimeModel::Snapshot step_time_model;  // what a step costs on this backend, learned from its steps
   // KV blocks held by each named tenant's running requests (Scheduler::blocks_by_tenant).
   std::vector<std::pair<std::string, int>> tenant_kv_blocks;
+  // Per named tenant: its cached blocks evicted from the device and prefetched back, and those on the host.
+  std::vector<std::pair<std::string, TenantBlockCounts>> tenant_block_counts;
   // Requests per second, an EWMA over about 5 s (sched/arrival_rate.h): all, and per tenant ("" for none).
   double arrival_rate = 0;
   std::map<std::string, double> tenant_arrival_rates;

@@ -108,7 +108,7 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
     if (prefix.on_host(i)) {
       block_id = fresh[next_fresh++];
       host_.load(prefix.host_slots[i], block_id);
-      (void)pool_.publish(block_id, prefix.hashes[i], CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_});
+      (void)pool_.publish(block_id, prefix.hashes[i], CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_, seq.tenant_});
     }
     seq.block_table_.push_back(block_id);
     seq.block_hashes_.push_back(prefix.hashes[i]);
@@ -121,13 +121,29 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
 
 void BlockManager::take_fresh(int num, std::vector<BlockId>& out) {
   evicted_.clear();
-  pool_.take_fresh(num, out, host_.enabled() ? &evicted_ : nullptr);
-  for (const EvictedBlock& e : evicted_) prefetched_[e.block] = false;
+  pool_.take_fresh(num, out, &evicted_);
+  for (const EvictedBlock& e : evicted_) {
+    prefetched_[e.block] = false;
+    if (e.info.tenant >= 0) ++tenant_counts(e.info.tenant).evicted;
+  }
 }
 
 void BlockManager::offload_evicted() {
   for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info);
   evicted_.clear();
+}
+
+TenantBlockCounts& BlockManager::tenant_counts(int tenant) {
+  if (static_cast<size_t>(tenant) >= tenant_counts_.size()) tenant_counts_.resize(static_cast<size_t>(tenant) + 1);
+  return tenant_counts_[static_cast<size_t>(tenant)];
+}
+
+std::vector<TenantBlockCounts> BlockManager::tenant_block_counts() const {
+  std::vector<TenantBlockCounts> out = tenant_counts_;
+  const std::vector<int> host = host_.slots_by_tenant();
+  if (host.size() > out.size()) out.resize(host.size());
+  for (size_t t = 0; t < host.size(); ++t) out[t].host_blocks = host[t];
+  return out;
 }
 
 void BlockManager::record_access(std::span<const TokenId> tokens, std::string_view salt, const PrefixHit& hit,
@@ -161,6 +177,7 @@ int BlockManager::prefetch(double now, int max_blocks) {
       pool_.release(block);  // cached and evictable, as if a finished request had left it
       offload_evicted();
       prefetched_[block] = true;
+      if (info.tenant >= 0) ++tenant_counts(info.tenant).prefetched;
       ++issued;
     }
   }
@@ -180,7 +197,7 @@ void BlockManager::publish_full_blocks(SequenceBlocks& seq, std::span<const Toke
     const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), seq.salt_);
     seq.block_hashes_.push_back(hash);
     // A false result means an identical block is already cached; this copy stays private.
-    (void)pool_.publish(seq.block_table_[i], hash, CachedBlockInfo{i, seq.salt_key_, seq.weight_});
+    (void)pool_.publish(seq.block_table_[i], hash, CachedBlockInfo{i, seq.salt_key_, seq.weight_, seq.tenant_});
   }
 }
 

@@ -28,6 +28,14 @@ struct BlockManagerOptions {
   PrefetchOptions prefetch{};  // with a host tier: bring periodic prefixes back ahead of their requests
 };
 
+// Per tenant (CachedBlockInfo::tenant), in blocks: evicted from the device since start-up, brought back by
+// prefetch since start-up, and held by the host tier now.
+struct TenantBlockCounts {
+  uint64_t evicted = 0;
+  uint64_t prefetched = 0;
+  int host_blocks = 0;
+};
+
 // Prefetches from the host tier, in blocks: brought back ahead of a request, and of those, hit by a
 // request before the device evicted them again.
 struct PrefetchStats {
@@ -75,6 +83,8 @@ class BlockManager {
   const BlockPool& pool() const { return pool_; }
   const HostKvTier& host_tier() const { return host_; }
   const PrefetchStats& prefetch_stats() const { return prefetch_stats_; }
+  // Indexed by tenant; tenants never counted may be missing at the end.
+  std::vector<TenantBlockCounts> tenant_block_counts() const;
 
   int num_blocks_for(int num_tokens) const { return (num_tokens + block_size() - 1) / block_size(); }
 
@@ -136,12 +146,14 @@ class BlockManager {
   // (offload them once this allocation's loads are recorded).
   void take_fresh(int num, std::vector<BlockId>& out);
   void offload_evicted();
+  TenantBlockCounts& tenant_counts(int tenant);
 
   HostKvTier host_;
   PrefixHistory history_;
   std::vector<bool> prefetched_;  // [num_blocks]: brought back by prefetch and not hit or evicted since
   PrefixCacheStats stats_;
   PrefetchStats prefetch_stats_;
+  std::vector<TenantBlockCounts> tenant_counts_;
   std::vector<EvictedBlock> evicted_;  // scratch of take_fresh()
 };
 

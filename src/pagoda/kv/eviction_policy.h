@@ -18,6 +18,7 @@ struct CachedBlockInfo {
   int chain_index = 0;    // position of the block in its sequence (0 = first block)
   uint64_t salt_key = 0;  // see salt_key() in block_hash.h
   float weight = 1.0f;    // the tenant's priority weight, in (0, inf): a larger weight keeps blocks longer
+  int tenant = -1;        // the scheduler's index of the tenant, for per-tenant counts (-1: none)
 };
 
 class EvictionPolicy {

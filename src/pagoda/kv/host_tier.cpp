@@ -33,6 +33,7 @@ void HostKvTier::offload(BlockId block, const BlockHash& hash, const CachedBlock
   } else if (policy_->num_evictable() > 0) {
     slot = policy_->evict();
     by_hash_.erase(slots_[slot].hash);
+    count(slots_[slot].info, -1);
     ++stats_.evicted;
   } else {
     ++stats_.offloads_dropped;
@@ -42,6 +43,7 @@ void HostKvTier::offload(BlockId block, const BlockHash& hash, const CachedBlock
   s.used = true;
   s.hash = hash;
   s.info = info;
+  count(info, +1);
   by_hash_.emplace(hash, slot);
   policy_->on_access(slot, info);
   policy_->on_evictable(slot, info);
@@ -57,6 +59,12 @@ void HostKvTier::load(int slot, BlockId block) {
   policy_->on_access(slot, s.info);
   pending_.to_device.push_back({block, slot});
   ++stats_.loaded;
+}
+
+void HostKvTier::count(const CachedBlockInfo& info, int delta) {
+  if (info.tenant < 0) return;
+  if (static_cast<size_t>(info.tenant) >= by_tenant_.size()) by_tenant_.resize(static_cast<size_t>(info.tenant) + 1, 0);
+  by_tenant_[static_cast<size_t>(info.tenant)] += delta;
 }
 
 void HostKvTier::touch(int slot) {
@@ -85,6 +93,7 @@ int HostKvTier::clear() {
   const std::vector<BlockId> dropped = policy_->evict_all();
   for (int slot : dropped) {
     by_hash_.erase(slots_[slot].hash);
+    count(slots_[slot].info, -1);
     slots_[slot].used = false;
     free_slots_.push_back(slot);
   }

@@ -76,6 +76,9 @@ class HostKvTier {
   // Forgets every unpinned slot (a prefix-cache reset); returns how many.
   int clear();
 
+  // Used slots per CachedBlockInfo::tenant (index: tenant; tenants holding none may be missing at the end).
+  std::vector<int> slots_by_tenant() const { return by_tenant_; }
+
   // Consistency check for tests: "" when the hash map, the slots, the pins and the policy agree.
   std::string check_invariants() const;
 
@@ -88,6 +91,7 @@ class HostKvTier {
   };
 
   void touch(int slot);  // an access to a used slot
+  void count(const CachedBlockInfo& info, int delta);
   void unpin(int slot);
 
   std::vector<Slot> slots_;
@@ -97,6 +101,7 @@ class HostKvTier {
   std::vector<int> pinned_;                 // slots pinned since the last take_transfers (with repeats)
   KvTransfers pending_;
   HostTierStats stats_;
+  std::vector<int> by_tenant_;
 };
 
 }  // namespace pagoda

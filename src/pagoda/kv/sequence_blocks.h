@@ -25,6 +25,8 @@ class SequenceBlocks {
   // Leading blocks whose hashes are known (full and computed, or prefix hits).
   int num_hashed_blocks() const { return static_cast<int>(block_hashes_.size()); }
   const std::string& salt() const { return salt_; }
+  // The tenant index its cached blocks are counted under (CachedBlockInfo::tenant); -1: none.
+  void set_tenant(int tenant) { tenant_ = tenant; }
 
  private:
   friend class BlockManager;
@@ -32,6 +34,7 @@ class SequenceBlocks {
   std::string salt_;
   uint64_t salt_key_ = 0;
   float weight_ = 1.0f;
+  int tenant_ = -1;
   std::vector<BlockId> block_table_;
   std::vector<BlockHash> block_hashes_;  // [num_hashed_blocks], a prefix of block_table_
 };

@@ -67,6 +67,11 @@ void Scheduler::add(SequenceRequest request) {
 
   const SeqId seq_id = request.seq_id;
   auto seq = std::make_unique<Sequence>(std::move(request), next_arrival_index_++);
+  if (!seq->tenant.name.empty()) {
+    const auto [it, added] = tenant_index_.emplace(seq->tenant.name, static_cast<int>(tenant_names_.size()));
+    if (added) tenant_names_.push_back(seq->tenant.name);
+    seq->blocks.set_tenant(it->second);
+  }
   waiting_.insert(seq.get());
   seqs_.emplace(seq_id, std::move(seq));
 }

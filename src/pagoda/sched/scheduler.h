@@ -86,6 +86,9 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   // Blocks held by the running sequences of each named tenant (tenant_kv.h), in first-seen order.
   std::vector<std::pair<std::string, int>> blocks_by_tenant() const;
+  // The names of the tenants seen so far, by the index their cached blocks are counted under
+  // (CachedBlockInfo::tenant, BlockManager::tenant_block_counts).
+  const std::vector<std::string>& tenant_names() const { return tenant_names_; }
   bool has_unfinished() const { return !seqs_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
@@ -129,6 +132,8 @@ class Scheduler {
   uint64_t next_arrival_index_ = 0;
   uint64_t num_preemptions_ = 0;
   bool tenant_quotas_ = false;  // some request so far had a tenant share or cap
+  std::vector<std::string> tenant_names_;              // by tenant index
+  std::unordered_map<std::string, int> tenant_index_;  // the configured tenants: bounded
 };
 
 }  // namespace pagoda

@@ -206,6 +206,26 @@ std::string ServerMetrics::render(const EngineStats& s) {
     registry_.gauge("pagoda:tenant_kv_cache_blocks", "KV blocks held by the tenant's running requests.", l)
         .set(it == blocks.end() ? 0 : it->second);
   }
+  // The tenants' cached blocks: evicted from the device, prefetched back, held on the host.
+  std::map<std::string, TenantBlockCounts> cached;
+  for (const auto& [tenant, c] : s.tenant_block_counts) {
+    const bool known = tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels;
+    if (known) tenant_names_.insert(tenant);
+    TenantBlockCounts& sum = cached[known ? tenant : "other"];
+    sum.evicted += c.evicted;
+    sum.prefetched += c.prefetched;
+    sum.host_blocks += c.host_blocks;
+  }
+  for (const auto& [tenant, c] : cached) {
+    metrics::Labels l = labels_;
+    l.emplace_back("tenant", tenant);
+    registry_.counter("pagoda:tenant_kv_evicted_blocks_total", "Cached KV blocks of the tenant the device evicted.", l)
+        .set_total(static_cast<double>(c.evicted));
+    registry_.counter("pagoda:tenant_kv_prefetched_blocks_total",
+                      "KV blocks of the tenant brought back from the host tier ahead of a request.", l)
+        .set_total(static_cast<double>(c.prefetched));
+    registry_.gauge("pagoda:tenant_kv_host_blocks", "KV blocks of the tenant the host tier holds.", l).set(c.host_blocks);
+  }
   // Arrival rates of the tenants the server knows (bounded like every tenant series).
   for (const auto& [tenant, rate] : s.tenant_arrival_rates) {
     if (tenant.empty()) continue;

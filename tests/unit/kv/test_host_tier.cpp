@@ -180,6 +180,25 @@ TEST_F(HostTierManagerTest, SaltsStaySeparateOnTheHost) {
   EXPECT_EQ(bm_->match_prefix(all_but_last(a), "tenant-a").num_tokens, 8);
 }
 
+TEST_F(HostTierManagerTest, CountsEvictionsAndHostBlocksPerTenant) {
+  make(3, 8);
+  SequenceBlocks a("a");
+  a.set_tenant(1);
+  admit(a, iota_tokens(9));  // 2 full blocks cached under tenant 1
+  bm_->free(a);
+  SequenceBlocks filler;     // no tenant
+  admit(filler, iota_tokens(12, 100));
+  bm_->free(filler);
+  std::vector<TenantBlockCounts> counts = bm_->tenant_block_counts();
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[1].evicted, 2u);
+  EXPECT_EQ(counts[1].host_blocks, 2);
+  EXPECT_EQ(counts[0].evicted, 0u);
+  bm_->reset_prefix_cache();
+  EXPECT_EQ(bm_->tenant_block_counts()[1].host_blocks, 0);
+  EXPECT_EQ(bm_->tenant_block_counts()[1].evicted, 2u);
+}
+
 TEST_F(HostTierManagerTest, ResetForgetsTheHostTierToo) {
   make(3, 4);
   SequenceBlocks s;

@@ -64,5 +64,30 @@ TEST(ServerMetrics, TenantSeriesAreCountedAndBounded) {
             std::string::npos);
 }
 
+TEST(ServerMetrics, HostTierAndTenantBlockSeries) {
+  ServerMetrics m("model");
+  EngineStats stats;
+  stats.prefix_cache_host_hits = 48;
+  stats.num_host_kv_blocks = 100;
+  stats.num_host_kv_blocks_used = 9;
+  stats.host_tier.offloaded = 12;
+  stats.host_tier.loaded = 3;
+  stats.prefetch = {5, 2};
+  stats.tenant_block_counts = {{"alice", {.evicted = 7, .prefetched = 5, .host_blocks = 4}}, {"bob", {}}};
+  const std::string text = m.render(stats);
+  for (const char* line : {"pagoda:prefix_cache_host_hits_total{model_name=\"model\"} 48",
+                           "pagoda:kv_host_blocks{model_name=\"model\"} 100",
+                           "pagoda:kv_host_blocks_used{model_name=\"model\"} 9",
+                           "pagoda:kv_host_offloaded_blocks_total{model_name=\"model\"} 12",
+                           "pagoda:kv_host_loaded_blocks_total{model_name=\"model\"} 3",
+                           "pagoda:kv_prefetched_blocks_total{model_name=\"model\"} 5",
+                           "pagoda:kv_prefetch_hits_total{model_name=\"model\"} 2",
+                           "pagoda:tenant_kv_evicted_blocks_total{model_name=\"model\",tenant=\"alice\"} 7",
+                           "pagoda:tenant_kv_prefetched_blocks_total{model_name=\"model\",tenant=\"alice\"} 5",
+                           "pagoda:tenant_kv_host_blocks{model_name=\"model\",tenant=\"alice\"} 4",
+                           "pagoda:tenant_kv_host_blocks{model_name=\"model\",tenant=\"bob\"} 0"})
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace pagoda::server
