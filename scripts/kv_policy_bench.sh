@@ -2,7 +2,8 @@
 # The KV pool's policies on one multi-tenant workload (issue #16): for each policy a fresh `pagoda serve`
 # with the benchmark's tenants file, then the same `pagoda bench serve --dataset multi-tenant` (same seed),
 # and a table of prefix-cache hit rate and TTFT per policy, overall and for the weighted, periodic and noisy
-# tenants. Policies: lru, lru-k, lru-k + host tier, lru-k + host tier + prefetch (and lru + host tier).
+# tenants. Policies (POLICIES): lru, lru-k (K = 2; lru-k3 for K = 3), each + host tier (lru-k+host), and
+# + prefetch (lru-k+host+prefetch).
 #
 #   OUT=bench/results/DIR PAGODA=build/cpu/bin/pagoda SERVE_ARGS="--model M ..." BENCH_ARGS="..." \
 #     HOST_MEMORY=64MiB scripts/kv_policy_bench.sh
@@ -23,7 +24,8 @@ for policy in $POLICIES; do
   tag=${policy//+/_}
   args=(--tenants-file "$OUT/tenants.json")
   case $policy in
-    lru*-k*) args+=(--kv-eviction lru-k) ;;
+    lru-k[0-9]*) k=${policy#lru-k}; args+=(--kv-eviction lru-k --lru-k "${k%%+*}") ;;  # lru-k3: K = 3
+    lru-k*) args+=(--kv-eviction lru-k) ;;
     *) args+=(--kv-eviction lru) ;;
   esac
   case $policy in
