@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import tempfile
+import threading
 import time
 import unittest
 
@@ -198,6 +199,7 @@ class TenantsFile(unittest.TestCase):
             ({"tenants": {"t": {"keys": ["k"], "colour": "red"}}}, "unknown field \"colour\""),
             ({"tenants": {"t": {"keys": ["k"]}, "u": {"keys": ["k"]}}}, "a key is given twice"),
             ({"keys": {}}, "expected {\"tenants\""),
+            ({"tenants": {"t": {"keys": ["k"], "priority": 1.5}}}, "priority must be an integer"),
         ]
         for i, (content, message) in enumerate(cases):
             path = os.path.join(self.dir.name, f"bad{i}.json")
@@ -206,6 +208,40 @@ class TenantsFile(unittest.TestCase):
             p = pagoda_cli.run("serve", "--tenants-file", path, "--port", "0", check=False, timeout=60)
             self.assertNotEqual(p.returncode, 0, content)
             self.assertIn(message, p.stderr.strip().splitlines()[-1], content)
+
+
+class TenantPriority(unittest.TestCase):
+    """A tenant's "priority" shifts its requests' under --scheduling-policy priority: with one sequence at a time,
+    a request of the preferred tenant that arrives behind a queue of the other tenant's is served next."""
+
+    def test_preferred_tenant_jumps_the_queue(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tenants.json")
+            with open(path, "w") as f:
+                json.dump({"tenants": {"bulk": {"keys": ["kb"], "priority": 5}, "live": {"keys": ["kl"]}}}, f)
+            server = Server("--tenants-file", path, "--scheduling-policy", "priority", "--max-num-seqs", "1")
+            done = {}
+
+            def send(name, key):
+                status, out = server.post("/v1/completions", {"prompt": "Once", "max_tokens": 300, "ignore_eos": True},
+                                          headers={"Authorization": f"Bearer {key}"})
+                done[name] = (time.monotonic(), status)
+
+            try:
+                bulk = [threading.Thread(target=send, args=(f"bulk{i}", "kb")) for i in range(4)]
+                for t in bulk:
+                    t.start()
+                time.sleep(0.05)
+                live = threading.Thread(target=send, args=("live", "kl"))
+                live.start()
+                for t in bulk + [live]:
+                    t.join()
+            finally:
+                self.assertEqual(server.stop(), 0)
+            self.assertTrue(all(status == 200 for _, status in done.values()), done)
+            order = sorted(done, key=lambda n: done[n][0])
+            # The first bulk request may already run; the live one comes right after it, not after the queue.
+            self.assertLessEqual(order.index("live"), 1, order)
 
 
 class RateAndConnectionLimits(unittest.TestCase):

@@ -24,14 +24,14 @@ std::vector<BenchTenant> bench_tenants(int num_ordinary) {
     tenants.push_back({name, "sk-bench-" + name, TenantKind::kOrdinary, i == 0 ? 0.8 : 0.5});
   }
   tenants.push_back({"periodic", "sk-bench-periodic", TenantKind::kPeriodic, 0.8});
-  tenants.push_back({"noisy", "sk-bench-noisy", TenantKind::kNoisy, 0.3});
+  tenants.push_back({"noisy", "sk-bench-noisy", TenantKind::kNoisy, 0.3, 1});  // behind the others
   return tenants;
 }
 
 nlohmann::ordered_json tenants_file_json(const std::vector<BenchTenant>& tenants) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();  // in the tenants' order
   for (const BenchTenant& t : tenants) {
-    out[t.name] = {{"keys", {t.key}}, {"weight", t.weight}, {"share_prefixes", false}};
+    out[t.name] = {{"keys", {t.key}}, {"weight", t.weight}, {"share_prefixes", false}, {"priority", t.priority}};
   }
   return nlohmann::ordered_json{{"tenants", std::move(out)}};
 }

@@ -20,6 +20,7 @@ struct BenchTenant {
   std::string key;   // sent as "Authorization: Bearer KEY"
   TenantKind kind = TenantKind::kOrdinary;
   double weight = 0.5;  // in LRU-K eviction (the tenants file's "weight")
+  int priority = 0;     // the tenants file's "priority": with --scheduling-policy priority, lower is admitted first
 };
 
 const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"

@@ -105,7 +105,7 @@ void ApiKeys::load_tenants_file(const std::string& path) {
   if (j.is_discarded() || !j.is_object() || !j.contains("tenants") || !j["tenants"].is_object())
     throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
-                                        "max_requests_per_second", "share_prefixes"};
+                                        "max_requests_per_second", "share_prefixes", "priority"};
   for (const auto& [name, v] : j["tenants"].items()) {
     const std::string where = fmt::format("{}: tenant '{}'", path, name);
     if (name.empty()) throw Error(path + ": empty tenant name");
@@ -130,6 +130,10 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     t.max_concurrent_requests = static_cast<int>(concurrent);
     t.max_requests_per_second = number("max_requests_per_second", 0);
     if (!(t.max_requests_per_second >= 0)) throw Error(where + ": max_requests_per_second must be >= 0");
+    const double priority = number("priority", 0);
+    if (priority != static_cast<double>(static_cast<int>(std::clamp(priority, -1e6, 1e6))))
+      throw Error(where + ": priority must be an integer in [-1000000, 1000000]");
+    t.priority = static_cast<int>(priority);
     if (v.contains("share_prefixes")) {
       if (!v["share_prefixes"].is_boolean()) throw Error(where + ": share_prefixes must be true or false");
       t.share_prefixes = v["share_prefixes"].get<bool>();

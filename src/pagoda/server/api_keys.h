@@ -17,6 +17,7 @@ struct Tenant {
   float weight = 1.0f;                 // in eviction (LRU-K)
   double kv_share = 0, kv_cap = 0;     // fractions of the KV pool (<= 1) or tokens; 0: none
   bool share_prefixes = false;         // prefix-cache hits across tenants that all set it
+  int priority = 0;                    // added to each request's priority (--scheduling-policy priority: lower first)
 
   TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap}; }
   // The prefix-cache salt of a request with the client's cache_salt: the tenant's name, or one salt common
@@ -33,7 +34,7 @@ class ApiKeys {
   // naming the file.
   void load_file(const std::string& path);
   // --tenants-file: {"tenants": {"NAME": {"keys": ["sk-..."], "weight": 0.8, "kv_share": 0.2, "kv_cap": 0.5,
-  // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false}}}, all but
+  // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false, "priority": 0}}}, all but
   // "keys" optional. Throws pagoda::Error naming the file and the tenant.
   void load_tenants_file(const std::string& path);
 

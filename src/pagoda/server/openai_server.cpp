@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
@@ -286,7 +288,9 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
                                  parsed.chat ? "messages" : "prompt"),
                      parsed.chat ? "messages" : "max_tokens");
     }
-    r.priority = parsed.priority;
+    // The tenant's priority shifts its requests' (clamped to the range a request may ask for).
+    r.priority = static_cast<int>(std::clamp<int64_t>(int64_t{parsed.priority} + (tenant ? tenant->priority : 0),
+                                                      std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
     // A tenant's name salts its prefix cache, so tenants never share cached blocks (unless they all
     // opted in: Tenant::cache_salt).
     r.cache_salt = tenant ? tenant->cache_salt(parsed.cache_salt) : parsed.cache_salt;

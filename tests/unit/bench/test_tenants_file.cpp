@@ -29,7 +29,10 @@ TEST(TenantsFile, LoadsInTheServer) {
     EXPECT_FALSE(found->share_prefixes);
     EXPECT_EQ(found->max_concurrent_requests, 0);
     EXPECT_EQ(found->max_requests_per_second, 0);
+    EXPECT_EQ(found->priority, t.priority);
   }
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-noisy")->priority, 1);  // behind the others under priority scheduling
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->priority, 0);
   EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->name, "tenant-0");
   EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->weight, 0.8f);
   EXPECT_FLOAT_EQ(keys.authenticate("Bearer sk-bench-tenant-3")->weight, 0.5f);
