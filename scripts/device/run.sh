@@ -189,13 +189,13 @@ PY
       ;;
     kv-tier)  # the host KV tier (issue #16): the bundled model's e2e test on the GPU, then the KV pool policies on
       # the multi-tenant workload with Llama-3-8B-shaped dummy weights and a pool smaller than the tenants'
-      # prefixes (scripts/kv_policy_bench.sh; KV_TIER_POLICIES, KV_TIER_BENCH_ARGS override)
+      # prefixes (scripts/kv_policy_bench.sh; KV_TIER_POLICIES, KV_TIER_BENCH_ARGS, KV_TIER_POOL, KV_TIER_SERVE_EXTRA override)
       PAGODA_E2E_SERVE_ARGS="--device cuda" timeout 300 python3 tests/e2e/test_server_host_tier.py --pagoda "$PAGODA" \
         --data tests/data >"$OUT/kv_tier_e2e.log" 2>&1
       note "kv-tier e2e: rc=$? ($(tail -1 "$OUT/kv_tier_e2e.log"))"
       OUT_DIR="$OUT/kv_tier" PAGODA="$PAGODA" PORT=18795 HOST_MEMORY=${KV_TIER_HOST_MEMORY:-8GiB} \
         POLICIES="${KV_TIER_POLICIES:-lru lru-k lru-k+host lru-k+host+prefetch}" \
-        SERVE_ARGS="--model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 --kv-cache-memory ${KV_TIER_POOL:-2GiB} --max-num-seqs 64" \
+        SERVE_ARGS="--model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 --kv-cache-memory ${KV_TIER_POOL:-2GiB} --max-num-seqs 64 ${KV_TIER_SERVE_EXTRA:-}" \
         BENCH_ARGS="${KV_TIER_BENCH_ARGS:---prefix-len 1024 --random-input-len 128 --random-output-len 64 --ignore-eos --num-prompts 300 --request-rate 12}" \
         timeout 540 scripts/kv_policy_bench.sh >"$OUT/kv_tier.txt" 2>&1
       note "kv-tier: rc=$? $OUT/kv_tier.txt"
