@@ -18,6 +18,13 @@ int draw_length(std::mt19937_64& rng, int len, double ratio) {
   return std::uniform_int_distribution<int>(lo, hi)(rng);
 }
 
+std::vector<TokenId> random_ids(std::mt19937_64& rng, const std::vector<TokenId>& pool, int n) {
+  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
+  std::vector<TokenId> ids(static_cast<size_t>(n));
+  for (TokenId& t : ids) t = pool[pick(rng)];
+  return ids;
+}
+
 std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& o, const std::vector<TokenId>& pool) {
   if (o.num_prompts < 1) throw InvalidRequest("--num-prompts must be at least 1");
   if (o.input_len < 1) throw InvalidRequest("--random-input-len must be at least 1");
@@ -27,15 +34,10 @@ std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& o, const std:
   if (o.prefix_len > 0 && o.num_prefix_groups < 1) throw InvalidRequest("--num-prefix-groups must be at least 1");
   if (pool.empty()) throw InvalidRequest("no tokens to build prompts from");
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
-  const auto random_ids = [&](int n) {
-    std::vector<TokenId> ids(static_cast<size_t>(n));
-    for (TokenId& t : ids) t = pool[pick(rng)];
-    return ids;
-  };
+  const auto draw_ids = [&](int n) { return random_ids(rng, pool, n); };
   std::vector<std::vector<TokenId>> prefixes;
   if (o.prefix_len > 0)
-    for (int g = 0; g < o.num_prefix_groups; ++g) prefixes.push_back(random_ids(o.prefix_len));
+    for (int g = 0; g < o.num_prefix_groups; ++g) prefixes.push_back(draw_ids(o.prefix_len));
   std::vector<BenchPrompt> prompts;
   prompts.reserve(static_cast<size_t>(o.num_prompts));
   for (int i = 0; i < o.num_prompts; ++i) {
@@ -44,7 +46,7 @@ std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& o, const std:
       p.group = i % o.num_prefix_groups;
       p.ids = prefixes[static_cast<size_t>(p.group)];
     }
-    const std::vector<TokenId> tail = random_ids(draw_length(rng, o.input_len, o.range_ratio));
+    const std::vector<TokenId> tail = draw_ids(draw_length(rng, o.input_len, o.range_ratio));
     p.ids.insert(p.ids.end(), tail.begin(), tail.end());
     p.prompt_len = static_cast<int>(p.ids.size());
     p.output_len = draw_length(rng, o.output_len, o.range_ratio);

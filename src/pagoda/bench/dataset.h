@@ -36,6 +36,8 @@ struct SyntheticOptions {
 
 // vLLM's length draw: uniform integers in [floor(len * (1 - ratio)), ceil(len * (1 + ratio))], at least 1.
 int draw_length(std::mt19937_64& rng, int len, double ratio);
+// `n` ids drawn uniformly from `pool` (non-empty).
+std::vector<TokenId> random_ids(std::mt19937_64& rng, const std::vector<TokenId>& pool, int n);
 
 // Throws pagoda::InvalidRequest for lengths < 1, a range ratio outside [0, 1) or an empty pool.
 std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& options, const std::vector<TokenId>& pool);

@@ -43,20 +43,15 @@ MultiTenantWorkload multi_tenant_workload(const MultiTenantOptions& mt, const Sy
   w.tenants = bench_tenants(mt.num_tenants);
   const int periodic = mt.num_tenants, noisy = mt.num_tenants + 1;  // their indexes in w.tenants
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<size_t> pick(0, pool.size() - 1);
-  const auto random_ids = [&](int n) {
-    std::vector<TokenId> ids(static_cast<size_t>(n));
-    for (TokenId& t : ids) t = pool[pick(rng)];
-    return ids;
-  };
+  const auto draw_ids = [&](int n) { return random_ids(rng, pool, n); };
   // System prompts of the ordinary tenants and the periodic one (index = tenant).
   std::vector<std::vector<TokenId>> prefixes;
-  for (int t = 0; t <= periodic; ++t) prefixes.push_back(random_ids(o.prefix_len));
+  for (int t = 0; t <= periodic; ++t) prefixes.push_back(draw_ids(o.prefix_len));
   const auto tenant_prompt = [&](int tenant) {
     BenchPrompt p;
     p.tenant = tenant;
     p.ids = prefixes[static_cast<size_t>(tenant)];
-    const std::vector<TokenId> tail = random_ids(draw_length(rng, o.input_len, o.range_ratio));
+    const std::vector<TokenId> tail = draw_ids(draw_length(rng, o.input_len, o.range_ratio));
     p.ids.insert(p.ids.end(), tail.begin(), tail.end());
     return p;
   };
@@ -82,7 +77,7 @@ MultiTenantWorkload multi_tenant_workload(const MultiTenantOptions& mt, const Sy
     BenchPrompt p;
     if (is_noisy[i]) {
       p.tenant = noisy;
-      p.ids = random_ids(draw_length(rng, noisy_len, o.range_ratio));
+      p.ids = draw_ids(draw_length(rng, noisy_len, o.range_ratio));
     } else {
       p = tenant_prompt(popularity(rng));
     }
