@@ -46,14 +46,21 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                              "periodic, and its blocks come back from the host half an interval before its next request "
                              "(default {:g}; 0: no prefetch)", LlmOptions::kDefaultPrefetchIntervalMs))
       ->check(CLI::NonNegativeNumber);
-  cmd.add_option("--scheduling-policy", policy, "fcfs (default) or priority")->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd.add_option("--scheduling-policy", policy,
+                 "fcfs (default), priority (lower values first, then arrival) or slo (served as priority; when KV "
+                 "blocks run out, preempts the lowest priority with the most estimated remaining tokens, from "
+                 "max_tokens and the tenant's observed output lengths, sparing requests already past --slo-ttft-ms "
+                 "/ --slo-tpot-ms)")
+      ->check(CLI::IsMember({"fcfs", "priority", "slo"}));
   cmd.add_option("--batch-controller", batch_controller,
                  "static (default: --max-num-batched-tokens every step) or adaptive (each step's budget from the "
                  "learned step time and --slo-tpot-ms / --slo-ttft-ms)")
       ->check(CLI::IsMember({"static", "adaptive"}));
-  cmd.add_option("--slo-ttft-ms", slo_ttft_ms, "time-to-first-token target for --batch-controller adaptive (0: none)")
+  cmd.add_option("--slo-ttft-ms", slo_ttft_ms,
+                 "time-to-first-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
       ->check(CLI::NonNegativeNumber);
-  cmd.add_option("--slo-tpot-ms", slo_tpot_ms, "time-per-output-token target for --batch-controller adaptive")
+  cmd.add_option("--slo-tpot-ms", slo_tpot_ms,
+                 "time-per-output-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -95,12 +102,16 @@ LlmOptions EngineCliOptions::llm_options() const {
     o.lru_k.correlated_period_seconds = *lru_k_correlated_ms / 1000.0;
   }
   validate(o.lru_k);
-  o.policy = policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+  o.policy = parse_scheduling_policy(policy);
+  const SloTargets targets{.ttft_seconds = slo_ttft_ms / 1000.0, .tpot_seconds = slo_tpot_ms / 1000.0};
   if (batch_controller == "adaptive") {
     if (!(slo_tpot_ms > 0)) throw Error("--batch-controller adaptive needs --slo-tpot-ms (the step-time target it keeps)");
-    o.slo = SloTargets{.ttft_seconds = slo_ttft_ms / 1000.0, .tpot_seconds = slo_tpot_ms / 1000.0};
-  } else if (slo_ttft_ms > 0 || slo_tpot_ms > 0) {
-    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive");
+    o.slo = targets;
+  }
+  if (o.policy == SchedulingPolicy::kSlo) {
+    o.preemption_slo = targets;
+  } else if (batch_controller != "adaptive" && (slo_ttft_ms > 0 || slo_tpot_ms > 0)) {
+    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive or --scheduling-policy slo");
   }
   o.seed = seed;
   o.use_mmap = mmap;

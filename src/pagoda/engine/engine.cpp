@@ -154,9 +154,12 @@ void Engine::admit(Pending p) {
     for (const auto& [t, bias] : p.request.params.logit_bias)
       if (t < 0 || t >= vocab)
         throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
+    // The submission time on the scheduler's clock (Scheduler::steady_seconds): the slo policy's TTFT counts
+    // the time in the inbox too.
     scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
                                    .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
-                                   .cache_salt = p.request.cache_salt, .tenant = p.request.tenant});
+                                   .cache_salt = p.request.cache_salt, .tenant = p.request.tenant,
+                                   .submitted_s = std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()});
   } catch (const Error& e) {
     RequestEvent event;
     event.request_id = p.id;

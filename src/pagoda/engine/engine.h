@@ -52,7 +52,8 @@ struct EngineOptions {
   // LLM sets it from the environment variable PAGODA_INJECT_STEP_FAILURE).
   int fail_every_nth_step = 0;
   // The SLO-aware batch controller (sched/batch_controller.h): set, each step's token budget is its choice
-  // within scheduler.max_num_batched_tokens; unset, the budget is max_num_batched_tokens.
+  // within scheduler.max_num_batched_tokens; unset, the budget is max_num_batched_tokens. (The slo scheduling
+  // policy reads its own copy, scheduler.slo.)
   std::optional<SloTargets> slo{};
 };
 

@@ -109,7 +109,8 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
   eo.scheduler = SchedulerConfig{.max_num_seqs = o.max_num_seqs,
                                  .max_num_batched_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs),
                                  .max_model_len = max_model_len_,
-                                 .policy = o.policy};
+                                 .policy = o.policy,
+                                 .slo = o.preemption_slo.value_or(o.slo.value_or(SloTargets{}))};
   eo.block_size = o.block_size;
   eo.num_kv_blocks = num_kv_blocks_;
   eo.kv_dtype = kv_dtype_;

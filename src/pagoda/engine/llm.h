@@ -52,6 +52,9 @@ struct LlmOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // --batch-controller adaptive: each step's token budget from these targets (unset: static).
   std::optional<SloTargets> slo{};
+  // --scheduling-policy slo: a running request already past these targets is preempted only when every
+  // candidate is (SchedulerConfig::slo). Unset: `slo`'s, or none.
+  std::optional<SloTargets> preemption_slo{};
   uint64_t seed = 0;
   // false (default): copy the weights out of the file mapping into process memory (huge pages where
   // possible): a private copy is not reclaimed from under the decode loop (docs/PERFORMANCE.md has the

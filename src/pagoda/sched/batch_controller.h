@@ -23,14 +23,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "pagoda/sched/slo_targets.h"
 #include "pagoda/sched/step_time_model.h"
 
 namespace pagoda {
-
-struct SloTargets {
-  double ttft_seconds = 0;  // 0: none
-  double tpot_seconds = 0;  // 0: none (then the controller keeps the static budget)
-};
 
 // A request whose prompt is not all computed yet: its tokens left and how long it has waited.
 struct PendingPrompt {

@@ -66,6 +66,7 @@ void Scheduler::add(SequenceRequest request) {
   tenant_quotas_ = tenant_quotas_ || request.tenant.has_quota();
 
   const SeqId seq_id = request.seq_id;
+  if (!request.submitted_s) request.submitted_s = clock_();
   auto seq = std::make_unique<Sequence>(std::move(request), next_arrival_index_++);
   if (!seq->tenant.name.empty()) {
     const auto [it, added] = tenant_index_.emplace(seq->tenant.name, static_cast<int>(tenant_names_.size()));
@@ -136,7 +137,13 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
     }
     const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
     PAGODA_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
-    if (!reserve_blocks(i, seq.num_computed_tokens + num_new, plan)) break;  // it preempted itself
+    if (!reserve_blocks(i, seq.num_computed_tokens + num_new, plan)) {
+      // It preempted itself. Under fcfs and priority the sequences after it would have been victims first,
+      // so none is left (or, past its tenant's cap, they wait for the next step); the slo policy's victim
+      // may come before others, which go on: running_[i] is the next one now.
+      if (config_.policy != SchedulingPolicy::kSlo) break;
+      continue;
+    }
     add_to_plan(plan, seq, num_new);
     budget.take(num_new);
     ++i;
@@ -145,15 +152,16 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
 
 bool Scheduler::reserve_blocks(size_t index, int num_tokens, StepPlan& plan) {
   Sequence& seq = *running_[index];
-  // Only sequences not yet planned this step are candidates; running_ is in policy order, so the victim
-  // is the last one (of its tenant, or of the tenants above their share), `seq` itself when nothing else
-  // is left.
+  // Only sequences not yet planned this step are candidates; running_ is in policy order, so under fcfs
+  // and priority the victim is the last one (of its tenant, or of the tenants above their share), `seq`
+  // itself when nothing else is left.
   while (over_tenant_cap(seq, num_tokens)) {
-    Sequence* victim = &seq;
-    for (size_t i = index + 1; i < running_.size(); ++i)
-      if (running_[i]->tenant.name == seq.tenant.name) victim = running_[i];
-    preempt(*victim, plan);
-    if (victim == &seq) return false;
+    std::vector<Sequence*> own;  // seq first, then its tenant's later ones
+    for (size_t i = index; i < running_.size(); ++i)
+      if (running_[i]->tenant.name == seq.tenant.name) own.push_back(running_[i]);
+    Sequence& victim = *own[policy_victim(own)];
+    preempt(victim, plan);
+    if (&victim == &seq) return false;
   }
   while (!block_manager_.allocate(seq.blocks, num_tokens)) {
     const std::span<Sequence* const> candidates = std::span(running_).subspan(index);
@@ -192,8 +200,15 @@ bool Scheduler::over_tenant_cap(const Sequence& seq, int num_tokens) const {
   return more > 0 && tenant_blocks(seq.tenant.name) + more > quota_blocks(seq.tenant.kv_cap);
 }
 
+size_t Scheduler::policy_victim(std::span<Sequence* const> candidates) const {
+  if (config_.policy != SchedulingPolicy::kSlo) return pick_preemption_victim(config_.policy, candidates);
+  return pick_preemption_victim(config_.policy, candidates,
+                                PreemptionContext{.output_lengths = &output_lengths_, .slo = config_.slo,
+                                                  .now = clock_(), .max_model_len = config_.max_model_len});
+}
+
 size_t Scheduler::pick_victim(std::span<Sequence* const> candidates) const {
-  if (!tenant_quotas_) return pick_preemption_victim(config_.policy, candidates);
+  if (!tenant_quotas_) return policy_victim(candidates);
   // Sequences whose tenant holds more than its share (no share: any block is more).
   std::vector<Sequence*> above;
   std::vector<size_t> where;
@@ -204,8 +219,8 @@ size_t Scheduler::pick_victim(std::span<Sequence* const> candidates) const {
       where.push_back(i);
     }
   }
-  if (above.empty()) return pick_preemption_victim(config_.policy, candidates);
-  return where[pick_preemption_victim(config_.policy, above)];
+  if (above.empty()) return policy_victim(candidates);
+  return where[policy_victim(above)];
 }
 
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
@@ -266,6 +281,7 @@ std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<co
     PAGODA_CHECK(seq.num_output_placeholders > 0, "sequence {} has no placeholder for its token", seq.seq_id);
     --seq.num_output_placeholders;
     seq.token_ids.push_back(token);
+    if (!seq.first_token_s) seq.first_token_s = clock_();
     FinishReason reason = length_finish_reason(seq, config_.max_model_len);
     if (reason == FinishReason::kNone && stop && stop(seq)) reason = FinishReason::kStop;
     outputs.push_back(SequenceOutput{seq.seq_id, token, reason, seq.num_prompt_tokens, seq.num_output_tokens(),
@@ -281,6 +297,7 @@ std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<co
 
 void Scheduler::finish(Sequence& seq, FinishReason reason) {
   block_manager_.free(seq.blocks);
+  if (reason != FinishReason::kAborted) output_lengths_.record(seq.tenant.name, seq.num_output_tokens());
   if (seq.status == SeqStatus::kRunning) {
     erase_running(&seq);
   } else {

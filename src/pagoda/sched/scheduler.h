@@ -32,7 +32,9 @@ class Scheduler {
   // owns EOS / stop-token / min_tokens semantics (they live in its sampling parameters).
   using StopCheck = std::function<bool(const Sequence& seq)>;
 
-  using Clock = std::function<double()>;  // seconds, non-decreasing (prefetch timing)
+  // Seconds, non-decreasing: prefetch timing, and the slo policy's times (submission when the request has
+  // none, first token, the victim choice's now).
+  using Clock = std::function<double()>;
   static double steady_seconds();
 
   // Throws pagoda::Error for an invalid config.
@@ -42,14 +44,16 @@ class Scheduler {
   // never run: empty prompt, max_tokens < 1, prompt + 1 > max_model_len, more KV blocks than the
   // pool holds, or a seq_id already in use.
   void add(SequenceRequest request);
-  // Finishes a waiting or running sequence at once and frees its blocks. False for an unknown id.
+  // Finishes a waiting or running sequence at once and frees its blocks (its length is not recorded in
+  // output_lengths()). False for an unknown id.
   // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any
   // later step that reuses them runs after them (one stream); update() drops their tokens.
   bool abort(SeqId seq_id);
 
   // Plans one step. Running sequences first (policy order): each gets its uncomputed tokens
   // (placeholders included), as far as the token budget allows; if its blocks cannot grow, running
-  // sequences are preempted (the last in policy order first, possibly itself). A sequence whose
+  // sequences are preempted (the policy's victim among it and those after it, possibly itself: the last in
+  // policy order for fcfs and priority; slo: policy.h). A sequence whose
   // placeholders already reach max_tokens or max_model_len is left out. Then, if nothing was preempted,
   // waiting sequences are admitted in policy order while the budget, max_num_seqs and free blocks allow,
   // each starting after its prefix-cache hit. Admission stops at the first that does not fit (no
@@ -76,7 +80,8 @@ class Scheduler {
   // Applies a step, plans in the order they were made: replaces the oldest placeholder of the i-th
   // sampling entry of `plan` with `sampled[i]` (sampled.size() == plan.num_sampling(), in plan order: the
   // order of the runner's logits rows), checks max_tokens / max_model_len, then `stop`, and frees finished
-  // sequences. Returns one output per applied token. Entries of sequences that finished or were aborted
+  // sequences, recording their output lengths (output_lengths()); a sequence's first token's time is
+  // taken from the clock. Returns one output per applied token. Entries of sequences that finished or were aborted
   // since schedule() are dropped; a sequence preempted since then still gets its token.
   std::vector<SequenceOutput> update(const StepPlan& plan, std::span<const TokenId> sampled,
                                      const StopCheck& stop = {});
@@ -90,6 +95,8 @@ class Scheduler {
   // (CachedBlockInfo::tenant, BlockManager::tenant_block_counts).
   const std::vector<std::string>& tenant_names() const { return tenant_names_; }
   bool has_unfinished() const { return !seqs_.empty(); }
+  // Output lengths of the sequences finished by length or stop, per tenant (the slo policy's estimate).
+  const OutputLengthStats& output_lengths() const { return output_lengths_; }
   uint64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
   const BlockManager& block_manager() const { return block_manager_; }
@@ -101,9 +108,10 @@ class Scheduler {
   std::string check_invariants() const;
 
  private:
-  // Capacity decision: gives `seq` (running_[index]) blocks for num_tokens positions, preempting from
-  // the back of running_ until they fit (sequences of tenants above their share first; within its
-  // tenant's cap by preempting the tenant's own). False when `seq` itself had to be preempted.
+  // Capacity decision: gives `seq` (running_[index]) blocks for num_tokens positions, preempting among
+  // it and the sequences after it in running_ (not yet planned this step) until they fit, by the policy's
+  // victim rule (sequences of tenants above their share first; within its tenant's cap by preempting the
+  // tenant's own). False when `seq` itself had to be preempted.
   bool reserve_blocks(size_t index, int num_tokens, StepPlan& plan);
   // Tenant quotas (tenant_kv.h), in blocks.
   int quota_blocks(double amount) const;
@@ -115,7 +123,10 @@ class Scheduler {
   void schedule_running(TokenBudget& budget, StepPlan& plan);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
   void preempt(Sequence& seq, StepPlan& plan);
-  void finish(Sequence& seq, FinishReason reason);  // frees blocks, forgets the sequence
+  // The policy's victim among `candidates` (pick_preemption_victim with this scheduler's context).
+  size_t policy_victim(std::span<Sequence* const> candidates) const;
+  // Frees blocks, records the output length (unless aborted), forgets the sequence.
+  void finish(Sequence& seq, FinishReason reason);
   void insert_running(Sequence* seq);
   void erase_running(const Sequence* seq);
   void add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens);
@@ -131,6 +142,7 @@ class Scheduler {
   std::vector<SeqId> finished_since_plan_;
   uint64_t next_arrival_index_ = 0;
   uint64_t num_preemptions_ = 0;
+  OutputLengthStats output_lengths_;
   bool tenant_quotas_ = false;  // some request so far had a tenant share or cap
   std::vector<std::string> tenant_names_;              // by tenant index
   std::unordered_map<std::string, int> tenant_index_;  // the configured tenants: bounded

@@ -10,6 +10,9 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 2048;  // tokens computed per step (the token budget)
   int max_model_len = 2048;           // prompt + output tokens of one sequence
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // With the slo policy: a running request already past these targets is preempted only when every
+  // candidate is (policy.h). Zeros: none.
+  SloTargets slo{};
 };
 
 // Throws pagoda::Error naming the bad value. max_num_batched_tokens must be >= max_num_seqs so that a

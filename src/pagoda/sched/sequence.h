@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -47,9 +48,12 @@ struct SequenceRequest {
   SeqId seq_id = 0;
   std::vector<TokenId> prompt_token_ids;
   int max_tokens = 16;     // output tokens, >= 1
-  int priority = 0;        // priority policy: lower values run first (vLLM semantics); FCFS ignores it
+  int priority = 0;        // priority and slo policies: lower values run first (vLLM semantics); FCFS ignores it
   std::string cache_salt;  // scopes prefix-cache sharing (tenant / request cache_salt)
   TenantKv tenant;         // quotas and eviction weight (tenant_kv.h)
+  // When the request was submitted, in seconds on the scheduler's clock (the engine: steady_clock since its
+  // epoch, Scheduler::steady_seconds). Unset: when add() is called.
+  std::optional<double> submitted_s{};
 };
 
 struct Sequence {
@@ -60,6 +64,7 @@ struct Sequence {
         max_tokens(request.max_tokens),
         priority(request.priority),
         arrival_index(arrival_index),
+        submitted_s(request.submitted_s.value_or(0)),
         tenant(std::move(request.tenant)),
         blocks(std::move(request.cache_salt), tenant.weight) {}
 
@@ -79,6 +84,8 @@ struct Sequence {
   int max_tokens;
   int priority;
   uint64_t arrival_index;        // order of Scheduler::add(); unique
+  double submitted_s;            // submission time, seconds on the scheduler's clock
+  std::optional<double> first_token_s;  // when update() appended its first output token (same clock)
   TenantKv tenant;
   // Leading tokens whose K/V are in the cache or computed by a launched step (advanced when planned).
   int num_computed_tokens = 0;

@@ -4,6 +4,7 @@
 // caching changes no output while its counters show the sharing. With an FP8 KV cache (stories260K) the
 // same holds: a token's codes depend on nothing but its own K and V, so preemption's recomputation and
 // shared prefix blocks give the same values (the references, from fp32 caches, are not compared there).
+// The same outputs under the adaptive batch controller, the slo scheduling policy and a host KV tier.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -132,6 +133,21 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
     const std::vector<CompletionOutput> together = adaptive.generate(requests);
     for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
     EXPECT_GT(adaptive.engine().stats().batch_controller.token_budget, 0);
+  }
+  {
+    // The slo policy preempts other victims (the most remaining work; requests past these tight targets
+    // spared while others are not), and the outputs stay those of the requests alone.
+    SCOPED_TRACE("slo scheduling policy");
+    LLM slo(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
+                       .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype,
+                       .policy = SchedulingPolicy::kSlo,
+                       .preemption_slo = SloTargets{.ttft_seconds = 0.05, .tpot_seconds = 0.001}});
+    const std::vector<CompletionOutput> together = slo.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+      EXPECT_EQ(together[i].finish_reason, solo[i].finish_reason) << "request " << i;
+    }
+    EXPECT_GT(slo.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
   }
   for (EvictionPolicyKind eviction : {EvictionPolicyKind::kLru, EvictionPolicyKind::kLruK}) {
     // A host KV tier under the same pressure: evicted blocks (preempted sequences' among them) are copied out

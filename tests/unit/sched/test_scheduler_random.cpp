@@ -2,6 +2,8 @@
 // aborted or preempted on a small pool. Every step keeps the limits and the block invariants, and
 // every request that is not aborted finishes with exactly the tokens the fake model sampled for it,
 // also with async scheduling (each step planned before the previous step's tokens are applied).
+// The slo policy's runs add tenants whose outputs stop at different lengths (its remaining-work estimate)
+// and SLO targets on a simulated clock (its protection of requests already late).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -29,6 +31,9 @@ struct SimParams {
   bool async_scheduling = false;
   // LRU-K reads the steady clock: its victims may differ from run to run, what the test checks does not.
   EvictionPolicyKind eviction = EvictionPolicyKind::kLru;
+  // Requests of tenants "chat" (stopping after 3 tokens whatever their max_tokens), "batch" and none.
+  bool tenants = false;
+  SloTargets slo{};  // the slo policy's, on a clock that advances 10 ms a step
 };
 
 // A planned step and its fake tokens, drawn at "launch" (right after planning).
@@ -41,10 +46,12 @@ class SchedulerRandomTest : public ::testing::TestWithParam<SimParams> {};
 
 TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   const SimParams p = GetParam();
-  Scheduler s(SchedulerConfig{p.max_num_seqs, p.max_num_batched_tokens, p.max_model_len, p.policy},
+  double now = 0;
+  Scheduler s(SchedulerConfig{p.max_num_seqs, p.max_num_batched_tokens, p.max_model_len, p.policy, p.slo},
               BlockManagerOptions{.num_blocks = p.num_blocks, .block_size = p.block_size,
                                   .enable_prefix_caching = p.prefix_caching, .eviction_policy = p.eviction,
-                                  .lru_k = LruKOptions{.k = 2, .correlated_period_seconds = 0}});
+                                  .lru_k = LruKOptions{.k = 2, .correlated_period_seconds = 0}},
+              [&now] { return now; });
   std::mt19937 rng(p.seed);
   const auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
 
@@ -58,6 +65,7 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
     bool aborted = false;
     bool finished = false;
     std::vector<TokenId> outputs;
+    std::string tenant;
   };
   std::map<SeqId, Expected> requests;
   SeqId next_id = 1;
@@ -67,7 +75,12 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   // stopped or was aborted after the step was planned.
   int num_preempted_with_placeholder = 0, num_dropped = 0;
   const TokenId kStopToken = test::fake_token(0, 0);  // rare, exercises the stop check
-  const auto stop = [&](const Sequence& seq) { return seq.token_ids.back() == kStopToken; };
+  const int kChatLength = 3;
+  const auto stop = [&](const Sequence& seq) {
+    return seq.token_ids.back() == kStopToken || (seq.tenant.name == "chat" && seq.num_output_tokens() >= kChatLength);
+  };
+  // Steps in which some running request was already past its SLO, and preemptions of such requests.
+  int num_steps_with_late = 0, num_late_preempted = 0;
 
   std::optional<Launched> in_flight;
   while ((next_id <= kNumRequests || s.has_unfinished() || in_flight) && num_steps < 20000) {
@@ -81,9 +94,12 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
       const int max_tokens = uniform(1, 30);
       const SeqId id = next_id++;
       const std::string salt = uniform(0, 5) == 0 ? "tenant-x" : "";
+      SequenceRequest request = test::make_request(id, prompt, max_tokens, uniform(0, 3), salt);
+      if (p.tenants) request.tenant.name = std::vector<std::string>{"", "chat", "batch"}[uniform(0, 2)];
+      const std::string tenant = request.tenant.name;
       try {
-        s.add(test::make_request(id, prompt, max_tokens, uniform(0, 3), salt));
-        requests[id] = Expected{max_tokens, static_cast<int>(prompt.size()), false, false, {}};
+        s.add(std::move(request));
+        requests[id] = Expected{max_tokens, static_cast<int>(prompt.size()), false, false, {}, tenant};
       } catch (const InvalidRequest&) {
         ++num_rejected;  // too long for this pool: never admitted
       }
@@ -99,8 +115,18 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
       }
     }
 
+    now += 0.01;
+    bool late = false;
+    for (const auto& [id, e] : requests) {
+      const Sequence* seq = s.find(id);
+      late = late || (seq != nullptr && seq->status == SeqStatus::kRunning && past_slo(*seq, p.slo, now));
+    }
+    num_steps_with_late += late;
     Launched next{s.schedule(), {}};
-    for (SeqId id : next.plan.preempted) num_preempted_with_placeholder += s.find(id)->num_output_placeholders > 0;
+    for (SeqId id : next.plan.preempted) {
+      num_preempted_with_placeholder += s.find(id)->num_output_placeholders > 0;
+      num_late_preempted += past_slo(*s.find(id), p.slo, now);
+    }
     test::expect_plan_valid(s, next.plan);
     ASSERT_EQ(s.check_invariants(), "") << "after schedule, step " << num_steps;
     if (s.has_unfinished() && !in_flight) {
@@ -131,7 +157,7 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
                       e.num_prompt + static_cast<int>(e.outputs.size()) == p.max_model_len);
         } else {
           EXPECT_EQ(o.finish_reason, FinishReason::kStop);
-          EXPECT_EQ(o.token, kStopToken);
+          EXPECT_TRUE(o.token == kStopToken || (e.tenant == "chat" && static_cast<int>(e.outputs.size()) == kChatLength));
         }
       }
     }
@@ -155,12 +181,25 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
   } else {
     EXPECT_EQ(stats.num_hit_tokens, 0u);
   }
+  if (p.tenants) {  // the estimate learned the tenants' lengths: chat's stop at 3, batch's are longer
+    const OutputLengthStats& lengths = s.output_lengths();
+    ASSERT_GT(lengths.num_recorded("chat"), 10);
+    ASSERT_GT(lengths.num_recorded("batch"), 10);
+    EXPECT_LE(*lengths.expected("chat"), kChatLength);
+    EXPECT_GT(*lengths.expected("batch"), *lengths.expected("chat"));
+  }
+  if (p.slo.ttft_seconds > 0 || p.slo.tpot_seconds > 0) {
+    EXPECT_GT(num_steps_with_late, 0) << "the targets never applied";
+  } else {
+    EXPECT_EQ(num_late_preempted, 0);
+  }
   RecordProperty("steps", num_steps);
   RecordProperty("preemptions", static_cast<int>(s.num_preemptions()));
-  std::printf("seed %u%s: %d steps, %d requests (%d rejected), %llu preemptions (%d holding a placeholder), %d "
-              "tokens dropped, %llu/%llu prefix tokens hit\n",
+  std::printf("seed %u%s: %d steps, %d requests (%d rejected), %llu preemptions (%d holding a placeholder, %d past "
+              "their SLO; %d steps with one running), %d tokens dropped, %llu/%llu prefix tokens hit\n",
               p.seed, p.async_scheduling ? " async" : "", num_steps, static_cast<int>(requests.size()), num_rejected,
-              static_cast<unsigned long long>(s.num_preemptions()), num_preempted_with_placeholder, num_dropped,
+              static_cast<unsigned long long>(s.num_preemptions()), num_preempted_with_placeholder, num_late_preempted,
+              num_steps_with_late, num_dropped,
               static_cast<unsigned long long>(stats.num_hit_tokens),
               static_cast<unsigned long long>(stats.num_queried_tokens));
 }
@@ -175,7 +214,15 @@ std::vector<SimParams> sims() {
       SimParams{.seed = 6, .num_blocks = 19, .block_size = 4, .max_num_seqs = 3, .max_num_batched_tokens = 5},
       SimParams{.seed = 7, .eviction = EvictionPolicyKind::kLruK},
       SimParams{.seed = 8, .policy = SchedulingPolicy::kPriority, .num_blocks = 12, .block_size = 8,
-                .eviction = EvictionPolicyKind::kLruK}};
+                .eviction = EvictionPolicyKind::kLruK},
+      // The slo policy: remaining work from max_tokens alone, then with tenants, then with SLO targets tight
+      // enough that many running requests are past them (every candidate, at times).
+      SimParams{.seed = 9, .policy = SchedulingPolicy::kSlo},
+      SimParams{.seed = 10, .policy = SchedulingPolicy::kSlo, .num_blocks = 12, .block_size = 8, .tenants = true},
+      SimParams{.seed = 11, .policy = SchedulingPolicy::kSlo, .tenants = true,
+                .slo = {.ttft_seconds = 0.05, .tpot_seconds = 0.02}},
+      SimParams{.seed = 12, .policy = SchedulingPolicy::kSlo, .num_blocks = 19, .max_num_seqs = 3,
+                .max_num_batched_tokens = 5, .tenants = true, .slo = {.ttft_seconds = 0.1, .tpot_seconds = 0.015}}};
   std::vector<SimParams> out;
   for (bool async_scheduling : {false, true}) {
     for (SimParams p : base) {
@@ -188,7 +235,8 @@ std::vector<SimParams> sims() {
 
 INSTANTIATE_TEST_SUITE_P(Sims, SchedulerRandomTest, ::testing::ValuesIn(sims()), [](const auto& info) {
   return "seed" + std::to_string(info.param.seed) + (info.param.async_scheduling ? "_async" : "_sync") +
-         (info.param.eviction == EvictionPolicyKind::kLruK ? "_lruk" : "");
+         (info.param.eviction == EvictionPolicyKind::kLruK ? "_lruk" : "") +
+         (info.param.policy == SchedulingPolicy::kSlo ? "_slo" : "");
 });
 
 }  // namespace
