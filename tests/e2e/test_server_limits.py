@@ -223,7 +223,7 @@ class TenantPriority(unittest.TestCase):
             done = {}
 
             def send(name, key):
-                status, out = server.post("/v1/completions", {"prompt": "Once", "max_tokens": 300, "ignore_eos": True},
+                status, out = server.post("/v1/completions", {"prompt": "Once", "max_tokens": 480, "ignore_eos": True},
                                           headers={"Authorization": f"Bearer {key}"})
                 done[name] = (time.monotonic(), status)
 
@@ -231,7 +231,9 @@ class TenantPriority(unittest.TestCase):
                 bulk = [threading.Thread(target=send, args=(f"bulk{i}", "kb")) for i in range(4)]
                 for t in bulk:
                     t.start()
-                time.sleep(0.05)
+                deadline = time.monotonic() + 30  # one bulk request running, three queued behind it
+                while server.metric("pagoda:num_requests_waiting") < 3 and time.monotonic() < deadline:
+                    time.sleep(0.005)
                 live = threading.Thread(target=send, args=("live", "kl"))
                 live.start()
                 for t in bulk + [live]:

@@ -2,6 +2,7 @@
 // byte-level (Llama-3) and SentencePiece-style (Mistral) families, and load errors on malformed files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -183,7 +184,12 @@ TEST(HfTokenizer, SentencePieceSpacesAreReplacedInLinearTime) {
     std::string small, large;
     while (small.size() < 187'500) small += unit;
     while (large.size() < 1'500'000) large += unit;
-    const double t_small = seconds_to_encode(small), t_large = seconds_to_encode(large);
+    // The fastest of three runs each: a busy machine (ctest -j, other builds) stretches single runs by several x.
+    double t_small = 1e9, t_large = 1e9;
+    for (int run = 0; run < 3; ++run) {
+      t_small = std::min(t_small, seconds_to_encode(small));
+      t_large = std::min(t_large, seconds_to_encode(large));
+    }
     EXPECT_LT(t_large, 24 * t_small + 0.05) << "'" << unit << "' x " << large.size() << ": " << t_large << " s, x "
                                             << small.size() << ": " << t_small << " s";
   }
