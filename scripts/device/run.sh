@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-wide] [fuzz]
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-hit-cost] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -200,6 +200,13 @@ PY
         timeout 540 scripts/kv_policy_bench.sh >"$OUT/kv_tier.txt" 2>&1
       note "kv-tier: rc=$? $OUT/kv_tier.txt"
       tail -8 "$OUT/kv_tier.txt"
+      ;;
+    kv-hit-cost)  # a prefix served from the host KV tier against recomputing it, by prefix length (bench/host_hit_cost.py)
+      timeout 400 python3 bench/host_hit_cost.py --pagoda "$PAGODA" --json "$OUT/kv_hit_cost.json" -- \
+        --model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 8192 \
+        --kv-cache-memory 2GiB >"$OUT/kv_hit_cost.txt" 2>&1
+      note "kv-hit-cost: rc=$? $OUT/kv_hit_cost.txt"
+      cat "$OUT/kv_hit_cost.txt"
       ;;
     kv-wide)  # bf16 vs FP8 KV: 64 x 4k with 16k-token prefill steps (the decode graphs then run all 64
       # sequences sooner; their GPU time is the clean figure), and the largest batch of 8k-token prompts that
