@@ -56,5 +56,17 @@ class HostTierTest(unittest.TestCase):
         self.assertLess(sum(plain_cached), sum(cached))
 
 
+    def test_bad_settings_are_one_line_errors(self):
+        for args, message in [
+            (("--kv-offload-memory", "1KiB"), "holds no KV block"),
+            (("--kv-offload-memory", "1000000GiB"), "more than the"),
+            (("--kv-prefetch-interval-ms", "5"), "needs --kv-offload-memory"),
+            (("--kv-offload-memory", "4MiB", "--no-enable-prefix-caching"), "needs prefix caching"),
+        ]:
+            p = pagoda_cli.run("serve", "--port", "0", *args, check=False, timeout=60)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertIn(message, p.stderr.strip().splitlines()[-1], args)
+
+
 if __name__ == "__main__":
     pagoda_cli.main()

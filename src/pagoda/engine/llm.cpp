@@ -99,6 +99,12 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
     if (blocks < 1)
       throw Error(fmt::format("--kv-offload-memory {} holds no KV block ({} per block)", format_memory_size(o.kv_offload_memory),
                               format_memory_size(block_bytes)));
+    // The tier is host memory (pinned on the GPU): refuse a size the machine cannot give, with the numbers,
+    // rather than fail on the allocation.
+    const int64_t available = host_available_memory();
+    if (available > 0 && o.kv_offload_memory > available)
+      throw Error(fmt::format("--kv-offload-memory {} is more than the {} of memory this machine has available",
+                              format_memory_size(o.kv_offload_memory), format_memory_size(available)));
     num_host_blocks = static_cast<int>(std::min<int64_t>(blocks, std::numeric_limits<int>::max() / 2));
     spdlog::info("host KV tier: {} blocks x {} tokens = {} tokens ({}{})", num_host_blocks, o.block_size,
                  static_cast<int64_t>(num_host_blocks) * o.block_size, format_memory_size(num_host_blocks * block_bytes),
