@@ -223,7 +223,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
   record.start = Clock::now();
   step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
   if (step.plan.empty()) {
-    runner_.copy_kv_blocks(step.plan.kv_transfers);  // none today: copies come with the blocks a step takes
+    runner_.copy_kv_blocks(step.plan.kv_transfers);  // a prefetch planned while nothing could run
     return std::nullopt;
   }
   ++num_steps_;

@@ -39,9 +39,8 @@ PrefixHit BlockManager::match_prefix(std::span<const TokenId> tokens, std::strin
     const BlockHash hash = hash_block(parent, tokens.subspan(static_cast<size_t>(i) * bs, bs), salt);
     if (const std::optional<BlockId> block_id = pool_.lookup(hash)) {
       hit.blocks.push_back(*block_id);
-      if (!hit.host_slots.empty()) hit.host_slots.push_back(-1);
+      hit.host_slots.push_back(-1);
     } else if (const std::optional<int> slot = host_.lookup(hash)) {
-      if (hit.host_slots.empty()) hit.host_slots.assign(hit.blocks.size(), -1);
       hit.blocks.push_back(PrefixHit::kOnHost);
       hit.host_slots.push_back(*slot);
     } else {

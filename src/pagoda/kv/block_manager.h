@@ -49,7 +49,7 @@ struct PrefixHit {
   static constexpr BlockId kOnHost = -1;
   std::vector<BlockId> blocks;    // device blocks in chain order; kOnHost where the block is on the host
   std::vector<BlockHash> hashes;  // [blocks.size()], to check the hit is still valid when taken
-  std::vector<int> host_slots;    // [blocks.size()] once a block is on the host (-1 for device blocks)
+  std::vector<int> host_slots;    // [blocks.size()]: the slot of each host block, -1 for device blocks
   int num_tokens = 0;             // blocks.size() * block_size
 
   bool on_host(size_t i) const { return blocks[i] == kOnHost; }

@@ -132,15 +132,16 @@ void ServerMetrics::observe_trace(const RequestTrace& t) {
                         kLatencyBuckets, l).observe(*q);
 }
 
+const std::string& ServerMetrics::tenant_label_locked(const std::string& tenant) {
+  static const std::string kOther = "other";
+  if (tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels) return *tenant_names_.insert(tenant).first;
+  return kOther;
+}
+
 metrics::Labels ServerMetrics::tenant_labels(const std::string& tenant) {
   metrics::Labels l = labels_;
   std::lock_guard lock(tenants_mutex_);
-  if (tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels) {
-    tenant_names_.insert(tenant);
-    l.emplace_back("tenant", tenant);
-  } else {
-    l.emplace_back("tenant", "other");
-  }
+  l.emplace_back("tenant", tenant_label_locked(tenant));
   return l;
 }
 
@@ -209,9 +210,7 @@ std::string ServerMetrics::render(const EngineStats& s) {
   // The tenants' cached blocks: evicted from the device, prefetched back, held on the host.
   std::map<std::string, TenantBlockCounts> cached;
   for (const auto& [tenant, c] : s.tenant_block_counts) {
-    const bool known = tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels;
-    if (known) tenant_names_.insert(tenant);
-    TenantBlockCounts& sum = cached[known ? tenant : "other"];
+    TenantBlockCounts& sum = cached[tenant_label_locked(tenant)];
     sum.evicted += c.evicted;
     sum.prefetched += c.prefetched;
     sum.host_blocks += c.host_blocks;
@@ -229,10 +228,8 @@ std::string ServerMetrics::render(const EngineStats& s) {
   // Arrival rates of the tenants the server knows (bounded like every tenant series).
   for (const auto& [tenant, rate] : s.tenant_arrival_rates) {
     if (tenant.empty()) continue;
-    metrics::Labels l = labels_;  // tenants_mutex_ is held: tenant_labels' rule, inline
-    const bool known = tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels;
-    if (known) tenant_names_.insert(tenant);
-    l.emplace_back("tenant", known ? tenant : "other");
+    metrics::Labels l = labels_;
+    l.emplace_back("tenant", tenant_label_locked(tenant));
     registry_.gauge("pagoda:tenant_arrival_rate", "Requests arriving per second (an EWMA over about 5 s), by tenant.", l)
         .set(rate);
   }

@@ -57,6 +57,8 @@ class ServerMetrics {
   // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
   static constexpr size_t kMaxTenantLabels = 64;
   metrics::Labels tenant_labels(const std::string& tenant);
+  // The tenant label value for `tenant` (its name, or "other" past the limit); tenants_mutex_ held.
+  const std::string& tenant_label_locked(const std::string& tenant);
   std::mutex tenants_mutex_;
   std::set<std::string> tenant_names_;  // the labelled tenants
   std::set<std::string> kv_tenants_;    // labels with a pagoda:tenant_kv_cache_blocks series
