@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "pagoda/kernels/quant_gemv.h"
-#include "pagoda/kernels/weight_loads.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -22,16 +21,20 @@ struct Tiles {
   bool offsets;
 };
 
-__device__ __forceinline__ uint4 load_codes(const uint4* p) { return load_weights(p); }
-
 // 16 bytes global -> shared without registers (sm_80+), in the current cp.async group.
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global));
 }
+// The same for weights, read once: skips L1 and asks L2 for a 256-byte prefetch (as load_weights).
+__device__ __forceinline__ void copy_weights_async16(void* shared, const void* global) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(address), "l"(global));
+}
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
-// Waits until at most one committed group is still in flight.
-__device__ __forceinline__ void copy_async_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
