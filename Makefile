@@ -38,7 +38,7 @@ serve: build
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build build/asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 PAGODA_E2E_TIME_SCALE=4 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
 # What .ci/run adds after `make test`: the suites of the code that reads untrusted input (tokenizer files, model
 # files, HTTP and OpenAI requests, output constraints and tool calls in model output) under ASan + UBSan. Measured on 2 cores: 31.7 min to build cold (with the
@@ -56,7 +56,7 @@ tsan: deps
 	cmake --build build/tsan -j $(JOBS) --target test_engine test_server pagoda
 	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --test-dir build/tsan -j $(JOBS) --output-on-failure -L unit
-	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build/tsan --output-on-failure -R "e2e.test_server"
+	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" PAGODA_E2E_TIME_SCALE=4 ctest --test-dir build/tsan --output-on-failure -R "e2e.test_server"
 
 # What CI runs after `make test`: both sanitizer suites.
 sanitizers: asan tsan

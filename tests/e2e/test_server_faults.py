@@ -79,7 +79,10 @@ class ModelFileRemoved(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             model = os.path.join(d, "model.gguf")
             shutil.copy(os.path.join(pagoda_cli.ARGS.data, "..", "..", "models", "stories260K.gguf"), model)
-            server = Server("-m", model, "--mmap")
+            # The exit leaves the server's threads running (nothing can join them from a signal handler), which
+            # ThreadSanitizer reports as a thread leak and exits 66 for: here that is the design, not a leak.
+            tsan = os.environ.get("TSAN_OPTIONS", "")
+            server = Server("-m", model, "--mmap", env={"TSAN_OPTIONS": f"{tsan}:report_thread_leaks=0".lstrip(":")})
             try:
                 status, before = server.post("/v1/completions", {"prompt": "Once", "max_tokens": 8, "temperature": 0})
                 self.assertEqual(status, 200, before)
@@ -96,7 +99,10 @@ class ModelFileRemoved(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             model = os.path.join(d, "model.gguf")
             shutil.copy(os.path.join(pagoda_cli.ARGS.data, "..", "..", "models", "stories260K.gguf"), model)
-            server = Server("-m", model, "--mmap")
+            # The exit leaves the server's threads running (nothing can join them from a signal handler), which
+            # ThreadSanitizer reports as a thread leak and exits 66 for: here that is the design, not a leak.
+            tsan = os.environ.get("TSAN_OPTIONS", "")
+            server = Server("-m", model, "--mmap", env={"TSAN_OPTIONS": f"{tsan}:report_thread_leaks=0".lstrip(":")})
             try:
                 self.assertEqual(server.post("/v1/completions", {"prompt": "Once", "max_tokens": 4})[0], 200)
                 os.truncate(model, 100000)
