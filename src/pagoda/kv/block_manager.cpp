@@ -107,6 +107,7 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
     if (prefix.on_host(i)) {
       block_id = fresh[next_fresh++];
       host_.load(prefix.host_slots[i], block_id);
+      pool_.restore_history(block_id, host_.history(prefix.host_slots[i]));
       (void)pool_.publish(block_id, prefix.hashes[i], CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_, seq.tenant_});
     }
     seq.block_table_.push_back(block_id);
@@ -128,7 +129,7 @@ void BlockManager::take_fresh(int num, std::vector<BlockId>& out) {
 }
 
 void BlockManager::offload_evicted() {
-  for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info);
+  for (const EvictedBlock& e : evicted_) host_.offload(e.block, e.hash, e.info, e.history);
   evicted_.clear();
 }
 
@@ -172,6 +173,7 @@ int BlockManager::prefetch(double now, int max_blocks) {
       const BlockId block = fresh[0];
       const CachedBlockInfo info = host_.info(*slot);
       host_.load(*slot, block);
+      pool_.restore_history(block, host_.history(*slot));
       (void)pool_.publish(block, chain[i], info);
       pool_.release(block);  // cached and evictable, as if a finished request had left it
       offload_evicted();

@@ -33,14 +33,21 @@ void BlockPool::take_fresh(int num, std::vector<BlockId>& out, std::vector<Evict
       block_id = free_list_.back();
       free_list_.pop_back();
     } else {
-      block_id = policy_->evict();
-      if (evicted) evicted->push_back({block_id, blocks_[block_id].hash, blocks_[block_id].info});
+      AccessHistory history;
+      block_id = policy_->evict_with_history(history);
+      if (evicted) evicted->push_back({block_id, blocks_[block_id].hash, blocks_[block_id].info, history});
       uncache(block_id);
     }
     PAGODA_CHECK(blocks_[block_id].ref_count == 0);
     blocks_[block_id].ref_count = 1;
     out.push_back(block_id);
   }
+}
+
+void BlockPool::restore_history(BlockId block_id, const AccessHistory& history) {
+  PAGODA_CHECK(block_id >= 0 && block_id < num_blocks() && blocks_[block_id].ref_count > 0 && !blocks_[block_id].cached,
+               "block {} is not a fresh block", block_id);
+  policy_->restore(block_id, history);
 }
 
 void BlockPool::add_ref(BlockId block_id) {

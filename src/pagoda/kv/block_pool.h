@@ -21,6 +21,7 @@ struct EvictedBlock {
   BlockId block = 0;
   BlockHash hash;
   CachedBlockInfo info;
+  AccessHistory history;  // the policy's, before it forgot it
 };
 
 class BlockPool {
@@ -52,6 +53,9 @@ class BlockPool {
   // block at once: the first one wins, the duplicate stays private and is freed normally). Publishing is
   // the block's first access for the policy.
   [[nodiscard]] bool publish(BlockId block_id, const BlockHash& hash, const CachedBlockInfo& info);
+  // Before publishing a fresh block whose contents come back from the host tier: the access history they
+  // left with (EvictionPolicy::restore).
+  void restore_history(BlockId block_id, const AccessHistory& history);
   // Forgets every evictable cached block (they become free). Referenced cached blocks stay cached.
   // Returns how many were dropped.
   int drop_evictable();

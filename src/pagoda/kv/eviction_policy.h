@@ -4,6 +4,7 @@
 // victims. LRU (here) and LRU-K with tenant weights (lru_k_policy.h) are implemented.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -21,6 +22,15 @@ struct CachedBlockInfo {
   int tenant = -1;        // the scheduler's index of the tenant, for per-tenant counts (-1: none)
 };
 
+// A block's access history as an LRU-K policy keeps it: its entry times, most recent first (LRU keeps
+// none). It travels with the block's contents: evicted to the host tier with them, and restored when they
+// come back (a host hit, a prefetch), so a block brought back is as hot as when it left.
+constexpr int kMaxAccessHistory = 8;
+struct AccessHistory {
+  int count = 0;
+  std::array<double, kMaxAccessHistory> times{};  // seconds, the policy's clock
+};
+
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
@@ -36,6 +46,16 @@ class EvictionPolicy {
   virtual void on_referenced(BlockId block_id) = 0;
   // Chooses a victim among the evictable blocks and removes it from the set. Requires num_evictable() > 0.
   virtual BlockId evict() = 0;
+  // evict(), with the victim's history before it is forgotten (empty for policies that keep none).
+  virtual BlockId evict_with_history(AccessHistory& history) {
+    history = {};
+    return evict();
+  }
+  // The history of a block the policy knows (evictable or referenced); empty when it keeps none.
+  virtual AccessHistory history(BlockId /*block_id*/) const { return {}; }
+  // `block_id`, not evictable and with no accesses since it was evicted or last free, takes `history` as if its
+  // accesses had been recorded: contents back from the host tier. Call before its first access.
+  virtual void restore(BlockId /*block_id*/, const AccessHistory& /*history*/) {}
   // Drops every evictable block at once (prefix cache reset); returns them in eviction order.
   virtual std::vector<BlockId> evict_all() = 0;
 
@@ -53,7 +73,7 @@ struct LruKOptions {
   // in the same step) are microseconds apart and count once; re-use driven by clients (a chat's next
   // turn, another request with the same system prompt) comes later than that and counts.
   double correlated_period_seconds = 0.010;
-  static constexpr int kMaxK = 8;
+  static constexpr int kMaxK = kMaxAccessHistory;
 };
 
 // Least recently freed first. O(1) per call: an intrusive doubly linked list over block ids.

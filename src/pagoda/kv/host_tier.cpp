@@ -19,7 +19,7 @@ std::optional<int> HostKvTier::lookup(const BlockHash& hash) const {
   return it == by_hash_.end() ? std::nullopt : std::optional<int>(it->second);
 }
 
-void HostKvTier::offload(BlockId block, const BlockHash& hash, const CachedBlockInfo& info) {
+void HostKvTier::offload(BlockId block, const BlockHash& hash, const CachedBlockInfo& info, const AccessHistory& history) {
   if (!enabled()) return;
   if (const std::optional<int> slot = lookup(hash)) {
     ++stats_.offloads_skipped;
@@ -45,7 +45,11 @@ void HostKvTier::offload(BlockId block, const BlockHash& hash, const CachedBlock
   s.info = info;
   count(info, +1);
   by_hash_.emplace(hash, slot);
-  policy_->on_access(slot, info);
+  if (history.count > 0) {
+    policy_->restore(slot, history);
+  } else {
+    policy_->on_access(slot, info);
+  }
   policy_->on_evictable(slot, info);
   pending_.to_host.push_back({block, slot});
   ++stats_.offloaded;

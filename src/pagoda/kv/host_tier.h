@@ -64,10 +64,13 @@ class HostKvTier {
   const CachedBlockInfo& info(int slot) const { return slots_[slot].info; }
   // The slot holding `hash`, if any. Pure.
   std::optional<int> lookup(const BlockHash& hash) const;
-  // The device evicted cached `block` (its hash and info): keep a copy. Already on the host: counts as an
-  // access, no copy. Otherwise takes a free slot, or evicts an unpinned one, and records the copy; when
-  // every slot is pinned the block is dropped.
-  void offload(BlockId block, const BlockHash& hash, const CachedBlockInfo& info);
+  // The device evicted cached `block` (its hash, info and access history): keep a copy. Already on the host:
+  // counts as an access, no copy. Otherwise takes a free slot, or evicts an unpinned one, and records the copy;
+  // when every slot is pinned the block is dropped. The slot takes the block's history (with none, the
+  // offload is its first access).
+  void offload(BlockId block, const BlockHash& hash, const CachedBlockInfo& info, const AccessHistory& history = {});
+  // The access history of a used slot, for the device block its contents go back to (BlockPool::restore_history).
+  AccessHistory history(int slot) const { return policy_->history(slot); }
   // Records the copy of `slot` (holding a block) into fresh device `block`, and pins the slot until
   // take_transfers(). Counts as an access.
   void load(int slot, BlockId block);

@@ -83,6 +83,40 @@ BlockId LruKEvictionPolicy::evict() {
   return victim;
 }
 
+BlockId LruKEvictionPolicy::evict_with_history(AccessHistory& out) {
+  PAGODA_CHECK(num_evictable_ > 0);
+  const BlockId victim = pick(clock_());
+  out = history(victim);
+  remove_victim(victim);
+  return victim;
+}
+
+AccessHistory LruKEvictionPolicy::history(BlockId block_id) const {
+  PAGODA_CHECK(block_id >= 0 && block_id < static_cast<BlockId>(blocks_.size()), "block {}", block_id);
+  AccessHistory h;
+  h.count = blocks_[block_id].num_entries;
+  const double* e = &entries_[static_cast<size_t>(block_id) * options_.k];
+  for (int i = 0; i < h.count; ++i) h.times[static_cast<size_t>(i)] = e[i];
+  return h;
+}
+
+void LruKEvictionPolicy::restore(BlockId block_id, const AccessHistory& h) {
+  PAGODA_CHECK(block_id >= 0 && block_id < static_cast<BlockId>(blocks_.size()) && !blocks_[block_id].evictable &&
+                   blocks_[block_id].num_entries == 0,
+               "block {}: restoring a history over a live one", block_id);
+  PAGODA_CHECK(h.count >= 0 && h.count <= kMaxAccessHistory, "a history of {} entries", h.count);
+  BlockState& s = blocks_[block_id];
+  double* e = &entries_[static_cast<size_t>(block_id) * options_.k];
+  s.num_entries = std::min(h.count, options_.k);
+  for (int i = 0; i < s.num_entries; ++i) {
+    PAGODA_CHECK(i == 0 || h.times[static_cast<size_t>(i)] <= h.times[static_cast<size_t>(i - 1)], "history out of order");
+    e[i] = h.times[static_cast<size_t>(i)];
+  }
+  // The latest entry's first access is not kept: its time stands in (a later access within the correlated
+  // period of it merges into it).
+  if (s.num_entries > 0) s.entry_start = e[0];
+}
+
 std::vector<BlockId> LruKEvictionPolicy::evict_all() {
   const double now = clock_();
   std::vector<BlockId> out;

@@ -25,7 +25,9 @@
 //   (now - t_1(b)) / w(b) among them; otherwise the largest age(b). Ties (equal computed ages, in
 //   double) go to the lower weight, then to the lower block id.
 //   A block's history is forgotten when it is evicted (its contents are gone; a recomputed copy starts
-//   anew). A block that becomes evictable with no access recorded gets one at that moment.
+//   anew), unless its contents go to the host tier: the history goes with them (evict_with_history) and
+//   is restored when they come back (restore), as if those accesses had been to the new block. A block
+//   that becomes evictable with no access recorded gets one at that moment.
 //
 // Complexity. Within one weight, the order is by (infinite first, then t_1 or t_K ascending, then id)
 // and does not change with now; between weights it does (ages grow at 1/w per second). So there is one
@@ -56,6 +58,9 @@ class LruKEvictionPolicy final : public EvictionPolicy {
   void on_evictable(BlockId block_id, const CachedBlockInfo& info) override;
   void on_referenced(BlockId block_id) override;
   BlockId evict() override;
+  BlockId evict_with_history(AccessHistory& history) override;
+  AccessHistory history(BlockId block_id) const override;
+  void restore(BlockId block_id, const AccessHistory& history) override;
   // In eviction order at one instant (the clock is read once).
   std::vector<BlockId> evict_all() override;
   int num_evictable() const override { return num_evictable_; }

@@ -135,6 +135,47 @@ TEST_F(HostTierManagerTest, EvictedBlocksGoToTheHostAndComeBackOnAHit) {
   EXPECT_EQ(bm_->check_invariants(seqs), "");
 }
 
+TEST_F(HostTierManagerTest, ABlockBackFromTheHostKeepsItsLruKHistory) {
+  // K = 2, every access an entry. A prompt block seen twice goes to the host and comes back on a hit: it must
+  // still be hot, so a one-off block published after it is the next victim. (Before its history travelled,
+  // the block came back with one access, older than the one-off's, and went first.)
+  BlockManagerOptions o{.num_blocks = 2, .block_size = 4, .enable_prefix_caching = true,
+                        .eviction_policy = EvictionPolicyKind::kLruK,
+                        .lru_k = LruKOptions{.k = 2, .correlated_period_seconds = 0}, .num_host_blocks = 8};
+  bm_ = std::make_unique<BlockManager>(o);
+  const std::vector<TokenId> p = iota_tokens(5);  // one full block and a token
+  for (int i = 0; i < 2; ++i) {  // published, then a hit: two entries
+    SequenceBlocks s;
+    admit(s, p);
+    bm_->free(s);
+  }
+  SequenceBlocks q;
+  admit(q, iota_tokens(8, 1000));  // both blocks: p's goes to the host with its history
+  ASSERT_EQ(bm_->take_transfers().to_host.size(), 1u);
+  bm_->free(q);
+  SequenceBlocks back;
+  const PrefixHit hit = bm_->match_prefix(all_but_last(p), "");
+  ASSERT_EQ(hit.num_host_blocks(), 1);
+  ASSERT_TRUE(bm_->allocate(back, 5, hit));
+  bm_->publish_full_blocks(back, p, 5);
+  const BlockId p_block = back.block_table()[0];
+  (void)bm_->take_transfers();
+  bm_->free(back);
+  SequenceBlocks once;
+  admit(once, iota_tokens(4, 2000));  // one full block, one access
+  const BlockId once_block = once.block_table()[0];
+  bm_->free(once);
+  SequenceBlocks next;
+  admit(next, iota_tokens(4, 3000));  // needs one block: a cached one must go
+  const KvTransfers out = bm_->take_transfers();
+  ASSERT_EQ(out.to_host.size(), 1u);
+  EXPECT_EQ(out.to_host[0].block, once_block);
+  EXPECT_NE(out.to_host[0].block, p_block);
+  EXPECT_EQ(bm_->match_prefix(all_but_last(p), "").num_host_blocks(), 0);  // p is still on the device
+  const std::vector<const SequenceBlocks*> seqs{&next};
+  EXPECT_EQ(bm_->check_invariants(seqs), "");
+}
+
 TEST_F(HostTierManagerTest, AHitMixesDeviceAndHostBlocksInChainOrder) {
   make(6, 8, EvictionPolicyKind::kLru);
   const std::vector<TokenId> a = iota_tokens(17);  // 4 full blocks

@@ -132,6 +132,42 @@ TEST(LruKEvictionPolicy, SeedExampleWeightScalesAge) {
   EXPECT_EQ(p.evict(), 2);
 }
 
+TEST(LruKEvictionPolicy, AHistoryEvictedWithABlockIsRestoredIntoAnother) {
+  // K = 2. Block 0 is seen at 1 and 2 and block 1 at 3; block 1 goes first (fewer than K entries) and takes
+  // its one entry along. Restored into block 4, block 0's two entries make it outlive block 5, seen once
+  // later (at 6): without the history, block 4's one access (at 5) would be older and go first.
+  FakeClock c;
+  LruKEvictionPolicy p(6, LruKOptions{.k = 2, .correlated_period_seconds = 0}, c.clock());
+  for (const double t : {1.0, 2.0}) {
+    c.now = t;
+    p.on_access(0, weighted(1.0f));
+  }
+  c.now = 3.0;
+  p.on_access(1, weighted(1.0f));
+  p.on_evictable(0, weighted(1.0f));
+  p.on_evictable(1, weighted(1.0f));
+  AccessHistory h1, h0;
+  EXPECT_EQ(p.evict_with_history(h1), 1);
+  ASSERT_EQ(h1.count, 1);
+  EXPECT_EQ(h1.times[0], 3.0);
+  EXPECT_EQ(p.evict_with_history(h0), 0);
+  ASSERT_EQ(h0.count, 2);
+  EXPECT_EQ(h0.times[0], 2.0);
+  EXPECT_EQ(h0.times[1], 1.0);
+  EXPECT_EQ(p.history(0).count, 0);  // forgotten by the block it left
+
+  c.now = 5.0;
+  p.restore(4, h0);
+  EXPECT_EQ(p.history(4).count, 2);
+  p.on_evictable(4, weighted(1.0f));  // no new access: the restored ones stand
+  EXPECT_EQ(p.history(4).times[0], 2.0);
+  c.now = 6.0;
+  p.on_access(5, weighted(1.0f));
+  p.on_evictable(5, weighted(1.0f));
+  EXPECT_EQ(p.evict(), 5);
+  EXPECT_EQ(p.evict(), 4);
+}
+
 TEST(LruKEvictionPolicy, SeedExampleWithK2UsesTheSecondMostRecentAccess) {
   // K = 2: both blocks were also used a moment ago; what counts is their second most recent access.
   FakeClock c;
