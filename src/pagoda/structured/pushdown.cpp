@@ -22,7 +22,17 @@ void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackS
   thread_local std::vector<Frame> seen;
   thread_local std::unordered_set<uint64_t> seen_set;
   seen.clear();
-  seen_set.clear();
+  // clear() writes every bucket, and the buckets stay at the largest size the set ever had: only a set the last
+  // call used is cleared, and one grown past a few thousand buckets is dropped, so that one ambiguous grammar
+  // does not make every later close() on this thread pay for its size (the structured fuzz target ran 1.7x
+  // faster without that, median of 4 runs of 1,500 executions).
+  if (!seen_set.empty()) {
+    if (seen_set.bucket_count() > 4096) {
+      std::unordered_set<uint64_t>().swap(seen_set);
+    } else {
+      seen_set.clear();
+    }
+  }
   const auto first_time = [&](const Frame& f) {
     if (seen.size() < 32) {
       if (contains_frame(seen, f)) return false;
