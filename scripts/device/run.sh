@@ -26,6 +26,7 @@ mkdir -p "$OUT"
 [ -d device_bundle ] || tar -xJf device_bundle.tar.xz
 # The reference files kept compressed in the repository (tests/CMakeLists.txt unpacks them when configuring).
 for archive in tests/data/models/tiny-llama3-hf/tokenizer.json.tar.xz tests/data/models/tiny-mistral-spm-hf/tokenizer.json.tar.xz \
+    tests/data/models/tiny-llama3-hf/model.safetensors.tar.xz tests/data/models/tiny-mistral-spm-hf/model.safetensors.tar.xz \
     tests/data/tokenizers/ggml-vocab-llama3-rebuilt.gguf.tar.xz; do
   [ -f "${archive%.tar.xz}" ] || tar -xJf "$archive" -C "$(dirname "$archive")"
 done
