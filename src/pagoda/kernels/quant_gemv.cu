@@ -299,8 +299,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 
   if (splits > 1) {  // uniform over the block
-    // Each warp's sums [TT * 4][32] go to the start of its own ring (its copies have all landed).
+    // Each warp's sums [TT * 4][32] go to the start of its own ring (its copies have all landed, and every lane
+    // is done reading it).
     copy_async_wait<0>();
+    __syncwarp();
     auto warp_partial = [&](int wp) {
       return reinterpret_cast<float*>(ring_memory + static_cast<size_t>(wp) * kStages * ring.stage_bytes());
     };
