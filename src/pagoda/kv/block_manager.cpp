@@ -106,9 +106,8 @@ bool BlockManager::allocate(SequenceBlocks& seq, int num_tokens, const PrefixHit
     BlockId block_id = prefix.blocks[i];
     if (prefix.on_host(i)) {
       block_id = fresh[next_fresh++];
-      host_.load(prefix.host_slots[i], block_id);
-      pool_.restore_history(block_id, host_.history(prefix.host_slots[i]));
-      (void)pool_.publish(block_id, prefix.hashes[i], CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_, seq.tenant_});
+      load_from_host(prefix.host_slots[i], block_id, prefix.hashes[i],
+                     CachedBlockInfo{static_cast<int>(i), seq.salt_key_, seq.weight_, seq.tenant_});
     }
     seq.block_table_.push_back(block_id);
     seq.block_hashes_.push_back(prefix.hashes[i]);
@@ -126,6 +125,12 @@ void BlockManager::take_fresh(int num, std::vector<BlockId>& out) {
     prefetched_[e.block] = false;
     if (e.info.tenant >= 0) ++tenant_counts(e.info.tenant).evicted;
   }
+}
+
+void BlockManager::load_from_host(int slot, BlockId block, const BlockHash& hash, const CachedBlockInfo& info) {
+  host_.load(slot, block);
+  pool_.restore_history(block, host_.history(slot));
+  (void)pool_.publish(block, hash, info);  // a fresh block under a hash no device block holds (match_prefix's miss)
 }
 
 void BlockManager::offload_evicted() {
@@ -172,9 +177,7 @@ int BlockManager::prefetch(double now, int max_blocks) {
       take_fresh(1, fresh);
       const BlockId block = fresh[0];
       const CachedBlockInfo info = host_.info(*slot);
-      host_.load(*slot, block);
-      pool_.restore_history(block, host_.history(*slot));
-      (void)pool_.publish(block, chain[i], info);
+      load_from_host(*slot, block, chain[i], info);
       pool_.release(block);  // cached and evictable, as if a finished request had left it
       offload_evicted();
       prefetched_[block] = true;

@@ -146,6 +146,9 @@ class BlockManager {
   // (offload them once this allocation's loads are recorded).
   void take_fresh(int num, std::vector<BlockId>& out);
   void offload_evicted();
+  // Host `slot`'s contents into fresh `block`: the copy recorded (the slot pinned), the access history they left
+  // with restored, then the block published under `hash` (its access now).
+  void load_from_host(int slot, BlockId block, const BlockHash& hash, const CachedBlockInfo& info);
   TenantBlockCounts& tenant_counts(int tenant);
 
   HostKvTier host_;

@@ -27,9 +27,14 @@ class BruteForceLruK {
   BruteForceLruK(int num_blocks, const LruKOptions& options) : options_(options), blocks_(num_blocks) {}
 
   void access(BlockId b, double now) { blocks_[b].accesses.push_back(now); }
+  // The history a block's contents bring back (entry times, most recent first): its entries as they were, the
+  // latest one's time standing for its first access (lru_k_policy.h).
+  void restore(BlockId b, const std::vector<double>& entries) {
+    blocks_[b].restored.assign(entries.rbegin(), entries.rend());
+  }
   void evictable(BlockId b, float weight, double now) {
     Block& block = blocks_[b];
-    if (block.accesses.empty()) block.accesses.push_back(now);  // "gets one at that moment"
+    if (block.accesses.empty() && block.restored.empty()) block.accesses.push_back(now);  // "gets one at that moment"
     block.evictable = true;
     block.weight = weight;
   }
@@ -41,8 +46,8 @@ class BruteForceLruK {
 
   // Entry times, most recent first: an access joins the latest entry when t - (its first access) < P.
   std::vector<double> entries(BlockId b) const {
-    std::vector<double> times;  // oldest first
-    double start = 0;
+    std::vector<double> times = blocks_[b].restored;  // oldest first
+    double start = times.empty() ? 0 : times.back();
     for (double t : blocks_[b].accesses) {
       if (!times.empty() && t - start < options_.correlated_period_seconds) {
         times.back() = t;
@@ -92,10 +97,12 @@ class BruteForceLruK {
   void evicted(BlockId b) {
     blocks_[b].evictable = false;
     blocks_[b].accesses.clear();
+    blocks_[b].restored.clear();
   }
 
  private:
   struct Block {
+    std::vector<double> restored;  // entries brought back by restore, oldest first
     std::vector<double> accesses;
     bool evictable = false;
     float weight = 1.0f;
@@ -319,8 +326,9 @@ TEST(LruKEvictionPolicy, FactoryAndValidation) {
   EXPECT_NO_THROW(validate(LruKOptions{.k = LruKOptions::kMaxK, .correlated_period_seconds = 0}));
 }
 
-// Random traces on the policy alone, as the pool drives it: blocks are published (first access),
-// hit (also while referenced), released (evictable at reference count 0) and evicted. Time moves in
+// Random traces on the policy alone, as the pool drives it: blocks are published (first access; a third of
+// them first take a history an earlier victim took along, as contents back from the host tier do), hit (also
+// while referenced), released (evictable at reference count 0) and evicted. Time moves in
 // ticks of 1/1024 s (so differences and the period's boundary are exact), often by less than the
 // correlated-reference period.
 constexpr double kTick = 1.0 / 1024;
@@ -363,7 +371,8 @@ TEST_P(LruKRandomTrace, EveryVictimMatchesTheBruteForceReference) {
   // A few blocks hit lately: hitting them again makes interleaved correlated bursts.
   constexpr int kNumRecent = 3;
   BlockId recent_hits[kNumRecent] = {-1, -1, -1};
-  int num_evictions = 0, num_evict_alls = 0, num_finite_victims = 0, num_infinite_victims = 0;
+  int num_evictions = 0, num_evict_alls = 0, num_finite_victims = 0, num_infinite_victims = 0, num_restores = 0;
+  std::vector<AccessHistory> taken_along;  // the last victims' histories, as the host tier would keep them
 
   auto blocks_where = [&](auto pred) {
     std::vector<BlockId> out;
@@ -382,6 +391,12 @@ TEST_P(LruKRandomTrace, EveryVictimMatchesTheBruteForceReference) {
       cached[b] = true;
       ref_count[b] = 1;
       weight[b] = kWeights[pick(static_cast<int>(kWeights.size()))];
+      if (!taken_along.empty() && pick(3) == 0) {  // contents back from the host tier, with their history
+        const AccessHistory& h = taken_along[pick(static_cast<int>(taken_along.size()))];
+        policy.restore(b, h);
+        ref.restore(b, std::vector<double>(h.times.begin(), h.times.begin() + h.count));
+        ++num_restores;
+      }
       policy.on_access(b, weighted(weight[b]));
       ref.access(b, c.now);
     } else if (op < 550) {  // a prefix hit on a cached block, referenced or not; often one hit just before
@@ -412,8 +427,16 @@ TEST_P(LruKRandomTrace, EveryVictimMatchesTheBruteForceReference) {
     } else if (op < 995) {  // a fresh block is needed
       if (policy.num_evictable() == 0) continue;
       const BlockId expected = ref.victim(c.now);
-      const BlockId got = policy.evict();
+      AccessHistory h;
+      const BlockId got = policy.evict_with_history(h);
       ASSERT_EQ(got, expected) << "step " << step << " at " << c.now << " s";
+      std::vector<double> want = ref.entries(got);
+      want.resize(std::min<size_t>(want.size(), static_cast<size_t>(tp.k)));  // the policy keeps K entries
+      ASSERT_EQ(std::vector<double>(h.times.begin(), h.times.begin() + h.count), want) << "step " << step;
+      if (h.count > 0) {
+        if (taken_along.size() == 8) taken_along.erase(taken_along.begin());
+        taken_along.push_back(h);
+      }
       ++(static_cast<int>(ref.entries(got).size()) >= tp.k ? num_finite_victims : num_infinite_victims);
       ref.evicted(got);
       cached[got] = false;
@@ -436,6 +459,7 @@ TEST_P(LruKRandomTrace, EveryVictimMatchesTheBruteForceReference) {
   EXPECT_GT(num_evictions, 500);
   EXPECT_GT(num_evict_alls, 50);
   EXPECT_GT(num_finite_victims, 50);
+  EXPECT_GT(num_restores, 200);
   if (tp.k > 1) {
     EXPECT_GT(num_infinite_victims, 50);
   }
