@@ -355,8 +355,8 @@ void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, cons
   constexpr const char* name = E == Epilogue::kPlain  ? "quant_gemv"
                                : E == Epilogue::kSilu ? "quant_gemv_silu"
                                                       : "quant_gemv_qkv_rope";
-  // The ring is above the default 48 KiB of dynamic shared memory: allow all the SM gives a block beside the
-  // static arrays, once per kernel (and with x in the ring, prefer shared memory over L1 so that two blocks fit).
+  // The ring is above the default 48 KiB of dynamic shared memory: allow all the SM gives a block, once per kernel
+  // (and with x in the ring, prefer shared memory over L1 so that two blocks fit).
   static const size_t max_ring_bytes = [] {
     auto* kernel = quant_gemv_kernel<C, TT, kOffsets, kStageX, E>;
     int device = 0, optin = 0;
@@ -393,7 +393,8 @@ template <TileCodes C, Epilogue E>
 void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
                     cudaStream_t stream) {
   const bool two = num_tokens > 8;
-  const bool stage_x = !two && num_tokens <= stage_x_tokens() && reinterpret_cast<uintptr_t>(x) % 16 == 0 && m.shape.k % 8 == 0;
+  // cp.async moves 16 bytes: x's rows must start on 16 (K, a multiple of 16, keeps them there).
+  const bool stage_x = !two && num_tokens <= stage_x_tokens() && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   if constexpr (C != TileCodes::kE4M3) {
     if (m.shape.offsets) {
       if (stage_x) return launch<C, 1, true, true, E>(out, x, m, num_tokens, rope, stream);
