@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/runner/batch_builder.h"
 
@@ -61,10 +62,26 @@ std::vector<uint8_t> encode_rows(const std::vector<float>& w, int64_t n, int64_t
   return out;
 }
 
-class LinearTest : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t>> {};
+// Every instruction-set level this CPU has (AVX2 always; AVX-512 where present), each in turn; the best
+// level is active again when the scope ends.
+std::vector<cpu::Isa> isas_of_this_cpu() {
+  std::vector<cpu::Isa> isas = {cpu::Isa::kAvx2};
+  if (cpu::cpu_features().avx512) isas.push_back(cpu::Isa::kAvx512);
+  return isas;
+}
+struct RestoreIsa {
+  cpu::Isa saved = cpu::active_isa();
+  ~RestoreIsa() { cpu::set_active_isa(saved); }
+};
+
+using LinearShape = std::tuple<DType, int64_t, int64_t, int64_t>;
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearShape, cpu::Isa>> {};
 
 TEST_P(LinearTest, MatchesNaiveProduct) {
-  const auto [dtype, num_tokens, n, k] = GetParam();
+  const auto [shape, isa] = GetParam();
+  const auto [dtype, num_tokens, n, k] = shape;
+  RestoreIsa restore;
+  if (cpu::set_active_isa(isa) != isa) GTEST_SKIP() << "this CPU has no " << cpu::isa_name(isa);
   std::mt19937 rng(42);
   const std::vector<float> x = random_vector(static_cast<size_t>(num_tokens * k), rng);
   std::vector<float> exact;
@@ -94,25 +111,44 @@ TEST_P(LinearTest, MatchesNaiveProduct) {
   }
 }
 
-// A Q8_0 product must not depend on how many tokens share the call (batch invariance).
-TEST(LinearQ8, SameResultForEveryBatchSize) {
-  const int64_t n = 37, k = 256, num_tokens = 11;
+// A product must not depend on how many tokens share the call (batch invariance): the prefill path (many
+// tokens) and the decode path (1-4 tokens) give the same bits, at each instruction-set level. k = 1000
+// leaves a tail of 8 past the last 16 (and of 0 past the last 8) for the fp32-accumulating dtypes.
+class LinearBatchInvariance : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LinearBatchInvariance, SameResultForEveryBatchSize) {
+  const DType dtype = GetParam();
+  const int64_t n = 37, num_tokens = 61;
+  const int64_t k = dtype == DType::kQ8_0 ? 256 : 1000;
   std::mt19937 rng(5);
   const std::vector<float> x = random_vector(static_cast<size_t>(num_tokens * k), rng);
   std::vector<float> exact;
-  const std::vector<uint8_t> w = encode_rows(random_vector(static_cast<size_t>(n * k), rng, 0.1f), n, k, DType::kQ8_0, exact);
-  std::vector<float> all(static_cast<size_t>(num_tokens * n));
-  cpu::linear_f32(all.data(), x.data(), num_tokens, w.data(), DType::kQ8_0, n, k);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    std::vector<float> one(static_cast<size_t>(n));
-    cpu::linear_f32(one.data(), x.data() + t * k, 1, w.data(), DType::kQ8_0, n, k);
-    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(one[r], all[t * n + r]) << "token " << t << " row " << r;
+  const std::vector<uint8_t> w = encode_rows(random_vector(static_cast<size_t>(n * k), rng, 0.1f), n, k, dtype, exact);
+  RestoreIsa restore;
+  for (cpu::Isa isa : isas_of_this_cpu()) {
+    cpu::set_active_isa(isa);
+    std::vector<float> all(static_cast<size_t>(num_tokens * n));
+    cpu::linear_f32(all.data(), x.data(), num_tokens, w.data(), dtype, n, k);
+    for (int64_t group : {1, 2, 3, 4, 7}) {
+      for (int64_t t0 = 0; t0 + group <= num_tokens; t0 += group) {
+        std::vector<float> part(static_cast<size_t>(group * n));
+        cpu::linear_f32(part.data(), x.data() + t0 * k, group, w.data(), dtype, n, k);
+        for (int64_t t = 0; t < group; ++t)
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_EQ(part[t * n + r], all[(t0 + t) * n + r])
+                << cpu::isa_name(isa) << " group " << group << " token " << t0 + t << " row " << r;
+      }
+    }
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinearBatchInvariance,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Values(std::make_tuple(DType::kF32, 1, 64, 64), std::make_tuple(DType::kF32, 7, 33, 172),
+    ::testing::Combine(::testing::Values(std::make_tuple(DType::kF32, 1, 64, 64), std::make_tuple(DType::kF32, 7, 33, 172),
                       std::make_tuple(DType::kF32, 37, 130, 96), std::make_tuple(DType::kBF16, 1, 17, 64),
                       std::make_tuple(DType::kBF16, 9, 300, 256), std::make_tuple(DType::kF16, 5, 64, 172),
                       std::make_tuple(DType::kF16, 64, 48, 520), std::make_tuple(DType::kQ8_0, 1, 40, 64),
@@ -121,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(DType::kF16, 2, 33, 172), std::make_tuple(DType::kF16, 3, 7, 2056),
                       std::make_tuple(DType::kBF16, 4, 9, 100), std::make_tuple(DType::kF32, 2, 7, 13),
                       std::make_tuple(DType::kQ8_0, 2, 5, 96), std::make_tuple(DType::kQ8_0, 4, 131, 256),
-                      std::make_tuple(DType::kF16, 1, 5632, 2048)));
+                      std::make_tuple(DType::kF16, 1, 5632, 2048), std::make_tuple(DType::kBF16, 200, 70, 2064)),
+    ::testing::Values(cpu::Isa::kAvx2, cpu::Isa::kAvx512)));
 
 // Dense causal attention over explicit K/V per sequence, in double.
 TEST(PagedAttention, MatchesDenseReferenceWithScatteredBlocks) {

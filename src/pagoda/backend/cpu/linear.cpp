@@ -1,22 +1,26 @@
 // CPU matrix multiply out = x · wᵀ for every weight dtype. Weight rows are converted to fp32 a chunk at a
-// time (so each weight byte is read once per call), then the shared dot_block micro-kernel (simd.h,
-// 2 rows x 4 tokens) computes the dot products while both operands sit in cache.
+// time (so each weight byte is read once per call), then a register tile computes the dot products while
+// both operands sit in cache: simd.h's dot_block (2 rows x 4 tokens) with AVX2, linear_avx512.cpp's
+// (4 rows x 6 tokens) with AVX-512.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_avx512.h"
 #include "pagoda/backend/cpu/linear_direct.h"
 #include "pagoda/backend/cpu/linear_q8.h"
 #include "pagoda/backend/cpu/simd.h"
+#include "pagoda/core/buffer.h"
 
 namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kRowsPerChunk = 16;   // weight rows converted together (per thread)
-constexpr int64_t kTokensPerBlock = 32; // activation rows kept hot in L2 while a chunk is swept
+constexpr int64_t kTokensPerBlock = 48; // activation rows kept hot in L2 while a chunk is swept
 
 template <int R>
 void sweep_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
@@ -32,18 +36,24 @@ void linear_by_row_chunks(float* out, const float* x, int64_t num_tokens, int64_
                           const RowChunkSource& rows_of) {
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
+  const bool avx512 = active_isa() == Isa::kAvx512;
 
 #pragma omp parallel if (parallel)
   {
-    thread_local std::vector<float> rows;
-    rows.resize(static_cast<size_t>(kRowsPerChunk * k));
+    thread_local Buffer rows;  // 64-byte aligned: no 64-byte load of a row straddles two cache lines
+    const size_t rows_bytes = static_cast<size_t>(kRowsPerChunk * k) * sizeof(float);
+    if (rows.size() < rows_bytes) rows = Buffer(rows_bytes);
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < num_chunks; ++c) {
       const int64_t r0 = c * kRowsPerChunk;
       const int64_t nr = std::min(kRowsPerChunk, n - r0);
-      const float* src_rows = rows_of(r0, nr, rows.data());
+      const float* src_rows = rows_of(r0, nr, static_cast<float*>(rows.data()));
       for (int64_t tb = 0; tb < num_tokens; tb += kTokensPerBlock) {
         const int64_t te = std::min(num_tokens, tb + kTokensPerBlock);
+        if (avx512) {
+          chunk_times_tokens_avx512(src_rows, nr, x, tb, te, k, out + r0, n);
+          continue;
+        }
         int64_t r = 0;
         for (; r + 2 <= nr; r += 2) {
           const F32Row wr[2] = {{src_rows + r * k}, {src_rows + (r + 1) * k}};

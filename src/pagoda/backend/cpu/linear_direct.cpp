@@ -1,9 +1,15 @@
 // CPU matrix-vector products for decode (a few tokens): each weight is converted to fp32 in registers
 // right where it is multiplied, so the weight stream is read once from memory and nothing is written
 // back. Weight dtypes: F16 (F16C), BF16 (shift), F32 (Q8_0 has its own integer kernel, linear_q8.cpp).
+// The rows are shared among threads here; each group of rows runs the AVX2 tile below or the AVX-512 one
+// (linear_avx512.cpp), as cpu_isa.h chooses.
 #include <immintrin.h>
 
+#include <algorithm>
+
+#include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_avx512.h"
 #include "pagoda/backend/cpu/linear_direct.h"
 #include "pagoda/backend/cpu/simd.h"
 
@@ -45,13 +51,30 @@ void dispatch_tokens(const uint8_t* w, int64_t row_bytes, const float* x, int64_
   }
 }
 
+// Sixteen rows a task, each task's rows in groups of four.
+void direct_avx512(const uint8_t* w, DType w_dtype, int64_t row_bytes, const float* x, int64_t num_tokens, int64_t n,
+                   int64_t k, float* out) {
+  constexpr int64_t kRowsPerTask = 16;
+  const int64_t num_tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for schedule(static) if (n * k >= (1 << 16))
+  for (int64_t task = 0; task < num_tasks; ++task) {
+    const int64_t r0 = task * kRowsPerTask;
+    direct_rows_avx512(w, w_dtype, row_bytes, r0, std::min(kRowsPerTask, n - r0), x, num_tokens, n, k, out);
+  }
+}
+
 }  // namespace
 
 bool linear_direct_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
                        int64_t k) {
   if (num_tokens < 1 || num_tokens > kMaxDirectTokens) return false;
+  if (w_dtype != DType::kF32 && w_dtype != DType::kF16 && w_dtype != DType::kBF16) return false;
   const auto* bytes = static_cast<const uint8_t*>(w);
   const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
+  if (active_isa() == Isa::kAvx512) {
+    direct_avx512(bytes, w_dtype, row_bytes, x, num_tokens, n, k, out);
+    return true;
+  }
   switch (w_dtype) {
     case DType::kF32: dispatch_tokens<F32Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;
     case DType::kF16: dispatch_tokens<F16Row>(bytes, row_bytes, x, num_tokens, n, k, out); return true;

@@ -1,7 +1,8 @@
 // CPU matrix products for Q8_0 weights in integer arithmetic, as llama.cpp does: each activation row is
 // quantized to Q8_0 blocks (32 values, one scale), and each block pair is multiplied as int8 x int8 into
 // int32 before one fp32 scale. Every (row, token) dot product is computed the same way whatever the
-// number of tokens, so results do not depend on the batch.
+// number of tokens, so results do not depend on the batch. With AVX512-VNNI the block products run two
+// tokens a register (linear_q8_vnni.cpp), bit-identical to the AVX2 kernel here.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/linear_q8.h"
+#include "pagoda/backend/cpu/linear_q8_vnni.h"
 #include "pagoda/backend/cpu/simd.h"
 
 namespace pagoda::cpu {
@@ -88,12 +91,55 @@ void token_groups(const uint8_t* const (&w)[R], const QuantizedRows& q, int64_t 
   }
 }
 
+// The VNNI kernel's layout of the quantized activations (see Q8TokenPairs).
+struct PairedRows {
+  std::vector<uint8_t> values;  // [pairs, k / 32, 64]
+  std::vector<float> scales;    // [pairs, k / 32, 16]
+};
+
+Q8TokenPairs pair_tokens(const QuantizedRows& q, int64_t num_tokens, int64_t k, PairedRows& paired) {
+  const int64_t nb = k / kBlock, pairs = (num_tokens + 1) / 2;
+  paired.values.resize(static_cast<size_t>(pairs * nb * 64));
+  paired.scales.resize(static_cast<size_t>(pairs * nb * 16));
+  for (int64_t p = 0; p < pairs; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* values = paired.values.data() + (p * nb + b) * 64;
+      float* scales = paired.scales.data() + (p * nb + b) * 16;
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t t = 2 * p + half;
+        const bool real = t < num_tokens;
+        for (int64_t i = 0; i < kBlock; ++i)
+          values[half * kBlock + i] = static_cast<uint8_t>((real ? q.values[t * k + b * kBlock + i] : 0) + 128);
+        for (int64_t i = 0; i < 8; ++i) scales[half * 8 + i] = real ? q.scales[t * nb + b] : 0.0f;
+      }
+    }
+  }
+  return Q8TokenPairs{paired.values.data(), paired.scales.data(), num_tokens};
+}
+
+// Each thread takes chunks of rows; within a chunk, blocks of token pairs stay in L2 while the chunk's rows
+// sweep them.
+void linear_q8_0_vnni(float* out, const QuantizedRows& q, int64_t num_tokens, const uint8_t* w, int64_t n, int64_t k) {
+  constexpr int64_t kPairsPerBlock = 24;
+  thread_local PairedRows paired;
+  const Q8TokenPairs x = pair_tokens(q, num_tokens, k, paired);
+  const int64_t row_bytes = k / kBlock * 34, pairs = (num_tokens + 1) / 2;
+  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
+#pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
+    for (int64_t p = 0; p < pairs; p += kPairsPerBlock)
+      q8_rows_times_pairs_vnni(w, row_bytes, r0, count, x, p, std::min(pairs, p + kPairsPerBlock), k, out, n);
+  }
+}
+
 }  // namespace
 
 void linear_q8_0(float* out, const float* x, int64_t num_tokens, const void* w, int64_t n, int64_t k) {
   thread_local QuantizedRows q;  // the calling thread's; read-only inside the parallel region
   quantize_rows(x, num_tokens, k, q);
   const auto* bytes = static_cast<const uint8_t*>(w);
+  if (active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni) return linear_q8_0_vnni(out, q, num_tokens, bytes, n, k);
   const int64_t row_bytes = k / kBlock * 34;
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const QuantizedRows& qx = q;

@@ -1,0 +1,168 @@
+// AVX-512 inner loops of the fp32 matrix products. Every (row, token) dot product is the same sequence of
+// operations, whether it comes from decode (weights converted in registers) or prefill (rows converted to
+// fp32 a chunk at a time, then register tiles of 4 rows x 6 tokens): 16 lane-partial sums by FMA over k in
+// steps of 16, one fixed horizontal sum, then the scalar tail. So results do not depend on the batch.
+//
+// Tried and slower on the Xeon these were measured on (bench/kernels/cpu_linear.cpp; docs/PERFORMANCE.md):
+// packing rows and tokens into panels interleaved by 16 columns, and k slices of 512 with the tile's sums
+// kept in memory between slices.
+//
+// The AVX-512 code generation is switched on after the includes, for this file's own functions only, which
+// all live in an anonymous namespace except the two entry points: no inline function another file also
+// instantiates is compiled here with AVX-512 (the linker could pick that copy for an AVX2-only machine).
+#include "pagoda/backend/cpu/linear_avx512.h"
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#pragma GCC push_options
+// GCC 12's AVX-512 intrinsics start results from a deliberately undefined register, which it then reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+namespace pagoda::cpu {
+namespace {
+
+// The fixed reduction of 16 partial sums: halves added (lane j + lane j+8), then 4, 2, 1.
+inline float hsum16(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+
+// Weight rows as the tile sees them: 16 consecutive weights at a time as fp32, and one at a time for the tail.
+struct F32Row {
+  const float* p;
+  __m512 load16(int64_t i) const { return _mm512_loadu_ps(p + i); }
+  float at(int64_t i) const { return p[i]; }
+};
+
+struct F16Row {
+  const uint16_t* p;
+  __m512 load16(int64_t i) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+  }
+  float at(int64_t i) const { return _cvtsh_ss(p[i]); }
+};
+
+struct BF16Row {
+  const uint16_t* p;
+  __m512 load16(int64_t i) const {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  float at(int64_t i) const {
+    const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+// out[t * out_stride + r] = dot(w[r], x[t]) for R rows and T tokens; token t's activations at x + t * k.
+template <class Row, int R, int T>
+inline void dot_tile(const Row (&w)[R], const float* x, int64_t k, float* out, int64_t out_stride) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const int64_t k16 = k / 16 * 16;
+  for (int64_t i = 0; i < k16; i += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = w[r].load16(i);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_loadu_ps(x + t * k + i);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = hsum16(acc[r][t]);
+      for (int64_t i = k16; i < k; ++i) s += w[r].at(i) * x[t * k + i];
+      out[t * out_stride + r] = s;
+    }
+  }
+}
+
+template <class Row, int R, int T>
+inline void rows_tile(const uint8_t* w, int64_t row_bytes, int64_t r, const float* x, int64_t k, float* out,
+                      int64_t n) {
+  Row rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = Row{reinterpret_cast<decltype(Row::p)>(w + (r + i) * row_bytes)};
+  dot_tile<Row, R, T>(rows, x, k, out + r, n);
+}
+
+// Four rows at a time (four weight streams in flight), then single rows.
+template <class Row, int T>
+void direct_rows(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t count, const float* x, int64_t n,
+                 int64_t k, float* out) {
+  int64_t r = r0;
+  for (; r + 4 <= r0 + count; r += 4) rows_tile<Row, 4, T>(w, row_bytes, r, x, k, out, n);
+  for (; r < r0 + count; ++r) rows_tile<Row, 1, T>(w, row_bytes, r, x, k, out, n);
+}
+
+template <class Row>
+void direct_rows_tokens(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t count, const float* x,
+                        int64_t num_tokens, int64_t n, int64_t k, float* out) {
+  switch (num_tokens) {
+    case 1: return direct_rows<Row, 1>(w, row_bytes, r0, count, x, n, k, out);
+    case 2: return direct_rows<Row, 2>(w, row_bytes, r0, count, x, n, k, out);
+    case 3: return direct_rows<Row, 3>(w, row_bytes, r0, count, x, n, k, out);
+    default: return direct_rows<Row, 4>(w, row_bytes, r0, count, x, n, k, out);
+  }
+}
+
+constexpr int kTileRows = 4;
+constexpr int kTileTokens = 6;  // 24 accumulators + 4 weight vectors + 1 activation vector of 32 registers
+
+template <int R>
+void rows_times_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
+                       int64_t n) {
+  int64_t t = t_begin;
+  for (; t + kTileTokens <= t_end; t += kTileTokens) dot_tile<F32Row, R, kTileTokens>(w, x + t * k, k, out + t * n, n);
+  switch (t_end - t) {
+    case 5: return dot_tile<F32Row, R, 5>(w, x + t * k, k, out + t * n, n);
+    case 4: return dot_tile<F32Row, R, 4>(w, x + t * k, k, out + t * n, n);
+    case 3: return dot_tile<F32Row, R, 3>(w, x + t * k, k, out + t * n, n);
+    case 2: return dot_tile<F32Row, R, 2>(w, x + t * k, k, out + t * n, n);
+    case 1: return dot_tile<F32Row, R, 1>(w, x + t * k, k, out + t * n, n);
+    default: return;
+  }
+}
+
+}  // namespace
+
+void direct_rows_avx512(const uint8_t* w, DType w_dtype, int64_t row_bytes, int64_t r0, int64_t count,
+                        const float* x, int64_t num_tokens, int64_t n, int64_t k, float* out) {
+  switch (w_dtype) {
+    case DType::kF32: return direct_rows_tokens<F32Row>(w, row_bytes, r0, count, x, num_tokens, n, k, out);
+    case DType::kF16: return direct_rows_tokens<F16Row>(w, row_bytes, r0, count, x, num_tokens, n, k, out);
+    case DType::kBF16: return direct_rows_tokens<BF16Row>(w, row_bytes, r0, count, x, num_tokens, n, k, out);
+    default: return;
+  }
+}
+
+void chunk_times_tokens_avx512(const float* rows, int64_t nr, const float* x, int64_t t_begin, int64_t t_end,
+                               int64_t k, float* out, int64_t n) {
+  int64_t r = 0;
+  for (; r + kTileRows <= nr; r += kTileRows) {
+    const F32Row w[kTileRows] = {{rows + r * k}, {rows + (r + 1) * k}, {rows + (r + 2) * k}, {rows + (r + 3) * k}};
+    rows_times_tokens<kTileRows>(w, x, t_begin, t_end, k, out + r, n);
+  }
+  for (; r < nr; ++r) {
+    const F32Row w[1] = {{rows + r * k}};
+    rows_times_tokens<1>(w, x, t_begin, t_end, k, out + r, n);
+  }
+}
+
+}  // namespace pagoda::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
