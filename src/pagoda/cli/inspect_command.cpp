@@ -16,7 +16,8 @@ std::string format_of(const Weight& w) {
   std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
                                    : std::string(dtype_name(w.data.dtype));
   if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
-  if (w.activations != ActivationQuant::kNone) kind += fmt::format(" W8A8 ({})", activation_quant_name(w.activations));
+  if (is_fp8_activations(w.activations)) kind += fmt::format(" W8A8 ({})", activation_quant_name(w.activations));
+  if (w.activations == ActivationQuant::kInt8Block) kind += " (CPU: int8 activation blocks)";
   if (!w.source_format.empty()) kind = fmt::format("{} -> {}", w.source_format, kind);
   return kind;
 }

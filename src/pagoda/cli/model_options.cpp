@@ -37,7 +37,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--activation-quantization", activation_quantization,
                  "auto | none: FP8 checkpoints whose quantization_config quantizes the linears' inputs too (W8A8: "
                  "FP8_DYNAMIC per token, or a static input_scale) compute that way with auto, as vLLM does; none "
-                 "keeps the inputs unquantized (weight-only)")
+                 "keeps the inputs unquantized (weight-only); on the CPU, GGUF 4-bit weights multiply int8 "
+                 "activation blocks with auto, as llama.cpp does, and fp32 inputs with none")
       ->check(CLI::IsMember({"auto", "none"}));
   cmd.add_option("--quantize-lm-head", quantize_lm_head,
                  "none | fp8: quantize the output projection at load (fp8: e4m3 per row, absmax / 448, with "

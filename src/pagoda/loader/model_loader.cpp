@@ -125,7 +125,7 @@ LoadedModel load_model(const LoadOptions& options) {
   ActivationQuant activations = ActivationQuant::kNone;  // the first W8A8 linear's, for the log
   for (Weight* w : model.weights.all()) {
     if (!options.quantize_activations) w->activations = ActivationQuant::kNone;
-    if (activations == ActivationQuant::kNone) activations = w->activations;
+    if (activations == ActivationQuant::kNone && is_fp8_activations(w->activations)) activations = w->activations;
   }
   share_static_input_scales(model.weights);
   if (!options.tokenizer_path.empty()) use_tokenizer_from(options.tokenizer_path, model);

@@ -25,8 +25,8 @@ struct Weight {
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
-  // W8A8: how the input is quantized before the product (kFp8Channel only; core/quant_scheme.h), and the
-  // static scale of kFp8Static.
+  // How the input is quantized before the product (core/quant_scheme.h): W8A8 (kFp8Channel), or int8 blocks
+  // on the CPU (kInt4Group from GGUF); and the static scale of kFp8Static.
   ActivationQuant activations = ActivationQuant::kNone;
   float input_scale = 0.0f;
   std::string_view source_format{};  // the checkpoint's own name for the format it was converted from ("Q4_K"),

@@ -55,7 +55,11 @@ ModelConfig kquant_config() {
   return c;
 }
 
-LoadedModel load(const std::string& path) { return load_model(LoadOptions{.model_path = path, .show_progress = false}); }
+// With fp32 inputs (--activation-quantization none): by default the CPU multiplies GGUF 4-bit weights with int8
+// activation blocks, as llama.cpp does, and the twin's F32 weights with fp32 inputs.
+LoadedModel load(const std::string& path) {
+  return load_model(LoadOptions{.model_path = path, .show_progress = false, .quantize_activations = false});
+}
 
 TEST(GgufKQuantModel, LogitsAndGreedyTokensEqualTheDequantizedTwin) {
   TempDir dir;

@@ -21,12 +21,11 @@ namespace {
 constexpr int64_t kBlock = 32;
 constexpr int64_t kRowsPerChunk = 16;  // weight rows kept in cache while every token group sweeps them
 
-struct QuantizedRows {  // activations: per row, per block: scale and 32 int8
-  std::vector<float> scales;  // [num_tokens, k / 32]
-  std::vector<int8_t> values;  // [num_tokens, k]
-};
+using QuantizedRows = Q8Blocks;
 
-void quantize_rows(const float* x, int64_t num_tokens, int64_t k, QuantizedRows& q) {
+}  // namespace
+
+void quantize_q8_blocks(const float* x, int64_t num_tokens, int64_t k, Q8Blocks& q) {
   const int64_t nb = k / kBlock;
   q.scales.resize(static_cast<size_t>(num_tokens * nb));
   q.values.resize(static_cast<size_t>(num_tokens * k));
@@ -43,6 +42,36 @@ void quantize_rows(const float* x, int64_t num_tokens, int64_t k, QuantizedRows&
     }
   }
 }
+
+Q8TokenPairs pair_q8_blocks(const Q8Blocks& q, int64_t num_tokens, int64_t k, bool with_lane_sums,
+                            Q8PairedBlocks& paired) {
+  const int64_t nb = k / kBlock, pairs = (num_tokens + 1) / 2;
+  paired.values.resize(static_cast<size_t>(pairs * nb * 64));
+  paired.scales.resize(static_cast<size_t>(pairs * nb * 16));
+  paired.lane_sums.resize(with_lane_sums ? static_cast<size_t>(pairs * nb * 16) : 0);
+  for (int64_t p = 0; p < pairs; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t at = p * nb + b;
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t t = 2 * p + half;
+        const bool real = t < num_tokens;
+        const int8_t* v = q.values.data() + t * k + b * kBlock;
+        for (int64_t i = 0; i < kBlock; ++i)
+          paired.values[at * 64 + half * kBlock + i] = static_cast<uint8_t>((real ? v[i] : 0) + 128);
+        for (int64_t lane = 0; lane < 8; ++lane) {
+          paired.scales[at * 16 + half * 8 + lane] = real ? q.scales[t * nb + b] : 0.0f;
+          if (with_lane_sums)
+            paired.lane_sums[at * 16 + half * 8 + lane] =
+                real ? static_cast<float>(v[4 * lane] + v[4 * lane + 1] + v[4 * lane + 2] + v[4 * lane + 3]) : 0.0f;
+        }
+      }
+    }
+  }
+  return Q8TokenPairs{paired.values.data(), paired.scales.data(),
+                      with_lane_sums ? paired.lane_sums.data() : nullptr, num_tokens};
+}
+
+namespace {
 
 // 32 int8 x 32 int8 -> 8 int32 partial sums, as floats. maddubs needs an unsigned operand: |w| times x
 // with w's sign moved onto x (|w| <= 127, so pairs fit in int16).
@@ -91,38 +120,12 @@ void token_groups(const uint8_t* const (&w)[R], const QuantizedRows& q, int64_t 
   }
 }
 
-// The VNNI kernel's layout of the quantized activations (see Q8TokenPairs).
-struct PairedRows {
-  std::vector<uint8_t> values;  // [pairs, k / 32, 64]
-  std::vector<float> scales;    // [pairs, k / 32, 16]
-};
-
-Q8TokenPairs pair_tokens(const QuantizedRows& q, int64_t num_tokens, int64_t k, PairedRows& paired) {
-  const int64_t nb = k / kBlock, pairs = (num_tokens + 1) / 2;
-  paired.values.resize(static_cast<size_t>(pairs * nb * 64));
-  paired.scales.resize(static_cast<size_t>(pairs * nb * 16));
-  for (int64_t p = 0; p < pairs; ++p) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* values = paired.values.data() + (p * nb + b) * 64;
-      float* scales = paired.scales.data() + (p * nb + b) * 16;
-      for (int64_t half = 0; half < 2; ++half) {
-        const int64_t t = 2 * p + half;
-        const bool real = t < num_tokens;
-        for (int64_t i = 0; i < kBlock; ++i)
-          values[half * kBlock + i] = static_cast<uint8_t>((real ? q.values[t * k + b * kBlock + i] : 0) + 128);
-        for (int64_t i = 0; i < 8; ++i) scales[half * 8 + i] = real ? q.scales[t * nb + b] : 0.0f;
-      }
-    }
-  }
-  return Q8TokenPairs{paired.values.data(), paired.scales.data(), num_tokens};
-}
-
 // Each thread takes chunks of rows; within a chunk, blocks of token pairs stay in L2 while the chunk's rows
 // sweep them.
 void linear_q8_0_vnni(float* out, const QuantizedRows& q, int64_t num_tokens, const uint8_t* w, int64_t n, int64_t k) {
   constexpr int64_t kPairsPerBlock = 24;
-  thread_local PairedRows paired;
-  const Q8TokenPairs x = pair_tokens(q, num_tokens, k, paired);
+  thread_local Q8PairedBlocks paired;
+  const Q8TokenPairs x = pair_q8_blocks(q, num_tokens, k, false, paired);
   const int64_t row_bytes = k / kBlock * 34, pairs = (num_tokens + 1) / 2;
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
 #pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
@@ -137,7 +140,7 @@ void linear_q8_0_vnni(float* out, const QuantizedRows& q, int64_t num_tokens, co
 
 void linear_q8_0(float* out, const float* x, int64_t num_tokens, const void* w, int64_t n, int64_t k) {
   thread_local QuantizedRows q;  // the calling thread's; read-only inside the parallel region
-  quantize_rows(x, num_tokens, k, q);
+  quantize_q8_blocks(x, num_tokens, k, q);
   const auto* bytes = static_cast<const uint8_t*>(w);
   if (active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni) return linear_q8_0_vnni(out, q, num_tokens, bytes, n, k);
   const int64_t row_bytes = k / kBlock * 34;

@@ -4,17 +4,9 @@
 
 #include <cstdint>
 
-namespace pagoda::cpu {
+#include "pagoda/backend/cpu/linear_q8.h"
 
-// Q8_0 activations two tokens at a time, block by block, as the VNNI tile reads them:
-//   values [pairs, k / 32, 64] uint8: the first token's 32 int8 values, then the second's, each plus 128
-//   scales [pairs, k / 32, 16] fp32: the first token's block scale 8 times, then the second's
-// An odd last token is paired with zeros.
-struct Q8TokenPairs {
-  const uint8_t* values = nullptr;
-  const float* scales = nullptr;
-  int64_t num_tokens = 0;
-};
+namespace pagoda::cpu {
 
 // out[t * n + r] = dot(w row r, x[t]) for Q8_0 rows [r0, r0 + count) (`row_bytes` apart) and the tokens of
 // pairs [pair_begin, pair_end). Bit-identical to the AVX2 kernel: the same int32 lane sums (4 products

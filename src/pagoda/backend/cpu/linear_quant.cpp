@@ -1,14 +1,18 @@
 // Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s,
 // q * s - offset, or fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
 // (linear_by_row_chunks) multiplies it with the activations; W8A8 weights first turn the activations into their
-// FP8 values. Readable first: the GPU gets kernels of its own.
+// FP8 values. GGUF 4-bit weights (ActivationQuant::kInt8Block) go to the integer kernel of linear_w4_int8.cpp
+// instead, where their shape allows (otherwise here, with fp32 inputs).
 #include "pagoda/backend/cpu/linear_quant.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_w4_int8.h"
 #include "pagoda/core/check.h"
 #include "pagoda/core/dtype.h"
 
@@ -33,8 +37,26 @@ inline void for_each_group_run(const Weight& w, int64_t k, Fn&& fn) {
   }
 }
 
+// The codes of 16 columns from the 8 bytes that hold them (low nibble first), as two vectors of 8 int32: each
+// byte widened to 16 bits, its high nibble moved into the upper byte, so the bytes read in column order.
+inline void int4_codes16(const uint8_t* bytes, __m256i& first8, __m256i& next8) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  const __m128i nibbles = _mm_or_si128(_mm_and_si128(b, _mm_set1_epi16(0x0f)), _mm_slli_epi16(_mm_srli_epi16(b, 4), 8));
+  first8 = _mm256_cvtepu8_epi32(nibbles);
+  next8 = _mm256_cvtepu8_epi32(_mm_srli_si128(nibbles, 8));
+}
+
+// (q - z) * s and q * s - offset for 8 codes, in the scalar loops' order of fp32 operations.
+inline __m256 zero_point_values(__m256i q, __m256i zero, __m256 scale) {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, zero)), scale);
+}
+inline __m256 offset_values(__m256i q, __m256 scale, __m256 offset) {
+  return _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), scale), offset);
+}
+
 // data U8 [N, K/2] (k even in the low nibble), scales F32 [N, groups], and zeros U8 [N, groups] (value =
-// (q - z) * s) or offsets F32 [N, groups] (value = q * s - offset).
+// (q - z) * s) or offsets F32 [N, groups] (value = q * s - offset). 16 columns at a time where a run starts on
+// an even column; the scalar loop finishes each run.
 void dequantize_int4_rows(const Weight& w, int64_t row, int64_t count, float* out) {
   const int64_t k = w.in_features, groups = w.scales.dim(1);
   const bool offsets = !w.offsets.empty();
@@ -45,13 +67,28 @@ void dequantize_int4_rows(const Weight& w, int64_t row, int64_t count, float* ou
     const uint8_t* z = offsets ? nullptr : w.zeros.ptr<const uint8_t>() + r * groups;
     for_each_group_run(w, k, [&](int64_t g, int64_t c0, int64_t c1) {
       const float scale = s[g];
+      const __m256 scale8 = _mm256_set1_ps(scale);
+      int64_t c = c0;
       if (offsets) {
         const float offset = m[g];
-        for (int64_t c = c0; c < c1; ++c)
-          out[c] = static_cast<float>((codes[c / 2] >> (4 * (c % 2))) & 0xf) * scale - offset;
+        const __m256 offset8 = _mm256_set1_ps(offset);
+        for (; c0 % 2 == 0 && c + 16 <= c1; c += 16) {
+          __m256i first8, next8;
+          int4_codes16(codes + c / 2, first8, next8);
+          _mm256_storeu_ps(out + c, offset_values(first8, scale8, offset8));
+          _mm256_storeu_ps(out + c + 8, offset_values(next8, scale8, offset8));
+        }
+        for (; c < c1; ++c) out[c] = static_cast<float>((codes[c / 2] >> (4 * (c % 2))) & 0xf) * scale - offset;
       } else {
         const int32_t zero = z[g];
-        for (int64_t c = c0; c < c1; ++c)
+        const __m256i zero8 = _mm256_set1_epi32(zero);
+        for (; c0 % 2 == 0 && c + 16 <= c1; c += 16) {
+          __m256i first8, next8;
+          int4_codes16(codes + c / 2, first8, next8);
+          _mm256_storeu_ps(out + c, zero_point_values(first8, zero8, scale8));
+          _mm256_storeu_ps(out + c + 8, zero_point_values(next8, zero8, scale8));
+        }
+        for (; c < c1; ++c)
           out[c] = static_cast<float>(static_cast<int32_t>((codes[c / 2] >> (4 * (c % 2))) & 0xf) - zero) * scale;
       }
     });
@@ -70,12 +107,21 @@ void dequantize_int8_rows(const Weight& w, int64_t row, int64_t count, float* ou
     const int32_t* z = w.zeros.empty() ? nullptr : w.zeros.ptr<const int32_t>() + r * groups;
     for_each_group_run(w, k, [&](int64_t g, int64_t c0, int64_t c1) {
       const float scale = s[g];
+      const __m256 scale8 = _mm256_set1_ps(scale);
+      int64_t c = c0;
+      const auto codes8 = [&](int64_t at) {
+        return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + at)));
+      };
       if (offsets) {
         const float offset = m[g];
-        for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(codes[c]) * scale - offset;
+        const __m256 offset8 = _mm256_set1_ps(offset);
+        for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(out + c, offset_values(codes8(c), scale8, offset8));
+        for (; c < c1; ++c) out[c] = static_cast<float>(codes[c]) * scale - offset;
       } else {
         const int32_t zero = z ? z[g] : 0;
-        for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(static_cast<int32_t>(codes[c]) - zero) * scale;
+        const __m256i zero8 = _mm256_set1_epi32(zero);
+        for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(out + c, zero_point_values(codes8(c), zero8, scale8));
+        for (; c < c1; ++c) out[c] = static_cast<float>(static_cast<int32_t>(codes[c]) - zero) * scale;
       }
     });
   }
@@ -124,8 +170,10 @@ void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, Act
 }
 
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
+  if (w.activations == ActivationQuant::kInt8Block && linear_w4_int8_supported(w))
+    return linear_w4_int8(out, x, num_tokens, w);
   std::vector<float> quantized;  // W8A8: the inputs as their FP8 values
-  if (w.activations != ActivationQuant::kNone) {
+  if (is_fp8_activations(w.activations)) {
     quantized.resize(static_cast<size_t>(num_tokens * w.in_features));
     quantize_activations_fp8(x, num_tokens, w.in_features, w.activations, w.input_scale, quantized.data());
     x = quantized.data();

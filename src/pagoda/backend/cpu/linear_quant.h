@@ -24,7 +24,7 @@ void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, Act
                               float* out);
 
 // out [num_tokens, N] = x [num_tokens, K] · dequantize(w) [N, K]^T for a quantized `w`, its inputs first
-// quantized when w.activations says so (W8A8). OpenMP over chunks of rows; every (row, token) dot product is
+// quantized when w.activations says so (W8A8; int8 blocks for GGUF 4-bit weights: linear_w4_int8.h). OpenMP over chunks of rows; every (row, token) dot product is
 // the same whatever the batch.
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w);
 

@@ -1,0 +1,116 @@
+// 4-bit x int8-block dot products with AVX512-VNNI, two tokens a 512-bit register (as linear_q8_vnni.cpp):
+// each block's 32 codes are unpacked once per row, broadcast to both halves, and vpdpbusd multiplies them
+// with both tokens' activations (stored plus 128, unsigned). With zero points the codes are made signed
+// (q - z) first; each lane starts from -128 x (its 4 codes' sum), which leaves exactly the int32
+// sum((q - z) * xq), or sum(q * xq) with offsets: the AVX2 kernel's integers, scaled and summed in its order.
+//
+// AVX-512 code generation is switched on after the includes, for this file's own functions only (see
+// linear_avx512.cpp for why).
+#include "pagoda/backend/cpu/linear_w4_vnni.h"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#pragma GCC push_options
+// GCC 12's AVX-512 intrinsics start results from a deliberately undefined register, which it then reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+
+namespace pagoda::cpu {
+namespace {
+
+constexpr int64_t kBlock = 32;
+constexpr int64_t kPrefetchBytes = 512;  // ahead in each row's codes
+
+// simd.h's hsum: the AVX2 kernel's reduction of 8 partial sums, the same tree.
+inline float hsum8(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// The block's 32 codes in column order (as linear_w4_int8.cpp's codes32).
+inline __m256i codes32(const uint8_t* bytes) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  return _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0x0f)), _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
+}
+
+template <int R, int P, bool kOffsets>
+inline void tile(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, int64_t pair0, float* out, int64_t n) {
+  const int64_t nb = w.k / kBlock;
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  const __m512i plus128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t g = b * kBlock / w.group_size;
+    __m512i wv[R], start[R];
+    __m512 s[R], m[R];
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = r0 + r;
+      const uint8_t* block = w.codes + row * (w.k / 2) + b * (kBlock / 2);
+      _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes, _MM_HINT_T0);  // decode streams the codes
+      __m256i q = codes32(block);
+      if constexpr (!kOffsets) q = _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
+      wv[r] = _mm512_broadcast_i64x4(q);
+      start[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), plus128, wv[r]));
+      s[r] = _mm512_set1_ps(w.scales[row * w.groups + g]);
+      if constexpr (kOffsets) m[r] = _mm512_set1_ps(w.offsets[row * w.groups + g]);
+    }
+    for (int p = 0; p < P; ++p) {
+      const int64_t at = (pair0 + p) * nb + b;
+      const __m512i xv = _mm512_loadu_si512(x.values + at * 64);
+      const __m512 dx = _mm512_loadu_ps(x.scales + at * 16);
+      for (int r = 0; r < R; ++r) {
+        const __m512 sums = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start[r], xv, wv[r]));
+        acc[r][p] = _mm512_fmadd_ps(sums, _mm512_mul_ps(s[r], dx), acc[r][p]);
+        if constexpr (kOffsets)
+          acc[r][p] = _mm512_fnmadd_ps(_mm512_loadu_ps(x.lane_sums + at * 16), _mm512_mul_ps(m[r], dx), acc[r][p]);
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    const int64_t t0 = 2 * (pair0 + p);
+    for (int r = 0; r < R; ++r) {
+      out[t0 * n + r0 + r] = hsum8(_mm512_castps512_ps256(acc[r][p]));
+      if (t0 + 1 < x.num_tokens)
+        out[(t0 + 1) * n + r0 + r] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)));
+    }
+  }
+}
+
+template <int R, bool kOffsets>
+void rows_times_pairs(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end,
+                      float* out, int64_t n) {
+  int64_t p = pair_begin;
+  for (; p + 2 <= pair_end; p += 2) tile<R, 2, kOffsets>(w, r0, x, p, out, n);
+  if (p < pair_end) tile<R, 1, kOffsets>(w, r0, x, p, out, n);
+}
+
+template <bool kOffsets>
+void rows(const W4Rows& w, int64_t r0, int64_t count, const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end,
+          float* out, int64_t n) {
+  int64_t r = r0;
+  for (; r + 4 <= r0 + count; r += 4) rows_times_pairs<4, kOffsets>(w, r, x, pair_begin, pair_end, out, n);
+  for (; r < r0 + count; ++r) rows_times_pairs<1, kOffsets>(w, r, x, pair_begin, pair_end, out, n);
+}
+
+}  // namespace
+
+void w4_rows_times_pairs_vnni(const W4Rows& w, int64_t r0, int64_t count, const Q8TokenPairs& x, int64_t pair_begin,
+                              int64_t pair_end, float* out, int64_t n) {
+  if (w.offsets != nullptr) {
+    rows<true>(w, r0, count, x, pair_begin, pair_end, out, n);
+  } else {
+    rows<false>(w, r0, count, x, pair_begin, pair_end, out, n);
+  }
+}
+
+}  // namespace pagoda::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
