@@ -18,6 +18,7 @@
 #include "pagoda/backend/cpu/linear_q8.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
 #include "pagoda/backend/cpu/simd.h"
+#include "pagoda/core/buffer.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -127,13 +128,26 @@ void linear_w4_int8_vnni(float* out, const float* x, int64_t num_tokens, const R
   const Q8TokenPairs pairs =
       pair_q8_blocks(calling_threads_blocks, num_tokens, rows.k, rows.offsets != nullptr, calling_threads_pairs);
   constexpr int64_t kPairsPerBlock = 24;
+  constexpr int64_t kPairsUnpackedInPlace = 2;
   const int64_t num_pairs = (num_tokens + 1) / 2;
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
-#pragma omp parallel for schedule(static) if (n * rows.k * num_tokens >= (1 << 16))
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-    for (int64_t p = 0; p < num_pairs; p += kPairsPerBlock)
-      w4_rows_times_pairs_vnni(rows, r0, count, pairs, p, std::min(num_pairs, p + kPairsPerBlock), out, n);
+#pragma omp parallel if (n * rows.k * num_tokens >= (1 << 16))
+  {
+    thread_local Buffer prepared;  // this thread's chunk of rows, unpacked once for every pair
+    const size_t bytes = static_cast<size_t>(w4_prepared_bytes(kRowsPerChunk, rows.k));
+    if (prepared.size() < bytes) prepared = Buffer(bytes);
+    auto* prep = static_cast<uint8_t*>(prepared.data());
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
+      // A few tokens (decode): each block unpacked where it is used, four rows' codes streaming at once.
+      // More: unpacked once into `prep` for all the pairs.
+      const bool unpack_once = num_pairs > kPairsUnpackedInPlace;
+      if (unpack_once) w4_prepare_rows_vnni(rows, r0, count, prep);
+      for (int64_t p = 0; p < num_pairs; p += kPairsPerBlock)
+        w4_rows_times_pairs_vnni(rows, unpack_once ? prep : nullptr, r0, count, pairs, p,
+                                 std::min(num_pairs, p + kPairsPerBlock), out, n);
+    }
   }
 }
 

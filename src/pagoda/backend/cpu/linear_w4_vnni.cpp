@@ -1,6 +1,6 @@
 // 4-bit x int8-block dot products with AVX512-VNNI, two tokens a 512-bit register (as linear_q8_vnni.cpp):
-// each block's 32 codes are unpacked once per row, broadcast to both halves, and vpdpbusd multiplies them
-// with both tokens' activations (stored plus 128, unsigned). With zero points the codes are made signed
+// each block's 32 codes are unpacked once per chunk of rows (w4_prepare_rows_vnni), broadcast to both halves,
+// and vpdpbusd multiplies them with both tokens' activations (stored plus 128, unsigned). With zero points the codes are made signed
 // (q - z) first; each lane starts from -128 x (its 4 codes' sum), which leaves exactly the int32
 // sum((q - z) * xq), or sum(q * xq) with offsets: the AVX2 kernel's integers, scaled and summed in its order.
 //
@@ -39,25 +39,48 @@ inline __m256i codes32(const uint8_t* bytes) {
   return _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0x0f)), _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
 }
 
-template <int R, int P, bool kOffsets>
-inline void tile(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, int64_t pair0, float* out, int64_t n) {
+// The prepared rows (w4_prepare_rows_vnni): per row and block, the 32 codes as vpdpbusd's signed operand
+// ((q - z) with zero points, q with offsets) and the 8 lanes' starting values, -128 x (the lane's codes' sum).
+constexpr int64_t kPreparedBlockBytes = 64;
+
+// A block's signed operand and starting sums, from the codes (as w4_prepare_rows_vnni stores them).
+inline void unpack_block(const W4Rows& w, int64_t row, int64_t b, __m256i& q, __m256i& start) {
+  const uint8_t* codes = w.codes + row * (w.k / 2) + b * (kBlock / 2);
+  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);  // decode streams the codes
+  q = codes32(codes);
+  if (w.offsets == nullptr) {
+    const int64_t g = b * kBlock / w.group_size;
+    q = _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
+  }
+  start = _mm256_sub_epi32(_mm256_setzero_si256(),
+                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), q));
+}
+
+// R rows x P pairs; the rows' blocks unpacked here (kPrepared false: a few tokens, the codes streamed from
+// memory by four rows at once) or read from `prepared` (many tokens: unpacked once per chunk of rows).
+template <int R, int P, bool kOffsets, bool kPrepared>
+inline void tile(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t prep_r0, const Q8TokenPairs& x,
+                 int64_t pair0, float* out, int64_t n) {
   const int64_t nb = w.k / kBlock;
   __m512 acc[R][P];
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  const __m512i plus128 = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t g = b * kBlock / w.group_size;
     __m512i wv[R], start[R];
     __m512 s[R], m[R];
     for (int r = 0; r < R; ++r) {
       const int64_t row = r0 + r;
-      const uint8_t* block = w.codes + row * (w.k / 2) + b * (kBlock / 2);
-      _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes, _MM_HINT_T0);  // decode streams the codes
-      __m256i q = codes32(block);
-      if constexpr (!kOffsets) q = _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
-      wv[r] = _mm512_broadcast_i64x4(q);
-      start[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), plus128, wv[r]));
+      if constexpr (kPrepared) {
+        const uint8_t* block = prepared + ((r0 - prep_r0 + r) * nb + b) * kPreparedBlockBytes;
+        wv[r] = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(block)));
+        start[r] = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(block + 32)));
+      } else {
+        __m256i q, first;
+        unpack_block(w, row, b, q, first);
+        wv[r] = _mm512_broadcast_i64x4(q);
+        start[r] = _mm512_broadcast_i64x4(first);
+      }
       s[r] = _mm512_set1_ps(w.scales[row * w.groups + g]);
       if constexpr (kOffsets) m[r] = _mm512_set1_ps(w.offsets[row * w.groups + g]);
     }
@@ -83,31 +106,50 @@ inline void tile(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, int64_t pai
   }
 }
 
-template <int R, bool kOffsets>
-void rows_times_pairs(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end,
-                      float* out, int64_t n) {
+template <int R, bool kOffsets, bool kPrepared>
+void rows_times_pairs(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t prep_r0, const Q8TokenPairs& x,
+                      int64_t pair_begin, int64_t pair_end, float* out, int64_t n) {
   int64_t p = pair_begin;
-  for (; p + 2 <= pair_end; p += 2) tile<R, 2, kOffsets>(w, r0, x, p, out, n);
-  if (p < pair_end) tile<R, 1, kOffsets>(w, r0, x, p, out, n);
+  for (; p + 2 <= pair_end; p += 2) tile<R, 2, kOffsets, kPrepared>(w, prepared, r0, prep_r0, x, p, out, n);
+  if (p < pair_end) tile<R, 1, kOffsets, kPrepared>(w, prepared, r0, prep_r0, x, p, out, n);
 }
 
-template <bool kOffsets>
-void rows(const W4Rows& w, int64_t r0, int64_t count, const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end,
-          float* out, int64_t n) {
+template <bool kOffsets, bool kPrepared>
+void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const Q8TokenPairs& x,
+          int64_t pair_begin, int64_t pair_end, float* out, int64_t n) {
   int64_t r = r0;
-  for (; r + 4 <= r0 + count; r += 4) rows_times_pairs<4, kOffsets>(w, r, x, pair_begin, pair_end, out, n);
-  for (; r < r0 + count; ++r) rows_times_pairs<1, kOffsets>(w, r, x, pair_begin, pair_end, out, n);
+  for (; r + 4 <= r0 + count; r += 4)
+    rows_times_pairs<4, kOffsets, kPrepared>(w, prepared, r, r0, x, pair_begin, pair_end, out, n);
+  for (; r < r0 + count; ++r)
+    rows_times_pairs<1, kOffsets, kPrepared>(w, prepared, r, r0, x, pair_begin, pair_end, out, n);
 }
 
 }  // namespace
 
-void w4_rows_times_pairs_vnni(const W4Rows& w, int64_t r0, int64_t count, const Q8TokenPairs& x, int64_t pair_begin,
-                              int64_t pair_end, float* out, int64_t n) {
-  if (w.offsets != nullptr) {
-    rows<true>(w, r0, count, x, pair_begin, pair_end, out, n);
-  } else {
-    rows<false>(w, r0, count, x, pair_begin, pair_end, out, n);
+int64_t w4_prepared_bytes(int64_t count, int64_t k) { return count * (k / kBlock) * kPreparedBlockBytes; }
+
+void w4_prepare_rows_vnni(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
+  const int64_t nb = w.k / kBlock;
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i q, start;
+      unpack_block(w, r0 + r, b, q, start);
+      uint8_t* dst = prepared + (r * nb + b) * kPreparedBlockBytes;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst), q);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32), start);
+    }
   }
+}
+
+void w4_rows_times_pairs_vnni(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
+                              const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end, float* out, int64_t n) {
+  const bool offsets = w.offsets != nullptr;
+  if (prepared != nullptr) {
+    return offsets ? rows<true, true>(w, prepared, r0, count, x, pair_begin, pair_end, out, n)
+                   : rows<false, true>(w, prepared, r0, count, x, pair_begin, pair_end, out, n);
+  }
+  return offsets ? rows<true, false>(w, prepared, r0, count, x, pair_begin, pair_end, out, n)
+                 : rows<false, false>(w, prepared, r0, count, x, pair_begin, pair_end, out, n);
 }
 
 }  // namespace pagoda::cpu
