@@ -19,19 +19,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 
+#include "pagoda/backend/cpu/int8_lanes.h"
+
 namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
 constexpr int64_t kBlockBytes = 34;  // f16 scale + 32 int8
-
-// simd.h's hsum: the AVX2 kernel's reduction of 8 partial sums, the same tree.
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 inline float block_scale(const uint8_t* block) {
   uint16_t d16;

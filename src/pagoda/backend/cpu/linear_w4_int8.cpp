@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_isa.h"
+#include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/linear_q8.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
-#include "pagoda/backend/cpu/simd.h"
 #include "pagoda/core/buffer.h"
 
 namespace pagoda::cpu {
@@ -49,13 +49,6 @@ void quantize(const float* x, int64_t num_tokens, int64_t k, ActivationBlocks& a
   }
 }
 
-// The 32 codes of a block from its 16 bytes (low nibble first), in column order: each byte widened to 16
-// bits with its high nibble moved into the upper byte.
-inline __m256i codes32(const uint8_t* bytes) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-  return _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0x0f)), _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
-}
-
 // 8 lanes, each the int32 sum of 4 products of unsigned codes and signed activations (no int16 overflow:
 // 2 x 15 x 128 < 2^15).
 inline __m256i lane_dots(__m256i codes, const int8_t* x) {
@@ -77,7 +70,7 @@ inline void tile(const Rows& w, int64_t r0, const ActivationBlocks& a, int64_t t
     __m256i codes[R];
     float s[R], zm[R];  // scale; zero point or offset
     for (int r = 0; r < R; ++r) {
-      codes[r] = codes32(w.codes + (r0 + r) * (k / 2) + b * (kBlock / 2));
+      codes[r] = int4_codes32(w.codes + (r0 + r) * (k / 2) + b * (kBlock / 2));
       s[r] = w.scales[(r0 + r) * w.groups + g];
       zm[r] = kOffsets ? w.offsets[(r0 + r) * w.groups + g] : static_cast<float>(w.zeros[(r0 + r) * w.groups + g]);
     }
@@ -99,7 +92,7 @@ inline void tile(const Rows& w, int64_t r0, const ActivationBlocks& a, int64_t t
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum(acc[r][t]);
+    for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(acc[r][t]);
 }
 
 // Rows [r0, r1) times every token: 4 rows x 2 tokens, or 2 rows x 4 (16 registers of 256 bits).

@@ -19,25 +19,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 
+#include "pagoda/backend/cpu/int8_lanes.h"
+
 namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
 constexpr int64_t kPrefetchBytes = 512;  // ahead in each row's codes
-
-// simd.h's hsum: the AVX2 kernel's reduction of 8 partial sums, the same tree.
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-// The block's 32 codes in column order (as linear_w4_int8.cpp's codes32).
-inline __m256i codes32(const uint8_t* bytes) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-  return _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0x0f)), _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
-}
 
 // The prepared rows (w4_prepare_rows_vnni): per row and block, the 32 codes as vpdpbusd's signed operand
 // ((q - z) with zero points, q with offsets) and the 8 lanes' starting values, -128 x (the lane's codes' sum).
@@ -47,7 +35,7 @@ constexpr int64_t kPreparedBlockBytes = 64;
 inline void unpack_block(const W4Rows& w, int64_t row, int64_t b, __m256i& q, __m256i& start) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + b * (kBlock / 2);
   _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);  // decode streams the codes
-  q = codes32(codes);
+  q = int4_codes32(codes);
   if (w.offsets == nullptr) {
     const int64_t g = b * kBlock / w.group_size;
     q = _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
