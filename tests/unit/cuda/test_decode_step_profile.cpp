@@ -203,7 +203,7 @@ TEST(DecodeStepProfile, AttentionBf16VsFp8Kv) {
     std::mt19937 rng(7);
     std::shuffle(pages.begin(), pages.end(), rng);
     test::DeviceArray<int32_t> d_qs(qs), d_lens(lens), d_starts(starts), d_tok(tok), d_pages(pages);
-    DeviceBytes q(2 * size_t{c.batch} * nh * hd), out(2 * size_t{c.batch} * nh * hd);
+    DeviceBytes q(2 * static_cast<size_t>(c.batch) * nh * hd), out(2 * static_cast<size_t>(c.batch) * nh * hd);
     k::fill_random(q.as<bf16>(), int64_t{c.batch} * nh * hd, 13, 1.0f, 0, s);
     const int splits = k::decode_num_splits(c.max_model_len);
     DeviceBytes ws(k::paged_attention_decode_workspace_bytes(c.batch, nh, hd, splits));
