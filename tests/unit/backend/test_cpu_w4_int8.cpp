@@ -91,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(Forms, W4Int8Linear,
                          ::testing::Values(Case{test::QuantForm::kInt4Zeros, 37, 256, 32, 7},
                                            Case{test::QuantForm::kInt4Offsets, 21, 192, 32, 9},
                                            Case{test::QuantForm::kInt4Zeros, 16, 512, 128, 5},
-                                           Case{test::QuantForm::kInt4Offsets, 9, 128, 64, 1}),
+                                           Case{test::QuantForm::kInt4Offsets, 9, 128, 64, 1},
+                                           // an odd number of blocks (7) and of pairs
+                                           Case{test::QuantForm::kInt4Zeros, 6, 224, 32, 3},
+                                           Case{test::QuantForm::kInt4Offsets, 5, 224, 32, 11}),
                          [](const auto& info) {
                            const bool zeros = info.param.form == test::QuantForm::kInt4Zeros;
                            return std::string(zeros ? "zeros" : "offsets") + "_g" + std::to_string(info.param.group) +

@@ -14,7 +14,6 @@ CpuFeatures detect() {
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
-  f.avx_vnni = f.avx512_vnni || __builtin_cpu_supports("avxvnni");
   return f;
 }
 

@@ -17,8 +17,7 @@ enum class Isa {
 
 struct CpuFeatures {
   bool avx512 = false;       // F, BW, VL and DQ, with the OS saving ZMM state
-  bool avx512_vnni = false;  // vpdpbusd on 512-bit registers
-  bool avx_vnni = false;     // vpdpbusd on 256-bit registers (VEX: Alder Lake and later; or AVX512_VNNI + VL)
+  bool avx512_vnni = false;  // vpdpbusd
 };
 
 // What this CPU has (read once).

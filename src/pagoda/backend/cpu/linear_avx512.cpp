@@ -17,12 +17,16 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 // GCC 12's AVX-512 intrinsics start results from a deliberately undefined register, which it then reports.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 
 namespace pagoda::cpu {
 namespace {
@@ -164,5 +168,9 @@ void chunk_times_tokens_avx512(const float* rows, int64_t nr, const float* x, in
 
 }  // namespace pagoda::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif

@@ -25,10 +25,11 @@ using QuantizedRows = Q8Blocks;
 
 }  // namespace
 
-void quantize_q8_blocks(const float* x, int64_t num_tokens, int64_t k, Q8Blocks& q) {
+void quantize_q8_blocks(const float* x, int64_t num_tokens, int64_t k, Q8Blocks& q, bool with_lane_sums) {
   const int64_t nb = k / kBlock;
   q.scales.resize(static_cast<size_t>(num_tokens * nb));
   q.values.resize(static_cast<size_t>(num_tokens * k));
+  q.lane_sums.resize(with_lane_sums ? static_cast<size_t>(num_tokens * nb * 8) : 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* src = x + t * k + b * kBlock;
@@ -39,13 +40,16 @@ void quantize_q8_blocks(const float* x, int64_t num_tokens, int64_t k, Q8Blocks&
       q.scales[t * nb + b] = d;
       int8_t* dst = q.values.data() + t * k + b * kBlock;
       for (int64_t i = 0; i < kBlock; ++i) dst[i] = static_cast<int8_t>(std::lrintf(src[i] * inv));
+      if (with_lane_sums)
+        for (int64_t lane = 0; lane < 8; ++lane)
+          q.lane_sums[(t * nb + b) * 8 + lane] = dst[4 * lane] + dst[4 * lane + 1] + dst[4 * lane + 2] + dst[4 * lane + 3];
     }
   }
 }
 
-Q8TokenPairs pair_q8_blocks(const Q8Blocks& q, int64_t num_tokens, int64_t k, bool with_lane_sums,
-                            Q8PairedBlocks& paired) {
+Q8TokenPairs pair_q8_blocks(const Q8Blocks& q, int64_t num_tokens, int64_t k, Q8PairedBlocks& paired) {
   const int64_t nb = k / kBlock, pairs = (num_tokens + 1) / 2;
+  const bool with_lane_sums = !q.lane_sums.empty();
   paired.values.resize(static_cast<size_t>(pairs * nb * 64));
   paired.scales.resize(static_cast<size_t>(pairs * nb * 16));
   paired.lane_sums.resize(with_lane_sums ? static_cast<size_t>(pairs * nb * 16) : 0);
@@ -62,7 +66,7 @@ Q8TokenPairs pair_q8_blocks(const Q8Blocks& q, int64_t num_tokens, int64_t k, bo
           paired.scales[at * 16 + half * 8 + lane] = real ? q.scales[t * nb + b] : 0.0f;
           if (with_lane_sums)
             paired.lane_sums[at * 16 + half * 8 + lane] =
-                real ? static_cast<float>(v[4 * lane] + v[4 * lane + 1] + v[4 * lane + 2] + v[4 * lane + 3]) : 0.0f;
+                real ? static_cast<float>(q.lane_sums[(t * nb + b) * 8 + lane]) : 0.0f;
         }
       }
     }
@@ -125,7 +129,7 @@ void token_groups(const uint8_t* const (&w)[R], const QuantizedRows& q, int64_t 
 void linear_q8_0_vnni(float* out, const QuantizedRows& q, int64_t num_tokens, const uint8_t* w, int64_t n, int64_t k) {
   constexpr int64_t kPairsPerBlock = 24;
   thread_local Q8PairedBlocks paired;
-  const Q8TokenPairs x = pair_q8_blocks(q, num_tokens, k, false, paired);
+  const Q8TokenPairs x = pair_q8_blocks(q, num_tokens, k, paired);
   const int64_t row_bytes = k / kBlock * 34, pairs = (num_tokens + 1) / 2;
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
 #pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))

@@ -5,8 +5,9 @@
 //   offsets:      dx * (s * sum(q * xq) - m * sum(xq))   (value = q * s - m)
 // with the sums exact in int32. Eight lanes each sum 4 products (maddubs then madd, the Q8_0 kernel's
 // arrangement); the lanes are scaled and added in fp32 in one fixed order, so results do not depend on the
-// batch. With AVX512-VNNI, linear_w4_vnni.cpp computes the same bits two tokens a register. Against fp32 activations the error is the activations' rounding: up to 1/254 of a block's largest
-// value per input (measured in docs/QUANTIZATION.md).
+// batch. With AVX512-VNNI, linear_w4_vnni.cpp computes the same bits two tokens a register. Against fp32
+// activations the error is the activations' rounding: up to 1/254 of a block's largest value per input
+// (its effect on perplexity is in docs/QUANTIZATION.md).
 #include "pagoda/backend/cpu/linear_w4_int8.h"
 
 #include <immintrin.h>
@@ -26,29 +27,6 @@ namespace {
 constexpr int64_t kBlock = 32;
 constexpr int64_t kRowsPerChunk = 16;
 
-// The activations' blocks with, per block, each lane's sum of its 4 values (int32 for the zero-point form,
-// fp32 for the offset form).
-struct ActivationBlocks {
-  Q8Blocks q;
-  std::vector<int32_t> lane_sums;  // [num_tokens, k / 32, 8]
-  std::vector<float> lane_sums_f;  // the same as fp32
-};
-
-void quantize(const float* x, int64_t num_tokens, int64_t k, ActivationBlocks& a) {
-  quantize_q8_blocks(x, num_tokens, k, a.q);
-  const int64_t blocks = num_tokens * (k / kBlock);
-  a.lane_sums.resize(static_cast<size_t>(blocks * 8));
-  a.lane_sums_f.resize(static_cast<size_t>(blocks * 8));
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t lane = 0; lane < 8; ++lane) {
-      const int8_t* v = a.q.values.data() + b * kBlock + lane * 4;
-      const int32_t sum = v[0] + v[1] + v[2] + v[3];
-      a.lane_sums[b * 8 + lane] = sum;
-      a.lane_sums_f[b * 8 + lane] = static_cast<float>(sum);
-    }
-  }
-}
-
 // 8 lanes, each the int32 sum of 4 products of unsigned codes and signed activations (no int16 overflow:
 // 2 x 15 x 128 < 2^15).
 inline __m256i lane_dots(__m256i codes, const int8_t* x) {
@@ -60,7 +38,7 @@ using Rows = W4Rows;
 
 // R rows from r0 times T tokens from t0: out[t * n + r] for the tile.
 template <int R, int T, bool kOffsets>
-inline void tile(const Rows& w, int64_t r0, const ActivationBlocks& a, int64_t t0, float* out, int64_t n) {
+inline void tile(const Rows& w, int64_t r0, const Q8Blocks& a, int64_t t0, float* out, int64_t n) {
   const int64_t k = w.k, nb = k / kBlock;
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
@@ -76,18 +54,17 @@ inline void tile(const Rows& w, int64_t r0, const ActivationBlocks& a, int64_t t
     }
     for (int t = 0; t < T; ++t) {
       const int64_t tb = (t0 + t) * nb + b;  // the token's block
-      const float dx = a.q.scales[tb];
-      const int8_t* xq = a.q.values.data() + tb * kBlock;
+      const float dx = a.scales[tb];
+      const int8_t* xq = a.values.data() + tb * kBlock;
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sums.data() + tb * 8));
       for (int r = 0; r < R; ++r) {
         __m256i ints = lane_dots(codes[r], xq);
         if constexpr (!kOffsets) {  // exact: sum((q - z) * xq) per lane
-          const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sums.data() + tb * 8));
           ints = _mm256_sub_epi32(ints, _mm256_mullo_epi32(sums, _mm256_set1_epi32(static_cast<int32_t>(zm[r]))));
         }
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_set1_ps(s[r] * dx), acc[r][t]);
         if constexpr (kOffsets)
-          acc[r][t] = _mm256_fnmadd_ps(_mm256_loadu_ps(a.lane_sums_f.data() + tb * 8), _mm256_set1_ps(zm[r] * dx),
-                                       acc[r][t]);
+          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(zm[r] * dx), acc[r][t]);
       }
     }
   }
@@ -97,7 +74,7 @@ inline void tile(const Rows& w, int64_t r0, const ActivationBlocks& a, int64_t t
 
 // Rows [r0, r1) times every token: 4 rows x 2 tokens, or 2 rows x 4 (16 registers of 256 bits).
 template <bool kOffsets>
-void rows_times_tokens(const Rows& w, int64_t r0, int64_t r1, const ActivationBlocks& a, int64_t num_tokens,
+void rows_times_tokens(const Rows& w, int64_t r0, int64_t r1, const Q8Blocks& a, int64_t num_tokens,
                        float* out, int64_t n) {
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -117,9 +94,8 @@ void rows_times_tokens(const Rows& w, int64_t r0, int64_t r1, const ActivationBl
 void linear_w4_int8_vnni(float* out, const float* x, int64_t num_tokens, const Rows& rows, int64_t n) {
   thread_local Q8Blocks calling_threads_blocks;
   thread_local Q8PairedBlocks calling_threads_pairs;
-  quantize_q8_blocks(x, num_tokens, rows.k, calling_threads_blocks);
-  const Q8TokenPairs pairs =
-      pair_q8_blocks(calling_threads_blocks, num_tokens, rows.k, rows.offsets != nullptr, calling_threads_pairs);
+  quantize_q8_blocks(x, num_tokens, rows.k, calling_threads_blocks, /*with_lane_sums=*/rows.offsets != nullptr);
+  const Q8TokenPairs pairs = pair_q8_blocks(calling_threads_blocks, num_tokens, rows.k, calling_threads_pairs);
   constexpr int64_t kPairsPerBlock = 24;
   constexpr int64_t kPairsUnpackedInPlace = 2;
   const int64_t num_pairs = (num_tokens + 1) / 2;
@@ -159,9 +135,9 @@ void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight
                   offsets ? nullptr : w.zeros.ptr<const uint8_t>(), offsets ? w.offsets.ptr<const float>() : nullptr,
                   k, w.scales.dim(1), w.group_size};
   if (active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni) return linear_w4_int8_vnni(out, x, num_tokens, rows, n);
-  thread_local ActivationBlocks calling_threads;  // read-only inside the parallel region, through `a`
-  const ActivationBlocks& a = calling_threads;      // (a thread_local named there would be each thread's own)
-  quantize(x, num_tokens, k, calling_threads);
+  thread_local Q8Blocks calling_threads;  // read-only inside the parallel region, through `a`
+  const Q8Blocks& a = calling_threads;      // (a thread_local named there would be each thread's own)
+  quantize_q8_blocks(x, num_tokens, k, calling_threads, /*with_lane_sums=*/true);
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
 #pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
   for (int64_t c = 0; c < num_chunks; ++c) {

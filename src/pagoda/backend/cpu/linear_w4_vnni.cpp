@@ -12,12 +12,16 @@
 
 #include <cstdint>
 
+#if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 // GCC 12's AVX-512 intrinsics start results from a deliberately undefined register, which it then reports.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#endif
 
 #include "pagoda/backend/cpu/int8_lanes.h"
 
@@ -142,5 +146,9 @@ void w4_rows_times_pairs_vnni(const W4Rows& w, const uint8_t* prepared, int64_t 
 
 }  // namespace pagoda::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
