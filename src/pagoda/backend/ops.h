@@ -94,24 +94,29 @@ class Ops {
 
   // --- Whole-step hooks with portable defaults. ---
   // The weights this backend computes with: the CPU uses the host views as they are; the CUDA backend
-  // uploads them (bf16, QKV and gate-up fused) and returns device views it owns.
-  virtual ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
+  // uploads them (bf16, QKV and gate-up fused) and returns device views it owns. `shared`: a set this
+  // backend prepared earlier for the same model whose embedding, norms and lm_head equal `host`'s (a second
+  // weight set that differs only in its linears: --fallback-quantization); those are taken from it, not
+  // uploaded again.
+  virtual ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress,
+                                       const ModelWeights* shared = nullptr) {
     return host;
   }
   // Runs one step: `host_batch` arrays are in host memory. The default runs forward on them directly;
   // the CUDA backend copies them to the device in one transfer, fills the tokens taken from the previous
   // step's samples (ForwardBatch::token_from_prev_sample) on the device, and replays a captured CUDA
   // graph for decode-only steps. The logits it returns are valid until the next step. Work may still be
-  // running on the device when it returns.
-  virtual Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) {
+  // running on the device when it returns. `graph_set` keeps apart the graphs of forwards that differ in
+  // more than their inputs (each weight set of --fallback-quantization has its own): 0 or 1.
+  virtual Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward, int graph_set = 0) {
     PAGODA_CHECK(host_batch.num_tokens_from_prev_sample == 0, "this backend reads every input token from the host");
     return forward(host_batch);
   }
   // The padded batch size of the CUDA graph the last run_step replayed; 0 when it ran eagerly.
   virtual int last_graph_batch_size() const { return 0; }
   // Prepares later decode steps: runs the largest decode step once (so the workspace reaches its final
-  // size) and, when `capture_graphs`, captures the CUDA graphs.
-  virtual void warm_up_decode(const ForwardFn& forward, bool capture_graphs) {}
+  // size) and, when `capture_graphs`, captures the CUDA graphs (of `graph_set`, as run_step).
+  virtual void warm_up_decode(const ForwardFn& forward, bool capture_graphs, int graph_set = 0) {}
   // Device-side sampling: one token per row of logits [rows, vocab]. Only when can_sample() is true.
   // In two halves, so that the host can plan the next step meanwhile: enqueue_sample() queues the draw
   // after the step's work and returns at once; wait_sample() blocks until those tokens reach the host.

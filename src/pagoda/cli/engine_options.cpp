@@ -62,6 +62,18 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--slo-tpot-ms", slo_tpot_ms,
                  "time-per-output-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--fallback-quantization", fallback_quantization,
+                 "automatic precision fallback: a second copy of the weights, the decoder linears quantized at start-up "
+                 "(fp8: W8A8 per channel and token; int8: W8A16 per channel; w4: W4A16 groups of 128), which steps "
+                 "run on while the P99 time per output token over --fallback-window-s exceeds --slo-tpot-ms, back to "
+                 "the served weights once they are predicted within 80% of it (default none)")
+      ->check(CLI::IsMember({"fp8", "int8", "w4", "awq"}));
+  cmd.add_option("--fallback-model", fallback_model,
+                 "as --fallback-quantization, with the linears of this quantized checkpoint of the same model (AWQ, GPTQ, "
+                 "compressed-tensors, FP8, GGUF)");
+  cmd.add_option("--fallback-window-s", fallback_window_s,
+                 "the sliding window of the precision fallback's P99, in seconds (default 60)")
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
@@ -110,9 +122,16 @@ LlmOptions EngineCliOptions::llm_options() const {
   }
   if (o.policy == SchedulingPolicy::kSlo) {
     o.preemption_slo = targets;
-  } else if (batch_controller != "adaptive" && (slo_ttft_ms > 0 || slo_tpot_ms > 0)) {
-    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive or --scheduling-policy slo");
   }
+  const bool fallback = !fallback_quantization.empty() || !fallback_model.empty();
+  if (batch_controller != "adaptive" && o.policy != SchedulingPolicy::kSlo && !fallback && (slo_ttft_ms > 0 || slo_tpot_ms > 0))
+    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive, --scheduling-policy slo or a precision "
+                "fallback (--fallback-quantization, --fallback-model)");
+  if (fallback && !(slo_tpot_ms > 0))
+    throw Error("--fallback-quantization and --fallback-model need --slo-tpot-ms (the P99 time per output token they keep)");
+  o.fallback_quantization = fallback_quantization;
+  o.fallback_model = fallback_model;
+  o.fallback = FallbackOptions{.tpot_target_s = slo_tpot_ms / 1000.0, .window_s = fallback_window_s};
   o.seed = seed;
   o.use_mmap = mmap;
   o.device = device;

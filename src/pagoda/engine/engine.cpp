@@ -36,13 +36,14 @@ KvCacheSpec engine_kv_spec(const LlamaModel& model, const Ops& ops, const Engine
 
 }  // namespace
 
-Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options)
+Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, const LlamaModel* fallback_model)
     : model_(model),
       options_(options),
       scheduler_(options.scheduler, kv_options(options)),
-      runner_(model, ops, engine_kv_spec(model, ops, options), options.num_host_kv_blocks),
+      runner_(model, ops, engine_kv_spec(model, ops, options), options.num_host_kv_blocks, fallback_model),
       seed_rng_(options.seed != 0 ? options.seed : std::random_device{}()) {
   if (options.slo) controller_.emplace(*options.slo, options.scheduler.max_num_batched_tokens);
+  if (fallback_model) fallback_.emplace(options.fallback);
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();
   thread_ = std::thread([this] { run(); });
@@ -83,6 +84,16 @@ EngineStats Engine::stats() const {
 void Engine::set_step_observer(StepObserver fn) {
   std::lock_guard lock(mutex_);
   step_observer_ = std::move(fn);
+}
+
+void Engine::pin_weights(std::optional<WeightSet> weights) {
+  if (weights == WeightSet::kFallback && !fallback_) throw Error("no fallback weight set to pin (--fallback-quantization)");
+  std::lock_guard lock(mutex_);
+  pinned_weights_ = weights;
+}
+
+const StepTimeModel& Engine::current_step_model() const {
+  return next_weights_ == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
 }
 
 void Engine::run() {
@@ -213,7 +224,7 @@ int Engine::controlled_budget(Clock::time_point now) {
   }
   in.arrival_rate = arrival_rates_.rate(seconds_between(started_at_, now));
   in.mean_prompt_tokens = arrival_rates_.mean_prompt_tokens();
-  last_decision_ = controller_->decide(step_time_model_, in);
+  last_decision_ = controller_->decide(current_step_model(), in);
   return last_decision_.token_budget;
 }
 
@@ -221,12 +232,18 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
   LaunchedStep step;
   StepRecord& record = step.record;
   record.start = Clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    next_weights_ = pinned_weights_ ? *pinned_weights_ : fallback_ ? fallback_->current() : WeightSet::kPrimary;
+  }
   step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
   if (step.plan.empty()) {
     runner_.copy_kv_blocks(step.plan.kv_transfers);  // a prefetch planned while nothing could run
     return std::nullopt;
   }
   ++num_steps_;
+  record.weights = next_weights_;
+  if (record.weights == WeightSet::kFallback) ++fallback_steps_;
   step.launched_at = Clock::now();
   record.schedule_seconds = seconds_between(record.start, step.launched_at);
   record.num_seqs = static_cast<int>(step.plan.seqs.size());
@@ -253,7 +270,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
   try {
     if (options_.fail_every_nth_step > 0 && ++num_launched_ % options_.fail_every_nth_step == 0)
       throw Error(fmt::format("injected failure of step {} (PAGODA_INJECT_STEP_FAILURE)", num_launched_));
-    step.run = runner_.launch(step.plan);
+    step.run = runner_.launch(step.plan, record.weights);
     step.launch_returned_at = Clock::now();
   } catch (const std::exception& e) {
     fail_step(step.plan, e);
@@ -300,9 +317,9 @@ void Engine::complete(LaunchedStep& step) {
   record.execute_seconds = seconds_between(device_start, done_at);
   record.graph_batch_size = out.graph_batch_size;
   execute_seconds_ += record.execute_seconds;
-  step_time_model_.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens,
-                                    record.prefill_pairs},
-                          record.execute_seconds);
+  StepTimeModel& step_model = record.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
+  step_model.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs},
+                    record.execute_seconds);
   for (auto& [id, entries] : out.prompt_logprobs) {
     const auto it = active_.find(id);
     if (it == active_.end()) continue;
@@ -319,6 +336,15 @@ void Engine::complete(LaunchedStep& step) {
   // Tokens of requests that finished or were cancelled since this step was planned are dropped here.
   const std::vector<SequenceOutput> outputs = scheduler_.update(step.plan, out.sampled, stop);
   generation_tokens_ += outputs.size();
+
+  // Inter-token latencies (each output token after a request's first), for the precision fallback.
+  std::vector<double> latencies;
+  for (const SequenceOutput& o : outputs) {
+    Active& a = active_.at(o.seq_id);
+    if (o.num_output_tokens >= 2 && fallback_) latencies.push_back(seconds_between(a.last_token_at, collected_at));
+    a.last_token_at = collected_at;
+  }
+  if (fallback_) update_fallback(record, latencies, collected_at);
 
   // Stats first, so that a client woken by its final event sees the engine as it is after this step.
   publish_stats();
@@ -355,6 +381,36 @@ void Engine::complete(LaunchedStep& step) {
   }
   record.total_seconds = seconds_between(record.start, Clock::now());
   record_step(record);
+}
+
+void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now) {
+  const double now_s = seconds_between(started_at_, now);
+  // What the step would have taken on the primary weights, relative to the fallback's (a latency on the
+  // fallback is judged as the primary set would have served it); 0 until both models can tell.
+  double primary_ratio = 0;
+  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps &&
+      fallback_step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps) {
+    const StepShape shape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs};
+    const double on_fallback = fallback_step_time_model_.predict(shape);
+    if (on_fallback > 0) primary_ratio = std::max(step_time_model_.predict(shape), 0.0) / on_fallback;
+  }
+  for (double latency : latencies) fallback_->observe(now_s, record.weights, latency, primary_ratio);
+  {
+    std::lock_guard lock(mutex_);
+    if (pinned_weights_) return;  // the rule is not applied while a set is pinned
+  }
+  if (!fallback_->update(now_s)) return;
+  const FallbackStats f = fallback_->stats();
+  if (f.current == WeightSet::kFallback) {
+    spdlog::warn("precision fallback: P99 inter-token latency {:.1f} ms over {} tokens is above --slo-tpot-ms {:.1f}; "
+                 "steps now run on the fallback weights",
+                 1e3 * f.window_p99_s, f.window_count, 1e3 * fallback_->options().tpot_target_s);
+  } else {
+    spdlog::info("precision fallback: the primary weights are predicted at P99 {:.1f} ms over {} tokens, within {:.0f}% "
+                 "of --slo-tpot-ms {:.1f}; steps run on the primary weights again",
+                 1e3 * f.window_p99_s, f.window_count, 100 * PrecisionFallback::kRecoverFraction,
+                 1e3 * fallback_->options().tpot_target_s);
+  }
 }
 
 void Engine::record_step(const StepRecord& record) {
@@ -423,6 +479,10 @@ void Engine::publish_stats() {
   s.arrival_rate = arrival_rates_.rate(now);
   s.tenant_arrival_rates = arrival_rates_.tenant_rates(now);
   s.batch_controller = last_decision_;
+  s.has_fallback = fallback_.has_value();
+  if (fallback_) s.fallback = fallback_->stats();
+  s.fallback_steps = fallback_steps_;
+  s.fallback_step_time_model = fallback_step_time_model_.snapshot();
   std::lock_guard lock(mutex_);
   stats_ = s;
 }

@@ -24,6 +24,7 @@
 #include "pagoda/sched/scheduler.h"
 #include "pagoda/sched/arrival_rate.h"
 #include "pagoda/sched/batch_controller.h"
+#include "pagoda/sched/precision_fallback.h"
 #include "pagoda/sched/step_time_model.h"
 
 namespace pagoda {
@@ -55,6 +56,8 @@ struct EngineOptions {
   // within scheduler.max_num_batched_tokens; unset, the budget is max_num_batched_tokens. (The slo scheduling
   // policy reads its own copy, scheduler.slo.)
   std::optional<SloTargets> slo{};
+  // The precision fallback's rule (sched/precision_fallback.h), used when the engine is given a fallback model.
+  FallbackOptions fallback{};
 };
 
 // One engine step, as the engine thread saw it: its batch composition and where its time went. Under
@@ -74,6 +77,7 @@ struct StepRecord {
   int num_preempted = 0;        // preempted while planning it
   int graph_batch_size = 0;     // padded CUDA graph batch replayed; 0: ran eagerly
   bool overlapped = false;      // launched while the previous step was still in flight (async scheduling)
+  WeightSet weights = WeightSet::kPrimary;  // which weight set computed it (--fallback-quantization)
 };
 
 struct EngineStats {
@@ -106,13 +110,20 @@ struct EngineStats {
   std::map<std::string, double> tenant_arrival_rates;
   // The batch controller's latest decision (its token budget; all zero with the static controller).
   ControllerDecision batch_controller;
+  // The precision fallback: whether the engine has a fallback weight set, its state, and the steps run on it.
+  bool has_fallback = false;
+  FallbackStats fallback;
+  uint64_t fallback_steps = 0;
+  StepTimeModel::Snapshot fallback_step_time_model;  // what a step costs on the fallback weights
 };
 
 class Engine {
  public:
   using EventCallback = std::function<void(const RequestEvent&)>;
 
-  Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options);
+  // `fallback_model`: the same model with quantized weights (--fallback-quantization); steps switch to it and
+  // back by options.fallback's rule.
+  Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, const LlamaModel* fallback_model = nullptr);
   ~Engine();  // stops the thread; unfinished requests get an "abort" event
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -125,6 +136,9 @@ class Engine {
   // Thread-safe. `fn` runs on the engine thread after every step (it must not block); empty: none.
   using StepObserver = std::function<void(const StepRecord&)>;
   void set_step_observer(StepObserver fn);
+  // Thread-safe. Runs every step launched from now on the given weight set, whatever the fallback rule says
+  // (tests and benchmarks); nullopt gives the choice back to the rule. kFallback needs a fallback model.
+  void pin_weights(std::optional<WeightSet> weights);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -143,6 +157,7 @@ class Engine {
     double queue_seconds = -1;  // set when first scheduled, reported once
     bool queue_time_sent = false;
     RequestTimes times;
+    Clock::time_point last_token_at;  // when its latest token was collected (inter-token latencies)
   };
 
   // A launched step whose tokens are not applied yet.
@@ -170,6 +185,10 @@ class Engine {
   Usage usage_of(const Sequence& seq) const;
   void publish_stats();
   void record_step(const StepRecord& record);  // completes the step's stats and tells the observer
+  // Feeds the step's inter-token latencies to the precision fallback and applies its rule.
+  void update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now);
+  // The step-time model of the weight set steps run on now.
+  const StepTimeModel& current_step_model() const;
 
   const LlamaModel& model_;
   EngineOptions options_;
@@ -190,7 +209,12 @@ class Engine {
   uint64_t num_launched_ = 0;  // steps launched (fail_every_nth_step counts them)
   double execute_seconds_ = 0;
   StepRecord last_step_;
-  StepTimeModel step_time_model_;
+  StepTimeModel step_time_model_;           // the primary weights'
+  StepTimeModel fallback_step_time_model_;  // the fallback weights'
+  std::optional<PrecisionFallback> fallback_;  // with a fallback model
+  std::optional<WeightSet> pinned_weights_;    // under mutex_ (pin_weights)
+  WeightSet next_weights_ = WeightSet::kPrimary;
+  uint64_t fallback_steps_ = 0;
   ArrivalRates arrival_rates_;
   std::optional<BatchController> controller_;  // --batch-controller adaptive
   ControllerDecision last_decision_;

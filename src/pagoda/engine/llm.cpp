@@ -2,6 +2,7 @@
 #include "pagoda/engine/llm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <condition_variable>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include "pagoda/core/logging.h"
 #include "pagoda/core/memory_size.h"
 #include "pagoda/loader/weight_residency.h"
+#include "pagoda/quantize/quantize_weights.h"
 #include "pagoda/backend/cpu/cpu_ops.h"
 #include "pagoda/runner/model_runner.h"
 #ifdef PAGODA_HAVE_CUDA
@@ -53,14 +55,18 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
     if (!o.use_mmap) copy_weights_into_memory(loaded_);
     ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});
     weights_ = loaded_.weights;
+    if (std::optional<ModelWeights> fallback = fallback_host_weights(o)) fallback_weights_ = *fallback;
   } else if (o.device == "cuda") {
 #ifdef PAGODA_HAVE_CUDA
     ops_ = std::make_unique<CudaOps>(CudaOpsOptions{
         .max_num_seqs = o.max_num_seqs, .max_model_len = max_model_len_, .enforce_eager = o.enforce_eager});
     weights_ = ops_->prepare_weights(loaded_.weights, loaded_.config, o.load.show_progress);
+    if (std::optional<ModelWeights> fallback = fallback_host_weights(o))
+      fallback_weights_ = ops_->prepare_weights(*fallback, loaded_.config, o.load.show_progress, &weights_);
     // The host copies (dummy or converted weights) are no longer needed: the GPU has its own.
     loaded_.weights = ModelWeights{};
     loaded_.owned.clear();
+    fallback_loaded_ = LoadedModel{};
 #else
     throw Error("--device cuda: this build has no CUDA backend (build with `cmake --preset cuda`)");
 #endif
@@ -68,6 +74,11 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
     throw Error(fmt::format("unknown --device '{}' (cpu or cuda)", o.device));
   }
   model_ = std::make_unique<LlamaModel>(c, weights_);
+  if (!fallback_description_.empty()) {
+    fallback_model_ = std::make_unique<LlamaModel>(c, fallback_weights_);
+    spdlog::info("precision fallback: {}; steps move to it when the P99 inter-token latency over {:g} s exceeds {:g} ms",
+                 fallback_description_, o.fallback.window_s, 1e3 * o.fallback.tpot_target_s);
+  }
 
   kv_dtype_ = kv_cache_dtype(o);
   const int64_t block_bytes = model_->kv_cache_spec(1, o.block_size, kv_dtype_).bytes_per_block();
@@ -130,15 +141,66 @@ LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)),
   eo.eos_token_ids = model_eos_token_ids(loaded_);
   eo.seed = o.seed;
   eo.slo = o.slo;
+  eo.fallback = o.fallback;
   eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");
   if (const char* fail = std::getenv("PAGODA_INJECT_STEP_FAILURE")) {
     eo.fail_every_nth_step = std::atoi(fail);
     spdlog::warn("fault injection: every {}th engine step fails (PAGODA_INJECT_STEP_FAILURE)", eo.fail_every_nth_step);
   }
-  engine_ = std::make_unique<Engine>(*model_, *ops_, eo);
+  engine_ = std::make_unique<Engine>(*model_, *ops_, eo, fallback_model_.get());
 }
 
 LLM::~LLM() { engine_.reset(); }
+
+std::optional<ModelWeights> LLM::fallback_host_weights(const LlmOptions& o) {
+  if (o.fallback_quantization.empty() && o.fallback_model.empty()) return std::nullopt;
+  if (!o.fallback_quantization.empty() && !o.fallback_model.empty())
+    throw Error("--fallback-quantization and --fallback-model: give one of them");
+  if (!(o.fallback.tpot_target_s > 0))
+    throw Error("the precision fallback needs --slo-tpot-ms (the P99 inter-token latency it keeps)");
+  if (!(o.fallback.window_s > 0) || !std::isfinite(o.fallback.window_s))
+    throw Error(fmt::format("--fallback-window-s must be a positive number of seconds, got {}", o.fallback.window_s));
+  if (!o.fallback_quantization.empty()) {
+    if (o.fallback_quantization == "awq")
+      throw Error("--fallback-quantization awq: AWQ needs calibration text; write the checkpoint with `pagoda quantize "
+                  "--method awq` and give it as --fallback-model (or use w4: round to nearest at start-up)");
+    const auto q = quantizer::parse_weight_quantization(o.fallback_quantization);
+    if (!q) throw Error(fmt::format("unknown --fallback-quantization '{}' (fp8, int8 or w4)", o.fallback_quantization));
+    ModelWeights w = quantizer::quantize_decoder_linears(loaded_.weights, *q, fallback_loaded_.owned);
+    fallback_description_ = fmt::format("{} weights quantized at start-up", quantizer::weight_quantization_name(*q));
+    return w;
+  }
+  LoadOptions lo = o.load;
+  lo.model_path = o.fallback_model;
+  lo.quantization.clear();
+  lo.tokenizer_path.clear();
+  lo.lm_head_quantization.clear();
+  fallback_loaded_ = load_model(lo);
+  const ModelConfig& a = loaded_.config;
+  const ModelConfig& b = fallback_loaded_.config;
+  if (a.hidden_size != b.hidden_size || a.num_layers != b.num_layers || a.num_heads != b.num_heads ||
+      a.num_kv_heads != b.num_kv_heads || a.head_dim != b.head_dim || a.intermediate_size != b.intermediate_size ||
+      a.vocab_size != b.vocab_size)
+    throw Error(fmt::format("--fallback-model {} is not the served model's shape (hidden {} vs {}, layers {} vs {}, heads "
+                            "{}/{} vs {}/{}, intermediate {} vs {}, vocabulary {} vs {})",
+                            o.fallback_model, b.hidden_size, a.hidden_size, b.num_layers, a.num_layers, b.num_heads,
+                            b.num_kv_heads, a.num_heads, a.num_kv_heads, b.intermediate_size, a.intermediate_size,
+                            b.vocab_size, a.vocab_size));
+  if (o.device == "cpu" && !o.use_mmap) copy_weights_into_memory(fallback_loaded_);
+  // Its decoder linears; the embedding, norms and lm_head stay the served model's.
+  ModelWeights w = loaded_.weights;
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& f = fallback_loaded_.weights.layers[l];
+    LayerWeights& d = w.layers[l];
+    d.wq = f.wq, d.wk = f.wk, d.wv = f.wv, d.wo = f.wo, d.w_gate = f.w_gate, d.w_up = f.w_up, d.w_down = f.w_down;
+  }
+  const Weight& first = w.layers.empty() ? w.lm_head : w.layers[0].wq;
+  fallback_description_ = fmt::format("the linears of {} ({})", o.fallback_model,
+                                      !first.source_format.empty() ? std::string(first.source_format)
+                                      : first.quantized()          ? std::string(quant_scheme_name(first.scheme))
+                                                                   : std::string(dtype_name(first.data.dtype)));
+  return w;
+}
 
 DType LLM::kv_cache_dtype(const LlmOptions& o) const {
   const std::string& d = o.kv_cache_dtype;
@@ -170,7 +232,8 @@ int LLM::num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes) {
   const int probe_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   {
     const int probe_blocks = (probe_tokens + o.block_size - 1) / o.block_size + 1;
-    ModelRunner probe(*model_, *ops_, model_->kv_cache_spec(probe_blocks, o.block_size, kv_dtype_));
+    ModelRunner probe(*model_, *ops_, model_->kv_cache_spec(probe_blocks, o.block_size, kv_dtype_), 0,
+                      fallback_model_.get());
     probe.profile_run(probe_tokens);
     cuda.synchronize();
   }

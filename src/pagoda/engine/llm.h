@@ -55,6 +55,14 @@ struct LlmOptions {
   // --scheduling-policy slo: a running request already past these targets is preempted only when every
   // candidate is (SchedulerConfig::slo). Unset: `slo`'s, or none.
   std::optional<SloTargets> preemption_slo{};
+  // Automatic precision fallback (sched/precision_fallback.h): a second weight set, the served model's decoder
+  // linears quantized at start-up ("fp8", "int8" or "w4": quantize/quantize_weights.h) or those of
+  // `fallback_model`, a quantized checkpoint of the same model (any format the loader reads; its embedding, norms
+  // and lm_head are not used: the served model's are). Steps run on it while fallback's rule says so; its
+  // tpot_target_s is required.
+  std::string fallback_quantization{};
+  std::string fallback_model{};
+  FallbackOptions fallback{};
   uint64_t seed = 0;
   // false (default): copy the weights out of the file mapping into process memory (huge pages where
   // possible): a private copy is not reclaimed from under the decode loop (docs/PERFORMANCE.md has the
@@ -80,6 +88,8 @@ class LLM {
   const LoadedModel& model() const { return loaded_; }
   const Tokenizer* tokenizer() const { return loaded_.tokenizer.get(); }
   Engine& engine() { return *engine_; }
+  // The fallback weight set's form ("fp8 (quantized at start-up)", a checkpoint's format...); empty without one.
+  const std::string& fallback_description() const { return fallback_description_; }
   Ops& backend() { return *ops_; }
   int max_model_len() const { return max_model_len_; }
   int num_kv_tokens() const { return num_kv_blocks_ * block_size_; }
@@ -93,6 +103,12 @@ class LLM {
   std::unique_ptr<Ops> ops_;
   ModelWeights weights_;  // what the backend computes with (device copies on CUDA)
   std::unique_ptr<LlamaModel> model_;
+  // The fallback weight set: the checkpoint it came from (--fallback-model), its host storage and the weights
+  // the backend computes with.
+  LoadedModel fallback_loaded_;
+  ModelWeights fallback_weights_;
+  std::unique_ptr<LlamaModel> fallback_model_;
+  std::string fallback_description_;
   std::unique_ptr<Engine> engine_;
   int max_model_len_ = 0;
   int num_kv_blocks_ = 0;
@@ -103,6 +119,9 @@ class LLM {
   DType kv_cache_dtype(const LlmOptions& o) const;
   int num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const;
   int num_blocks_for_gpu(const LlmOptions& o, int64_t block_bytes);
+  // The fallback weight set's host form (--fallback-quantization / --fallback-model), or nullopt without one;
+  // its storage is kept in fallback_loaded_.
+  std::optional<ModelWeights> fallback_host_weights(const LlmOptions& o);
 };
 
 // Folds one engine event into the request's output (tokens, logprobs, usage, finish reason).

@@ -7,8 +7,9 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks)
-    : model_(model), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {
+ModelRunner::ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks,
+                         const LlamaModel* fallback)
+    : model_(model), fallback_(fallback), ops_(ops), kv_cache_(ops.allocate_kv_cache(kv_spec)) {
   try {
     kv_host_ = ops.allocate_kv_host_store(kv_spec, num_host_blocks);
   } catch (...) {
@@ -60,17 +61,29 @@ void ModelRunner::remove_request(SeqId seq_id) {
   requests_.erase(it);
 }
 
+std::vector<std::pair<const LlamaModel*, WeightSet>> ModelRunner::models() const {
+  std::vector<std::pair<const LlamaModel*, WeightSet>> out = {{&model_, WeightSet::kPrimary}};
+  if (fallback_) out.emplace_back(fallback_, WeightSet::kFallback);
+  return out;
+}
+
+ForwardFn ModelRunner::forward_of(const LlamaModel& model) {
+  return [this, &model](const ForwardBatch& b) { return model.forward(ops_, b, kv_cache_); };
+}
+
 void ModelRunner::warm_up(int num_tokens) {
-  const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
-  run_filler_step(num_tokens, LogitsWanted::kLast);
-  ops_.warm_up_decode(forward, /*capture_graphs=*/true);
+  for (const auto& [model, set] : models()) {
+    run_filler_step(*model, num_tokens, LogitsWanted::kLast);
+    ops_.warm_up_decode(forward_of(*model), /*capture_graphs=*/true, static_cast<int>(set));
+  }
   forget_kv_calibration();
 }
 
 void ModelRunner::profile_run(int num_tokens) {
-  const ForwardFn forward = [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); };
-  run_filler_step(num_tokens, LogitsWanted::kAll);
-  ops_.warm_up_decode(forward, /*capture_graphs=*/false);
+  for (const auto& [model, set] : models()) {
+    run_filler_step(*model, num_tokens, LogitsWanted::kAll);
+    ops_.warm_up_decode(forward_of(*model), /*capture_graphs=*/false, static_cast<int>(set));
+  }
   forget_kv_calibration();
 }
 
@@ -80,7 +93,7 @@ void ModelRunner::forget_kv_calibration() {
   kv_cache_.v_layer_exp.clear();
 }
 
-void ModelRunner::run_filler_step(int num_tokens, LogitsWanted logits) {
+void ModelRunner::run_filler_step(const LlamaModel& model, int num_tokens, LogitsWanted logits) {
   const int bs = kv_cache_.spec.block_size;
   const int n = std::max(1, std::min(num_tokens, kv_cache_.spec.num_blocks * bs));
   std::vector<TokenId> tokens(static_cast<size_t>(n), 0);
@@ -88,8 +101,7 @@ void ModelRunner::run_filler_step(int num_tokens, LogitsWanted logits) {
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
   // The KV written here lands in blocks no sequence holds yet; they are overwritten before being read.
   SequenceChunk chunk{tokens, 0, blocks, logits};
-  ops_.run_step(builder_.build(std::span(&chunk, 1), bs),
-                [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
+  ops_.run_step(builder_.build(std::span(&chunk, 1), bs), forward_of(model));
 }
 
 bool ModelRunner::can_sample_on_device(const StepPlan& plan) const {
@@ -99,8 +111,8 @@ bool ModelRunner::can_sample_on_device(const StepPlan& plan) const {
   return true;
 }
 
-StepOutput ModelRunner::execute(const StepPlan& plan) {
-  InFlightStep step = launch(plan);
+StepOutput ModelRunner::execute(const StepPlan& plan, WeightSet weights) {
+  InFlightStep step = launch(plan, weights);
   return collect(step);
 }
 
@@ -114,7 +126,9 @@ StepOutput ModelRunner::collect(InFlightStep& step) {
   return std::move(step.output);
 }
 
-InFlightStep ModelRunner::launch(const StepPlan& plan) {
+InFlightStep ModelRunner::launch(const StepPlan& plan, WeightSet weights) {
+  PAGODA_CHECK(weights == WeightSet::kPrimary || fallback_, "a step on the fallback weights, which this runner lacks");
+  const LlamaModel& model = weights == WeightSet::kFallback ? *fallback_ : model_;
   InFlightStep step;
   copy_kv_blocks(plan.kv_transfers);
   if (plan.empty()) return step;
@@ -148,7 +162,7 @@ InFlightStep ModelRunner::launch(const StepPlan& plan) {
   const ForwardBatch* batch = &builder_.build(chunks_, kv_cache_.spec.block_size);
   if (batch->num_tokens_from_prev_sample > 0 && !previous_samples_.on_device)
     batch = &builder_.resolve_on_host(previous_samples_.host_ids);
-  Tensor logits = ops_.run_step(*batch, [&](const ForwardBatch& b) { return model_.forward(ops_, b, kv_cache_); });
+  Tensor logits = ops_.run_step(*batch, forward_of(model), static_cast<int>(weights));
   step.output.graph_batch_size = ops_.last_graph_batch_size();
   PAGODA_CHECK(logits.dim(0) == num_rows);
 

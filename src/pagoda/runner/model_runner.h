@@ -14,6 +14,7 @@
 #include "pagoda/runner/batch_builder.h"
 #include "pagoda/runner/sampler.h"
 #include "pagoda/runner/sampling_params.h"
+#include "pagoda/sched/precision_fallback.h"
 #include "pagoda/sched/step_plan.h"
 #include "pagoda/structured/constraint.h"
 
@@ -37,8 +38,10 @@ struct InFlightStep {
 
 class ModelRunner {
  public:
-  // `num_host_blocks` > 0: host memory for that many blocks (the host KV tier's slots).
-  ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks = 0);
+  // `num_host_blocks` > 0: host memory for that many blocks (the host KV tier's slots). `fallback`: the same
+  // model with other weights (--fallback-quantization), which a step may run on instead; both share the KV cache.
+  ModelRunner(const LlamaModel& model, Ops& ops, const KvCacheSpec& kv_spec, int num_host_blocks = 0,
+              const LlamaModel* fallback = nullptr);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -53,12 +56,14 @@ class ModelRunner {
   // Starts the step: runs its host-tier copies, lays out its batch, enqueues the forward and, when every row can be drawn on the
   // device, the sampling; otherwise samples on the host before returning. A chunk whose last input is a
   // placeholder takes it from the previous launched step's samples, so call launch() in plan order.
-  // The plan's sequences are read here only, never in collect().
-  InFlightStep launch(const StepPlan& plan);
+  // The plan's sequences are read here only, never in collect(). `weights`: which model computes the step (the
+  // fallback only when the runner has one).
+  InFlightStep launch(const StepPlan& plan, WeightSet weights = WeightSet::kPrimary);
   // Waits for the step's tokens (a no-op when they were sampled on the host).
   StepOutput collect(InFlightStep& step);
   // launch + collect.
-  StepOutput execute(const StepPlan& plan);
+  StepOutput execute(const StepPlan& plan, WeightSet weights = WeightSet::kPrimary);
+  bool has_fallback() const { return fallback_ != nullptr; }
 
   // True while some request needs the host to see every earlier token before its next one is sampled
   // (penalties) or reports logprobs: its steps then run one at a time, none planned ahead.
@@ -66,10 +71,11 @@ class ModelRunner {
 
   // Runs one forward of `num_tokens` tokens (capped by the KV pool) so that threads start, the workspace
   // grows to its largest size and caches warm before the first request, then lets the backend prepare
-  // its decode steps (CUDA graphs); leaves no state behind.
+  // its decode steps (CUDA graphs); leaves no state behind. With a fallback model, for both.
   void warm_up(int num_tokens);
   // The largest step this runner can be asked for: `num_tokens` tokens with logits for every row, and the
   // largest decode step; no graphs. Run with a small KV cache to measure the peak memory of the backend.
+  // With a fallback model, for both.
   void profile_run(int num_tokens);
 
   const KvCacheSpec& kv_spec() const { return kv_cache_.spec; }
@@ -95,13 +101,17 @@ class ModelRunner {
   };
 
   // One forward of `num_tokens` zero tokens in a single sequence over blocks 0, 1, ...
-  void run_filler_step(int num_tokens, LogitsWanted logits);
+  void run_filler_step(const LlamaModel& model, int num_tokens, LogitsWanted logits);
+  // The models a step may run on: the primary, then the fallback when there is one.
+  std::vector<std::pair<const LlamaModel*, WeightSet>> models() const;
+  ForwardFn forward_of(const LlamaModel& model);
   // Whether every sampling row of a step can be drawn on the device (no penalties, no logprobs).
   bool can_sample_on_device(const StepPlan& plan) const;
   void sample_on_device(const StepPlan& plan, Tensor logits, InFlightStep& step);
   void sample_on_host(const StepPlan& plan, Tensor logits, const std::vector<int>& first_row, InFlightStep& step);
 
   const LlamaModel& model_;
+  const LlamaModel* fallback_;
   Ops& ops_;
   KvCache kv_cache_;
   KvHostStore kv_host_;  // the host tier's slots (empty without one)

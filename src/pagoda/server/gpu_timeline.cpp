@@ -170,7 +170,8 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
 
   // Engine steps.
   std::vector<double> busy = zeros(), num_steps = zeros(), prefill = zeros(), decode = zeros();
-  SpreadMean decode_batch(n), seqs(n), padding(n), eager(n);
+  SpreadMean decode_batch(n), seqs(n), padding(n), eager(n), fallback(n);
+  bool any_fallback = false;
   std::map<int, std::vector<double>> by_decode, by_prefill;  // bucket -> forward seconds per bin
   for (const StepRecord& s : steps) {
     const double t0 = secs(s.start) + s.schedule_seconds + s.queued_seconds, t1 = t0 + s.execute_seconds;
@@ -183,6 +184,8 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
     decode_batch.add(bins, t0, t1, s.decode_seqs);
     seqs.add(bins, t0, t1, s.num_seqs);
     eager.add(bins, t0, t1, s.graph_batch_size == 0 ? 100 : 0);
+    fallback.add(bins, t0, t1, s.weights == WeightSet::kFallback ? 100 : 0);
+    any_fallback = any_fallback || s.weights == WeightSet::kFallback;
     if (s.graph_batch_size > 0)
       padding.add(bins, t0, t1, 100.0 * (s.graph_batch_size - s.decode_seqs) / s.graph_batch_size);
     auto& d = by_decode.try_emplace(pow2_bucket(s.decode_seqs), zeros()).first->second;
@@ -200,6 +203,8 @@ metrics::Heatmap GpuTimeline::heatmap(double window_seconds, double bin_seconds)
   engine.rows.push_back(HeatmapRow{"sequences per step (mean)", "seqs", seqs.values(), 0});
   engine.rows.push_back(HeatmapRow{"eager steps", "%", eager.values(), 100});
   engine.rows.push_back(HeatmapRow{"CUDA graph padding", "%", padding.values(), 100});
+  // The precision fallback's switches: the share of steps on the fallback weights (a row only once there were any).
+  if (any_fallback) engine.rows.push_back(HeatmapRow{"steps on fallback weights", "%", fallback.values(), 100});
   h.panels.push_back(std::move(engine));
 
   HeatmapPanel composition{"Step batch composition: share of time in steps with N decode sequences", "", {}};

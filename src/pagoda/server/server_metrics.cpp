@@ -112,6 +112,20 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   token_budget_ = &r.gauge("pagoda:batch_token_budget",
                            "The adaptive batch controller's latest token budget (0 with --batch-controller static).",
                            labels_);
+  fallback_active_ = &r.gauge("pagoda:precision_fallback_active",
+                              "1 while engine steps run on the fallback weights (--fallback-quantization), else 0.", labels_);
+  fallback_p99_ = &r.gauge("pagoda:precision_fallback_window_p99_seconds",
+                           "The P99 time per output token the precision fallback judges: measured on the served weights, "
+                           "predicted for them while on the fallback weights.", labels_);
+  const auto direction = [&](const char* d) {
+    metrics::Labels l = labels_;
+    l.emplace_back("direction", d);
+    return l;
+  };
+  static constexpr const char* kSwitchHelp = "Switches of the precision fallback, by direction.";
+  fallback_to_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_fallback"));
+  fallback_back_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_primary"));
+  fallback_steps_ = &r.counter("pagoda:precision_fallback_steps_total", "Engine steps run on the fallback weights.", labels_);
 }
 
 void ServerMetrics::observe_trace(const RequestTrace& t) {
@@ -191,6 +205,11 @@ std::string ServerMetrics::render(const EngineStats& s) {
   step_model_steps_->set(static_cast<double>(s.step_time_model.num_steps));
   arrival_rate_->set(s.arrival_rate);
   token_budget_->set(s.batch_controller.token_budget);
+  fallback_active_->set(s.fallback.current == WeightSet::kFallback ? 1 : 0);
+  fallback_p99_->set(s.fallback.window_p99_s);
+  fallback_to_->set_total(static_cast<double>(s.fallback.switches_to_fallback));
+  fallback_back_->set_total(static_cast<double>(s.fallback.switches_to_primary));
+  fallback_steps_->set_total(static_cast<double>(s.fallback_steps));
   // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
   std::map<std::string, int> blocks;
   for (const auto& [tenant, n] : s.tenant_kv_blocks) {

@@ -53,6 +53,9 @@ class ServerMetrics {
   std::array<metrics::Gauge*, StepTimeModel::kTerms> step_model_terms_{};
   metrics::Gauge *step_model_error_ = nullptr, *step_model_steps_ = nullptr;
   metrics::Gauge *arrival_rate_ = nullptr, *token_budget_ = nullptr;
+  // The precision fallback (sched/precision_fallback.h): which weights steps run on, switches each way, its P99.
+  metrics::Gauge *fallback_active_ = nullptr, *fallback_p99_ = nullptr;
+  metrics::Counter *fallback_to_ = nullptr, *fallback_back_ = nullptr, *fallback_steps_ = nullptr;
 
   // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
   static constexpr size_t kMaxTenantLabels = 64;

@@ -600,7 +600,7 @@ GpuMemoryInfo CudaOps::memory_info() const {
 
 int CudaOps::last_graph_batch_size() const { return impl_->last_graph_size; }
 
-Tensor CudaOps::Impl::capture(int size, const ForwardFn& forward, const ForwardBatch& batch) {
+Tensor CudaOps::Impl::capture(GraphKey key, const ForwardFn& forward, const ForwardBatch& batch) {
   cudaGraph_t graph = nullptr;
   PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   capturing = graph_shapes = true;
@@ -620,7 +620,7 @@ Tensor CudaOps::Impl::capture(int size, const ForwardFn& forward, const ForwardB
   const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   PAGODA_CUDA_CHECK(status);
-  graphs[size] = DecodeGraph{exec, logits};
+  graphs[key] = DecodeGraph{exec, logits};
   return logits;
 }
 
@@ -633,7 +633,7 @@ void CudaOps::Impl::fill_placeholder_tokens(const ForwardBatch& host, const Forw
                                    sampling.latest_ids(), host.num_tokens, stream);
 }
 
-Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
+Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward, int graph_set) {
   Impl& m = *impl_;
   m.last_graph_size = 0;
   const int n = host.num_seqs;
@@ -653,14 +653,15 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   const ForwardBatch& batch = m.inputs.stage(host, size, m.stream, &moved);
   if (moved) m.drop_graphs();
   m.fill_placeholder_tokens(host, batch);  // outside the graph, which reads the staged token ids
-  auto it = m.graphs.find(size);
-  if (it == m.graphs.end() && !m.uncapturable.contains(size)) {
+  const GraphKey key{graph_set, size};
+  auto it = m.graphs.find(key);
+  if (it == m.graphs.end() && !m.uncapturable.contains(key)) {
     try {
-      m.capture(size, forward, batch);
-      it = m.graphs.find(size);
+      m.capture(key, forward, batch);
+      it = m.graphs.find(key);
     } catch (const Error& e) {  // e.g. the workspace was too small: this size runs eagerly until it grows
-      spdlog::warn("decode batch size {} runs without a CUDA graph: {}", size, e.what());
-      m.uncapturable.insert(size);
+      spdlog::warn("decode batch size {} (graph set {}) runs without a CUDA graph: {}", size, graph_set, e.what());
+      m.uncapturable.insert(key);
     }
   }
   if (it == m.graphs.end()) return forward(batch).rows(0, rows);
@@ -671,7 +672,7 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward) {
   return it->second.logits.rows(0, rows);
 }
 
-void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs) {
+void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs, int graph_set) {
   Impl& m = *impl_;
   if (m.options.enforce_eager) return;
   std::vector<int> sizes;
@@ -691,10 +692,11 @@ void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs) {
   for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
     const ForwardBatch& batch = m.inputs.stage_padding(*it, m.stream, &moved);
     if (moved) m.drop_graphs();
-    m.capture(*it, forward, batch);
+    m.capture({graph_set, *it}, forward, batch);
   }
   synchronize();
-  spdlog::info("CUDA graphs captured for {} decode batch sizes (1 to {})", sizes.size(), sizes.back());
+  spdlog::info("CUDA graphs captured for {} decode batch sizes (1 to {}){}", sizes.size(), sizes.back(),
+               graph_set == 0 ? "" : fmt::format(", graph set {}", graph_set));
 }
 
 }  // namespace pagoda

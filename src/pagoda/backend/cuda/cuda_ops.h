@@ -54,10 +54,11 @@ class CudaOps final : public Ops {
                       const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
 
-  ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) override;
-  Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward) override;
+  ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress,
+                               const ModelWeights* shared = nullptr) override;
+  Tensor run_step(const ForwardBatch& host_batch, const ForwardFn& forward, int graph_set = 0) override;
   int last_graph_batch_size() const override;
-  void warm_up_decode(const ForwardFn& forward, bool capture_graphs) override;
+  void warm_up_decode(const ForwardFn& forward, bool capture_graphs, int graph_set = 0) override;
   bool can_sample() const override { return true; }
   PendingSample enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) override;
   void wait_sample(const PendingSample& pending, std::span<TokenId> out) override;

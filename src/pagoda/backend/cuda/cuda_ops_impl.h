@@ -18,6 +18,9 @@
 
 namespace pagoda {
 
+// A decode graph: its graph set (run_step's graph_set: one per weight set) and padded batch size.
+using GraphKey = std::pair<int, int>;
+
 struct DecodeGraph {
   cudaGraphExec_t exec = nullptr;
   Tensor logits;  // [padded batch, vocab] in the workspace, as captured
@@ -78,7 +81,7 @@ struct CudaOps::Impl {
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();
   // Captures forward(batch) as the graph for `size` sequences; returns the logits it will write.
-  Tensor capture(int size, const ForwardFn& forward, const ForwardBatch& batch);
+  Tensor capture(GraphKey key, const ForwardFn& forward, const ForwardBatch& batch);
   // Writes the staged batch's placeholder tokens from the latest device samples (async scheduling).
   void fill_placeholder_tokens(const ForwardBatch& host, const ForwardBatch& staged);
 
@@ -100,8 +103,8 @@ struct CudaOps::Impl {
   std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
 
   cuda::StepInputs inputs;
-  std::map<int, DecodeGraph> graphs;  // by padded batch size
-  std::set<int> uncapturable;         // sizes whose capture failed since graphs were last dropped
+  std::map<GraphKey, DecodeGraph> graphs;
+  std::set<GraphKey> uncapturable;  // keys whose capture failed since graphs were last dropped
   GraphTimer timer;
   int last_graph_size = 0;
 

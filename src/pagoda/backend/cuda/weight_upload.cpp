@@ -160,11 +160,21 @@ Weight upload_tiles(const HostQuantTiles& tiles, const Weight& like, std::vector
 
 }  // namespace
 
-ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress) {
+ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress,
+                                      const ModelWeights* shared) {
   Impl& m = *impl_;
+  PAGODA_CHECK(!shared || shared->layers.size() == host.layers.size(), "a shared weight set of another model");
+  // Linears are uploaded whatever `shared` holds; the rest only without it.
+  auto is_linear = [&](const Weight* w) {
+    for (const LayerWeights& l : host.layers)
+      for (const Weight* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        if (w == x) return true;
+    return false;
+  };
   int64_t total = 0;
   for (const Weight* w : host.all())
-    if (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data) total += 2 * elems_of(*w);
+    if ((!shared || is_linear(w)) && (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data))
+      total += 2 * elems_of(*w);
   ProgressBar bar("Uploading weights to the GPU", total, show_progress);
   cuda::PinnedBuffer staging(kStagingBytes);
 
@@ -276,24 +286,27 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
 
   // The fused layers keep no views of their parts (wq ... w_up): their row orders are the kernels'.
   ModelWeights dev;
-  dev.embed_tokens = upload_bf16_weight(host.embed_tokens);
+  dev.embed_tokens = shared ? shared->embed_tokens : upload_bf16_weight(host.embed_tokens);
   dev.layers.resize(host.layers.size());
   for (size_t l = 0; l < host.layers.size(); ++l) {
     const LayerWeights& h = host.layers[l];
     LayerWeights& d = dev.layers[l];
-    d.attn_norm = upload(h.attn_norm);
+    d.attn_norm = shared ? shared->layers[l].attn_norm : upload(h.attn_norm);
     d.wqkv = upload_qkv(h);
     d.wo = upload(h.wo);
-    d.ffn_norm = upload(h.ffn_norm);
+    d.ffn_norm = shared ? shared->layers[l].ffn_norm : upload(h.ffn_norm);
     d.w_gate_up = upload_gate_up(h);
     d.w_down = upload(h.w_down);
   }
-  dev.final_norm = upload(host.final_norm);
-  dev.lm_head = host.lm_head.data.data == host.embed_tokens.data.data ? dev.embed_tokens : upload(host.lm_head);
+  dev.final_norm = shared ? shared->final_norm : upload(host.final_norm);
+  dev.lm_head = shared                                                   ? shared->lm_head
+                : host.lm_head.data.data == host.embed_tokens.data.data ? dev.embed_tokens
+                                                                         : upload(host.lm_head);
   bar.finish();
   // Large token counts multiply tiled weights as bf16 copies made one GEMM at a time (CudaOps::linear): one
   // scratch matrix of the largest, allocated now so that it is counted before the KV cache is sized.
-  if (largest_tiled > 0) m.dequant_scratch = cuda::DeviceBuffer(static_cast<size_t>(largest_tiled) * sizeof(uint16_t));
+  if (largest_tiled > 0 && static_cast<size_t>(largest_tiled) * sizeof(uint16_t) > m.dequant_scratch.size())
+    m.dequant_scratch = cuda::DeviceBuffer(static_cast<size_t>(largest_tiled) * sizeof(uint16_t));
   spdlog::info("weights on the GPU: {:.2f} GiB (QKV and gate-up fused; quantized linears in their kernels' layouts){}",
                static_cast<double>(device_bytes) / (1 << 30),
                largest_tiled > 0 ? fmt::format(", plus a {:.0f} MiB dequantization scratch",

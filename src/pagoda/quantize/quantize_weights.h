@@ -1,0 +1,32 @@
+// Quantizing a loaded model's weights in memory, at start-up (`--fallback-quantization`): the decoder linears
+// of an unquantized model (F32, F16 or BF16) become one of the internal forms of core/quant_scheme.h, with the
+// round-to-nearest quantizers of `pagoda quantize` (rtn.h). The weights come out exactly as loading the
+// checkpoint `pagoda quantize` writes for the same model and format would give them:
+//   fp8   FP8 e4m3 per output channel, inputs per token (W8A8; compressed-tensors FP8_DYNAMIC, as vLLM's
+//         `--quantization fp8`)
+//   int8  int8 per output channel, symmetric, bf16/fp32 inputs (W8A16; compressed-tensors pack-quantized)
+//   w4    4-bit groups of 128 with zero points and fp16 scales (W4A16; AutoAWQ GEMM's RTN)
+// The embedding, the norms and lm_head are not quantized: the copy holds the source's own views of them.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "pagoda/core/buffer.h"
+#include "pagoda/loader/model_weights.h"
+
+namespace pagoda::quantizer {
+
+enum class WeightQuantization { kFp8, kInt8, kW4 };
+
+// "fp8", "int8", "w4"; nullopt for anything else.
+std::optional<WeightQuantization> parse_weight_quantization(std::string_view name);
+std::string_view weight_quantization_name(WeightQuantization q);
+
+// A copy of `src` with its decoder linears quantized; the new storage is appended to `owned`. Throws
+// InvalidRequest (naming the weight) when a linear is already quantized or its shape does not allow the form
+// (w4: in_features a multiple of 128).
+ModelWeights quantize_decoder_linears(const ModelWeights& src, WeightQuantization q, std::vector<HostTensor>& owned);
+
+}  // namespace pagoda::quantizer

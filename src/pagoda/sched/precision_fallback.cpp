@@ -1,0 +1,115 @@
+// LatencyWindow and PrecisionFallback (precision_fallback.h).
+#include "pagoda/sched/precision_fallback.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pagoda {
+namespace {
+
+// Bins from 10 us to 1,000 s, each 2% wider than the one before; latencies outside go to the end bins.
+constexpr double kMinLatency = 1e-5;
+constexpr double kBinRatio = 1.02;
+const double kLogRatio = std::log(kBinRatio);
+const int kNumBins = static_cast<int>(std::ceil(std::log(1e3 / kMinLatency) / std::log(kBinRatio))) + 1;
+
+}  // namespace
+
+std::string_view weight_set_name(WeightSet set) { return set == WeightSet::kFallback ? "fallback" : "primary"; }
+
+LatencyWindow::LatencyWindow(double window_s, int num_slices)
+    : slice_s_(std::max(window_s, 1e-3) / std::max(num_slices, 1)),
+      slices_(static_cast<size_t>(std::max(num_slices, 1)), std::vector<int64_t>(static_cast<size_t>(kNumBins), 0)),
+      slice_index_(slices_.size(), -1),
+      total_(static_cast<size_t>(kNumBins), 0) {}
+
+int LatencyWindow::bin_of(double latency_s) {
+  if (!(latency_s > kMinLatency)) return 0;  // NaN too
+  return std::min(kNumBins - 1, static_cast<int>(std::log(latency_s / kMinLatency) / kLogRatio));
+}
+
+double LatencyWindow::bin_middle(int bin) { return kMinLatency * std::exp((bin + 0.5) * kLogRatio); }
+
+void LatencyWindow::advance(int64_t slice) {
+  if (slice <= latest_) return;  // time does not go back; a late sample counts in the latest slice
+  const int64_t n = static_cast<int64_t>(slices_.size());
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    if (slice_index_[i] < 0 || slice_index_[i] > slice - n) continue;
+    for (size_t b = 0; b < total_.size(); ++b) {
+      total_[b] -= slices_[i][b];
+      total_count_ -= slices_[i][b];
+      slices_[i][b] = 0;
+    }
+    slice_index_[i] = -1;
+  }
+  latest_ = slice;
+}
+
+void LatencyWindow::add(double now_s, double latency_s, int64_t count) {
+  if (count <= 0) return;
+  advance(static_cast<int64_t>(std::floor(now_s / slice_s_)));
+  const size_t ring = static_cast<size_t>(latest_ % static_cast<int64_t>(slices_.size()));
+  slice_index_[ring] = latest_;
+  const size_t b = static_cast<size_t>(bin_of(latency_s));
+  slices_[ring][b] += count;
+  total_[b] += count;
+  total_count_ += count;
+}
+
+int64_t LatencyWindow::count(double now_s) {
+  advance(static_cast<int64_t>(std::floor(now_s / slice_s_)));
+  return total_count_;
+}
+
+double LatencyWindow::quantile(double now_s, double q) {
+  if (count(now_s) == 0) return 0;
+  // The smallest bin whose cumulative count reaches q of the total.
+  const double wanted = std::clamp(q, 0.0, 1.0) * static_cast<double>(total_count_);
+  int64_t seen = 0;
+  for (int b = 0; b < kNumBins; ++b) {
+    seen += total_[static_cast<size_t>(b)];
+    if (seen > 0 && static_cast<double>(seen) >= wanted) return bin_middle(b);
+  }
+  return bin_middle(kNumBins - 1);
+}
+
+void LatencyWindow::clear() {
+  for (auto& s : slices_) std::fill(s.begin(), s.end(), 0);
+  std::fill(slice_index_.begin(), slice_index_.end(), -1);
+  std::fill(total_.begin(), total_.end(), 0);
+  total_count_ = 0;
+}
+
+PrecisionFallback::PrecisionFallback(FallbackOptions options) : options_(options), window_(options.window_s) {
+  if (options_.min_dwell_s < 0) options_.min_dwell_s = options_.window_s / 4;
+}
+
+void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, double primary_ratio) {
+  if (set != stats_.current) return;  // a step launched before the switch
+  if (set == WeightSet::kPrimary) {
+    window_.add(now_s, latency_s);
+  } else if (primary_ratio > 0) {
+    window_.add(now_s, latency_s * primary_ratio);
+  }
+}
+
+bool PrecisionFallback::update(double now_s) {
+  stats_.window_count = window_.count(now_s);
+  stats_.window_p99_s = window_.quantile(now_s, 0.99);
+  if (options_.tpot_target_s <= 0 || stats_.window_count < options_.min_samples) return false;
+  if (stats_.current == WeightSet::kPrimary) {
+    if (stats_.window_p99_s <= options_.tpot_target_s) return false;
+    stats_.current = WeightSet::kFallback;
+    ++stats_.switches_to_fallback;
+  } else {
+    if (now_s - switched_at_s_ < options_.min_dwell_s || stats_.window_p99_s > kRecoverFraction * options_.tpot_target_s)
+      return false;
+    stats_.current = WeightSet::kPrimary;
+    ++stats_.switches_to_primary;
+  }
+  switched_at_s_ = now_s;
+  window_.clear();
+  return true;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,91 @@
+// Automatic precision fallback (issue 17, `--fallback-quantization`): the engine holds two weight sets of one
+// model, the served one (primary) and a quantized copy (fallback), and runs each step on one of them. The rule,
+// in full (docs/ARCHITECTURE.md repeats it):
+//
+//   on the primary set   switch to the fallback when the P99 of the inter-token latencies observed since the
+//                        last switch, over the sliding window (--fallback-window-s), exceeds --slo-tpot-ms;
+//   on the fallback set  switch back when the P99 of what those latencies would have been on the primary set
+//                        (each one scaled by the step-time models' primary / fallback prediction for the step
+//                        that produced it) is at most kRecoverFraction of the target, after at least
+//                        min_dwell_s on the fallback.
+//
+// A window is judged only once it holds min_samples latencies, and it starts empty at each switch: latencies
+// of the other precision say nothing about this one. Going back is judged on a prediction of the primary set
+// at the load the fallback is serving, not on the fallback's own latencies, which are low precisely because
+// it is the faster set: that is the hysteresis that keeps a steady load from flapping between the two.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace pagoda {
+
+// Which weights a step runs on.
+enum class WeightSet : uint8_t { kPrimary, kFallback };
+std::string_view weight_set_name(WeightSet set);  // "primary", "fallback"
+
+// Latencies of the last `window_s` seconds as a histogram of log-spaced bins (2% wide), kept per slice of
+// time so that old slices drop out: quantiles in O(bins) whatever the token rate, memory fixed.
+class LatencyWindow {
+ public:
+  explicit LatencyWindow(double window_s, int num_slices = 30);
+
+  void add(double now_s, double latency_s, int64_t count = 1);
+  // The q-quantile (0..1) of the latencies held at `now_s` (a bin's geometric middle); 0 when empty.
+  double quantile(double now_s, double q);
+  int64_t count(double now_s);
+  void clear();
+
+ private:
+  void advance(int64_t slice);  // drops the slices that left the window by `slice`
+  static int bin_of(double latency_s);
+  static double bin_middle(int bin);
+
+  double slice_s_;
+  std::vector<std::vector<int64_t>> slices_;  // [num_slices][bins]: a ring
+  std::vector<int64_t> slice_index_;          // which time slice each ring entry holds; -1: none
+  std::vector<int64_t> total_;                // [bins]: the sum of the ring
+  int64_t total_count_ = 0;
+  int64_t latest_ = -1;  // the latest slice seen
+};
+
+struct FallbackOptions {
+  double tpot_target_s = 0;  // --slo-tpot-ms (required)
+  double window_s = 60;      // --fallback-window-s
+  int64_t min_samples = 64;  // inter-token latencies a window needs before it is judged
+  double min_dwell_s = -1;   // time on the fallback before going back is considered; < 0: window_s / 4
+};
+
+struct FallbackStats {
+  WeightSet current = WeightSet::kPrimary;
+  uint64_t switches_to_fallback = 0;
+  uint64_t switches_to_primary = 0;
+  double window_p99_s = 0;  // the P99 being judged: observed on the primary, predicted for the primary on the fallback
+  int64_t window_count = 0;
+};
+
+class PrecisionFallback {
+ public:
+  static constexpr double kRecoverFraction = 0.8;
+
+  explicit PrecisionFallback(FallbackOptions options);
+
+  WeightSet current() const { return stats_.current; }
+  // One output token's inter-token latency, observed at `now_s` after a step on `set`; `primary_ratio` is the
+  // step-time models' predicted primary / fallback time for that step (0 when a model cannot tell yet: such a
+  // latency on the fallback is not counted).
+  void observe(double now_s, WeightSet set, double latency_s, double primary_ratio);
+  // Applies the rule at `now_s`; true when the current set changed.
+  bool update(double now_s);
+  FallbackStats stats() const { return stats_; }
+  const FallbackOptions& options() const { return options_; }
+
+ private:
+  FallbackOptions options_;
+  LatencyWindow window_;
+  double switched_at_s_ = 0;
+  FallbackStats stats_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,131 @@
+// The precision fallback's rule without a model (sched/precision_fallback.h): simulated inter-token latencies
+// and step-time ratios. The latency window against exact quantiles and as time slides; the switch to the
+// fallback once the P99 passes the target (not before a window is judged), the way back only on a primary
+// prediction within 80% of the target and after the dwell, no flapping under a steady load.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "pagoda/sched/precision_fallback.h"
+
+namespace pagoda {
+namespace {
+
+TEST(LatencyWindow, QuantilesWithinABinOfTheExactOnes) {
+  LatencyWindow w(60);
+  std::mt19937 rng(7);
+  std::lognormal_distribution<double> dist(std::log(0.03), 0.6);
+  std::vector<double> xs;
+  for (int i = 0; i < 20000; ++i) {
+    xs.push_back(dist(rng));
+    w.add(1.0 + i * 1e-4, xs.back());
+  }
+  std::sort(xs.begin(), xs.end());
+  EXPECT_EQ(w.count(3.0), 20000);
+  for (double q : {0.5, 0.9, 0.99}) {
+    const double exact = xs[static_cast<size_t>(std::ceil(q * xs.size())) - 1];
+    EXPECT_NEAR(w.quantile(3.0, q), exact, 0.021 * exact) << q;  // bins are 2% wide
+  }
+  EXPECT_EQ(LatencyWindow(60).quantile(0, 0.99), 0);  // empty
+}
+
+TEST(LatencyWindow, OldLatenciesLeaveTheWindow) {
+  LatencyWindow w(10, 10);  // slices of 1 s
+  for (int i = 0; i < 100; ++i) w.add(0.5, 1.0);  // slow, early
+  for (int i = 0; i < 100; ++i) w.add(5.5, 0.01);
+  EXPECT_EQ(w.count(9.9), 200);
+  EXPECT_NEAR(w.quantile(9.9, 0.99), 1.0, 0.02);
+  // At 10.5 s the slice of 0-1 s has left a 10 s window; only the fast latencies remain.
+  EXPECT_EQ(w.count(10.5), 100);
+  EXPECT_NEAR(w.quantile(10.5, 0.99), 0.01, 0.0002);
+  EXPECT_EQ(w.count(16.0), 0);
+  w.add(16.0, 0.2, 3);
+  EXPECT_EQ(w.count(16.0), 3);
+  w.clear();
+  EXPECT_EQ(w.count(16.0), 0);
+}
+
+FallbackOptions options() {
+  return FallbackOptions{.tpot_target_s = 0.040, .window_s = 20, .min_samples = 50, .min_dwell_s = 2};
+}
+
+// `n` latencies of `latency` at time t on `set`, with the given primary/fallback ratio.
+void feed(PrecisionFallback& f, double t, WeightSet set, double latency, int n, double ratio = 0) {
+  for (int i = 0; i < n; ++i) f.observe(t, set, latency, ratio);
+}
+
+TEST(PrecisionFallback, SwitchesWhenTheP99PassesTheTargetAndNotBefore) {
+  PrecisionFallback f(options());
+  feed(f, 1.0, WeightSet::kPrimary, 0.030, 200);
+  EXPECT_FALSE(f.update(1.0));  // all within the target
+  feed(f, 2.0, WeightSet::kPrimary, 0.060, 1);
+  EXPECT_FALSE(f.update(2.0));  // 1 of 201 above: the P99 is still within
+  feed(f, 2.1, WeightSet::kPrimary, 0.060, 3);
+  EXPECT_TRUE(f.update(2.1));   // 4 of 204 above: past the P99
+  EXPECT_EQ(f.current(), WeightSet::kFallback);
+  EXPECT_EQ(f.stats().switches_to_fallback, 1u);
+  EXPECT_GT(f.stats().window_p99_s, 0.040);
+
+  PrecisionFallback g(options());
+  feed(g, 1.0, WeightSet::kPrimary, 0.100, 49);
+  EXPECT_FALSE(g.update(1.0));  // every one slow, but fewer than min_samples: not judged yet
+  feed(g, 1.0, WeightSet::kPrimary, 0.100, 1);
+  EXPECT_TRUE(g.update(1.0));   // reacts at the first update with a judged window
+}
+
+TEST(PrecisionFallback, GoesBackOnlyWhenThePrimaryIsPredictedWithinTheMargin) {
+  PrecisionFallback f(options());
+  feed(f, 1.0, WeightSet::kPrimary, 0.050, 100);
+  ASSERT_TRUE(f.update(1.0));
+  EXPECT_EQ(f.stats().window_count, 100);  // what it judged
+  // The window starts empty on the fallback; latencies of steps launched before the switch are not counted.
+  feed(f, 1.1, WeightSet::kPrimary, 0.050, 100);
+  EXPECT_FALSE(f.update(1.1));
+  EXPECT_EQ(f.stats().window_count, 0);
+  // Fast on the fallback (30 ms) but the primary would still take 1.6x as long: 48 ms, above 32 ms.
+  for (double t = 1.2; t < 20; t += 0.5) {
+    feed(f, t, WeightSet::kFallback, 0.030, 20, 1.6);
+    EXPECT_FALSE(f.update(t)) << t;  // no flapping under the same load
+  }
+  // Latencies whose ratio the models cannot give yet are not counted.
+  PrecisionFallback g(options());
+  feed(g, 1.0, WeightSet::kPrimary, 0.050, 100);
+  ASSERT_TRUE(g.update(1.0));
+  feed(g, 5.0, WeightSet::kFallback, 0.010, 100, 0);
+  EXPECT_FALSE(g.update(5.0));
+  EXPECT_EQ(g.current(), WeightSet::kFallback);
+  EXPECT_EQ(g.stats().window_count, 0);
+
+  // The load drops: 15 ms on the fallback, 24 ms predicted on the primary (<= 32 ms), but within the dwell
+  // the set stays; after it, back.
+  PrecisionFallback h(options());
+  feed(h, 10.0, WeightSet::kPrimary, 0.050, 100);
+  ASSERT_TRUE(h.update(10.0));
+  feed(h, 10.5, WeightSet::kFallback, 0.015, 100, 1.6);
+  EXPECT_FALSE(h.update(10.5));
+  EXPECT_FALSE(h.update(11.9));
+  EXPECT_TRUE(h.update(12.1));
+  EXPECT_EQ(h.current(), WeightSet::kPrimary);
+  EXPECT_EQ(h.stats().switches_to_primary, 1u);
+  EXPECT_NEAR(h.stats().window_p99_s, 0.024, 0.001);  // the prediction it judged, before the window cleared
+}
+
+TEST(PrecisionFallback, NoTargetNeverSwitches) {
+  PrecisionFallback f(FallbackOptions{.tpot_target_s = 0, .window_s = 10, .min_samples = 1});
+  feed(f, 1.0, WeightSet::kPrimary, 5.0, 1000);
+  EXPECT_FALSE(f.update(1.0));
+  EXPECT_EQ(f.current(), WeightSet::kPrimary);
+}
+
+TEST(PrecisionFallback, DefaultDwellIsAQuarterOfTheWindow) {
+  PrecisionFallback f(FallbackOptions{.tpot_target_s = 0.04, .window_s = 60});
+  EXPECT_EQ(f.options().min_dwell_s, 15);
+  EXPECT_EQ(weight_set_name(WeightSet::kFallback), "fallback");
+  EXPECT_EQ(weight_set_name(WeightSet::kPrimary), "primary");
+}
+
+}  // namespace
+}  // namespace pagoda
