@@ -2,7 +2,9 @@
 window (64 inter-token latencies) moves the engine to the fp8 weights quantized at start-up; the switch is
 logged, counted in /metrics and drawn in the GPU timeline. Flags that cannot work are refused at start-up."""
 import json
+import os
 import subprocess
+import tempfile
 import unittest
 
 import pagoda_cli
@@ -11,7 +13,9 @@ from test_server import Server
 
 class ServerFallbackTest(unittest.TestCase):
     def test_switch_logged_counted_and_drawn(self):
-        server = Server("--fallback-quantization", "fp8", "--slo-tpot-ms", "0.001")
+        tmp = tempfile.TemporaryDirectory()
+        trace = os.path.join(tmp.name, "trace.jsonl")
+        server = Server("--fallback-quantization", "fp8", "--slo-tpot-ms", "0.001", "--trace-file", trace)
         try:
             self.assertEqual(server.metric("pagoda:precision_fallback_active"), 0)
             status, out = server.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 80,
@@ -34,6 +38,12 @@ class ServerFallbackTest(unittest.TestCase):
             self.assertGreater(max(v for v in rows["steps on fallback weights"] if v is not None), 0)
         finally:
             server.stop()
+        # The request's trace says how many of its tokens the fallback weights computed.
+        with open(trace) as f:
+            lines = [json.loads(line) for line in f]
+        tmp.cleanup()
+        self.assertEqual(len(lines), 1)
+        self.assertEqual(lines[0]["fallback_tokens"], 80 - 65)
 
     def test_refused_flags(self):
         for flags, message in [(["--fallback-quantization", "fp8"], "need --slo-tpot-ms"),

@@ -343,6 +343,7 @@ void Engine::complete(LaunchedStep& step) {
     Active& a = active_.at(o.seq_id);
     if (o.num_output_tokens >= 2 && fallback_) latencies.push_back(seconds_between(a.last_token_at, collected_at));
     a.last_token_at = collected_at;
+    if (record.weights == WeightSet::kFallback) ++a.times.fallback_tokens;
   }
   if (fallback_) update_fallback(record, latencies, collected_at);
 

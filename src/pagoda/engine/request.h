@@ -37,6 +37,7 @@ struct RequestTimes {
   TimePoint scheduled;     // the first step that scheduled it was planned (its forward starts)
   TimePoint prefill_done;  // end of the step that computed its last prompt token (and sampled its first token)
   int num_preemptions = 0;
+  int fallback_tokens = 0;  // output tokens sampled by steps on the fallback weights (--fallback-quantization)
 };
 
 // One event per request per step in which something happened. The last event has finished = true.

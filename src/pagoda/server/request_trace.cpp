@@ -47,6 +47,7 @@ nlohmann::json RequestTrace::to_json() const {
           {"cached_tokens", usage.cached_tokens},
           {"completion_tokens", completion_tokens},
           {"preemptions", times.num_preemptions},
+          {"fallback_tokens", times.fallback_tokens},
           {"arrival_time", wall},
           {"queued", since_arrival(times.queued)},
           {"scheduled", since_arrival(times.scheduled)},
