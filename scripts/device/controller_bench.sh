@@ -22,6 +22,10 @@ for config in ${CONFIGS:-static:1024 static:2048 static:4096 adaptive:4096}; do
   budget=${config##*:}
   flags=(--max-num-batched-tokens "$budget")
   [ "$kind" = adaptive ] && flags+=(--batch-controller adaptive --slo-tpot-ms "${SLO_TPOT_MS:-40}" --slo-ttft-ms "${SLO_TTFT_MS:-200}")
+  # slo-static / slo-adaptive: the same with --scheduling-policy slo (deadline-first admission, policy.h).
+  [ "$kind" = slo-static ] && flags+=(--scheduling-policy slo --slo-tpot-ms "${SLO_TPOT_MS:-50}" --slo-ttft-ms "${SLO_TTFT_MS:-200}")
+  [ "$kind" = slo-adaptive ] && flags+=(--scheduling-policy slo --batch-controller adaptive --slo-tpot-ms "${SLO_TPOT_MS:-40}"
+                                        --slo-ttft-ms "${SLO_TTFT_MS:-200}")
   [ "$kind" = fallback ] && flags+=(--fallback-quantization "${FALLBACK:-fp8}" --slo-tpot-ms "${SLO_TPOT_MS:-40}"
                                     --fallback-window-s "${FALLBACK_WINDOW_S:-10}")
   "$PAGODA" --log-level info serve -m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 \

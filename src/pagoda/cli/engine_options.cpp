@@ -47,7 +47,8 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                              "(default {:g}; 0: no prefetch)", LlmOptions::kDefaultPrefetchIntervalMs))
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--scheduling-policy", policy,
-                 "fcfs (default), priority (lower values first, then arrival) or slo (served as priority; when KV "
+                 "fcfs (default), priority (lower values first, then arrival) or slo (served as priority, admitting first "
+                 "within a priority the requests that can still make --slo-ttft-ms / --slo-tpot-ms; when KV "
                  "blocks run out, preempts the lowest priority with the most estimated remaining tokens, from "
                  "max_tokens and the tenant's observed output lengths, sparing requests already past --slo-ttft-ms "
                  "/ --slo-tpot-ms)")

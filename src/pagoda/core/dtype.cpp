@@ -70,20 +70,6 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-uint8_t f32_to_e4m3_saturating(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7F);
-  const float a = std::min(std::fabs(x), 448.0f);
-  int e = 0;
-  (void)std::frexp(a, &e);                       // a = m * 2^e, m in [0.5, 1)
-  const int exponent = a == 0.0f ? -6 : std::max(e - 1, -6);  // subnormals share the exponent -6
-  // a / 2^(exponent - 3) is exact (a power-of-two scaling); rounding it (half to even, the default mode) gives
-  // the 3-bit mantissa with the implicit bit (8..16; 16 carries into the next exponent, which the code
-  // arithmetic absorbs).
-  const int mantissa = static_cast<int>(std::nearbyint(std::ldexp(a, -(exponent - 3))));
-  return static_cast<uint8_t>(sign | ((exponent + 7) * 8 + mantissa - 8));
-}
-
 float f8e4m3_to_f32(uint8_t v) {
   const float sign = (v & 0x80u) ? -1.0f : 1.0f;
   const int exp = (v >> 3) & 0xf;

@@ -16,20 +16,22 @@ namespace {
 constexpr int64_t kW4GroupSize = 128;
 constexpr int64_t kSlabRows = 64;
 
-float value_at(const Tensor& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::kF32: return t.ptr<const float>()[i];
-    case DType::kF16: return f16_to_f32(t.ptr<const uint16_t>()[i]);
-    default: return bf16_to_f32(t.ptr<const uint16_t>()[i]);
-  }
-}
-
-// Rows [begin, end) of `w` as fp32.
+// Rows [begin, end) of `w` as fp32 (each source dtype converted exactly, a row at a time).
 Matrix rows_of(const Weight& w, int64_t begin, int64_t end) {
   const int64_t k = w.cols();
   Matrix m(end - begin, k);
-  for (int64_t r = begin; r < end; ++r)
-    for (int64_t c = 0; c < k; ++c) m.at(r - begin, c) = value_at(w.data, r * k + c);
+  for (int64_t r = begin; r < end; ++r) {
+    float* dst = m.row(r - begin);
+    switch (w.data.dtype) {
+      case DType::kF32: std::copy_n(w.data.ptr<const float>() + r * k, k, dst); break;
+      case DType::kF16:
+        for (int64_t c = 0; c < k; ++c) dst[c] = f16_to_f32(w.data.ptr<const uint16_t>()[r * k + c]);
+        break;
+      default:
+        for (int64_t c = 0; c < k; ++c) dst[c] = bf16_to_f32(w.data.ptr<const uint16_t>()[r * k + c]);
+        break;
+    }
+  }
   return m;
 }
 

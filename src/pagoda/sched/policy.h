@@ -16,7 +16,8 @@ namespace pagoda {
 enum class SchedulingPolicy : uint8_t {
   kFcfs,      // arrival order
   kPriority,  // lower `priority` first, then arrival order
-  kSlo,       // served as kPriority; preempts by remaining work, sparing requests past their SLO (below)
+  kSlo,       // served as kPriority; preempts by remaining work, sparing requests past their SLO (below); admits
+              // within a priority those not past their SLO first (Scheduler::admission_order)
 };
 
 // "fcfs", "priority" or "slo"; throws pagoda::Error otherwise.

@@ -105,9 +105,18 @@ Scheduler::Load Scheduler::load() const {
       l.decode_kv_tokens += s->num_computed_tokens;
     }
   }
-  for (const Sequence* s : waiting_) {  // a long queue is not walked past what the load reports
-    if (l.pending.size() >= kMaxPendingInLoad) break;
-    pending(*s, s->num_tokens() - s->num_computed_tokens);
+  // A long queue is not walked past what the load reports (unless it must be ordered by deadline first).
+  const auto waiting = [&](const Sequence& s) {
+    if (l.pending.size() >= kMaxPendingInLoad) return false;
+    pending(s, s.num_tokens() - s.num_computed_tokens);
+    return true;
+  };
+  if (deadline_first()) {
+    for (const Sequence* s : admission_order(clock_()))
+      if (!waiting(*s)) break;
+  } else {
+    for (const Sequence* s : waiting_)
+      if (!waiting(*s)) break;
   }
   return l;
 }
@@ -223,33 +232,63 @@ size_t Scheduler::pick_victim(std::span<Sequence* const> candidates) const {
   return where[policy_victim(above)];
 }
 
+bool Scheduler::deadline_first() const {
+  return config_.policy == SchedulingPolicy::kSlo && (config_.slo.ttft_seconds > 0 || config_.slo.tpot_seconds > 0);
+}
+
+std::vector<Sequence*> Scheduler::admission_order(double now) const {
+  std::vector<Sequence*> order(waiting_.begin(), waiting_.end());
+  if (!deadline_first()) return order;
+  std::vector<std::pair<bool, Sequence*>> keyed;
+  keyed.reserve(order.size());
+  for (Sequence* s : order) keyed.emplace_back(past_slo(*s, config_.slo, now), s);
+  // waiting_ is in (priority, arrival) order; a stable sort by (priority, late) keeps arrival within each.
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.second->priority, a.first) < std::make_pair(b.second->priority, b.first);
+  });
+  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  return order;
+}
+
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
-  for (auto it = waiting_.begin(); it != waiting_.end() && !budget.exhausted() && num_running() < config_.max_num_seqs;) {
-    Sequence& seq = **it;
-    // Preempted while its last step was in flight: that step's update() comes before the next plan.
-    PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
-    const std::span<const TokenId> tokens(seq.token_ids);
-    // Never the whole sequence: the last token must be computed to have logits to sample.
-    const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
-    const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
-    if (over_tenant_cap(seq, hit.num_tokens + num_new)) {  // waits for its tenant's blocks; others go past it
-      ++it;
-      continue;
+  const auto room = [&] { return !budget.exhausted() && num_running() < config_.max_num_seqs; };
+  if (deadline_first()) {
+    for (Sequence* seq : admission_order(clock_())) {
+      if (!room()) break;
+      if (admit(*seq, budget, plan) == Admission::kNoBlocks) break;
     }
-    if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) break;
-    if (block_manager_.prefix_caching_enabled())
-      block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens, hit.num_host_blocks() * block_manager_.block_size());
-    if (seq.status == SeqStatus::kWaiting) {
-      seq.num_cached_tokens = hit.num_tokens;
-      block_manager_.record_access(tokens, seq.blocks.salt(), hit, clock_());
-    }
-    seq.num_computed_tokens = hit.num_tokens;
-    seq.status = SeqStatus::kRunning;
-    it = waiting_.erase(it);
-    insert_running(&seq);
-    add_to_plan(plan, seq, num_new);
-    budget.take(num_new);
+    return;
   }
+  for (auto it = waiting_.begin(); it != waiting_.end() && room();) {
+    Sequence& seq = **it;
+    ++it;  // admit() erases seq from waiting_
+    if (admit(seq, budget, plan) == Admission::kNoBlocks) break;
+  }
+}
+
+Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPlan& plan) {
+  // Preempted while its last step was in flight: that step's update() comes before the next plan.
+  PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
+  const std::span<const TokenId> tokens(seq.token_ids);
+  // Never the whole sequence: the last token must be computed to have logits to sample.
+  const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
+  const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
+  // Waits for its tenant's blocks; others go past it.
+  if (over_tenant_cap(seq, hit.num_tokens + num_new)) return Admission::kSkipped;
+  if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) return Admission::kNoBlocks;
+  if (block_manager_.prefix_caching_enabled())
+    block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens, hit.num_host_blocks() * block_manager_.block_size());
+  if (seq.status == SeqStatus::kWaiting) {
+    seq.num_cached_tokens = hit.num_tokens;
+    block_manager_.record_access(tokens, seq.blocks.salt(), hit, clock_());
+  }
+  seq.num_computed_tokens = hit.num_tokens;
+  seq.status = SeqStatus::kRunning;
+  waiting_.erase(&seq);
+  insert_running(&seq);
+  add_to_plan(plan, seq, num_new);
+  budget.take(num_new);
+  return Admission::kAdmitted;
 }
 
 void Scheduler::preempt(Sequence& seq, StepPlan& plan) {

@@ -122,6 +122,15 @@ class Scheduler {
   size_t pick_victim(std::span<Sequence* const> candidates) const;
   void schedule_running(TokenBudget& budget, StepPlan& plan);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
+  enum class Admission { kAdmitted, kSkipped, kNoBlocks };
+  Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
+  // Whether admission reorders the waiting queue by deadline: the slo policy with a TTFT or TPOT target.
+  bool deadline_first() const;
+  // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within
+  // each priority, those not past their SLO at `now` (policy.h's past_slo) first, then the late ones, each in
+  // arrival order. Under overload a queue served in arrival order makes every request late; serving first
+  // those that can still make their targets keeps them in time, and the late ones wait for a lull.
+  std::vector<Sequence*> admission_order(double now) const;
   void preempt(Sequence& seq, StepPlan& plan);
   // The policy's victim among `candidates` (pick_preemption_victim with this scheduler's context).
   size_t policy_victim(std::span<Sequence* const> candidates) const;

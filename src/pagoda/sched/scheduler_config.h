@@ -11,7 +11,8 @@ struct SchedulerConfig {
   int max_model_len = 2048;           // prompt + output tokens of one sequence
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // With the slo policy: a running request already past these targets is preempted only when every
-  // candidate is (policy.h). Zeros: none.
+  // candidate is (policy.h), and, within a priority, waiting requests that can still make them are admitted
+  // before those already past them (Scheduler::admission_order). Zeros: none.
   SloTargets slo{};
 };
 

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
 
 namespace pagoda {
 namespace {
@@ -155,4 +158,44 @@ TEST(BF16, RoundTripsEveryBitPattern) {
 }
 
 }  // namespace
+namespace {
+
+// The e4m3 rounding by its definition (frexp / ldexp / nearbyint): what f32_to_e4m3_saturating computes from
+// the bits.
+uint8_t e4m3_by_definition(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7F);
+  const float a = std::min(std::fabs(x), 448.0f);
+  int e = 0;
+  (void)std::frexp(a, &e);
+  const int exponent = a == 0.0f ? -6 : std::max(e - 1, -6);
+  const int mantissa = static_cast<int>(std::nearbyint(std::ldexp(a, -(exponent - 3))));
+  return static_cast<uint8_t>(sign | ((exponent + 7) * 8 + mantissa - 8));
+}
+
+}  // namespace
+
+TEST(E4M3, EqualsTheDefinitionOnEveryBf16AndRandomFloats) {
+  for (uint32_t b = 0; b < 0x10000u; ++b) {  // every bf16 value: every exponent, both signs, specials
+    const float x = std::bit_cast<float>(b << 16);
+    ASSERT_EQ(f32_to_e4m3_saturating(x), e4m3_by_definition(x)) << x << " bits " << b;
+  }
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 1000000; ++i) {
+    const float x = std::bit_cast<float>(bits(rng));
+    ASSERT_EQ(f32_to_e4m3_saturating(x), e4m3_by_definition(x)) << x;
+  }
+  // Every midpoint between neighbouring codes (ties go to the even code) and its float neighbours.
+  for (int c = 0; c < 0x7E; ++c) {
+    const float mid = (f8e4m3_to_f32(static_cast<uint8_t>(c)) + f8e4m3_to_f32(static_cast<uint8_t>(c + 1))) / 2;
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f), -mid}) {
+      EXPECT_EQ(f32_to_e4m3_saturating(x), e4m3_by_definition(x)) << x;
+    }
+  }
+  EXPECT_EQ(f32_to_e4m3_saturating(1e9f), 0x7E);  // saturates at 448
+  EXPECT_EQ(f32_to_e4m3_saturating(-std::numeric_limits<float>::infinity()), 0xFE);
+  EXPECT_EQ(f32_to_e4m3_saturating(std::numeric_limits<float>::quiet_NaN()), 0x7F);
+}
+
 }  // namespace pagoda

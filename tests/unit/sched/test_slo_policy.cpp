@@ -356,9 +356,43 @@ TEST(SchedulerSlo, SparesARequestPastItsSloWhileAnotherCandidateIsNot) {
   EXPECT_EQ(plan.preempted, std::vector<SeqId>{3});
 }
 
-// Without preemption the slo policy plans exactly as priority: same trace, same plans.
+// Within a priority, waiting requests that can still make their targets are admitted before those already past
+// them, each group in arrival order; priority still comes first. The batch controller's view of the queue
+// (load) is in the same order. Other policies, or slo without targets, keep arrival order.
+TEST(SchedulerSlo, AdmitsRequestsThatCanStillMakeTheirTargetsFirst) {
+  const auto pending_ids = [](const Scheduler& s) {
+    std::vector<SeqId> ids;
+    for (const auto& [id, tokens] : s.load().pending) ids.push_back(id);
+    return ids;
+  };
+  for (SchedulingPolicy policy : {kSlo, SchedulingPolicy::kPriority}) {
+    SloScheduler t(policy, {.ttft_seconds = 1.0}, 64, 8);  // 8 tokens a step: one prompt of 8
+    t.s.add(make_request(1, iota_tokens(8, 100), 2, 0));
+    t.s.add(make_request(2, iota_tokens(8, 200), 2, 0));
+    t.now = 1.5;  // 1 and 2 have waited past the TTFT target
+    t.s.add(make_request(3, iota_tokens(8, 300), 2, 0));
+    t.s.add(make_request(4, iota_tokens(8, 400), 2, 1));  // in time, but a lower priority
+    t.s.add(make_request(5, iota_tokens(8, 500), 2, 0));
+    if (policy == kSlo) {
+      EXPECT_EQ(pending_ids(t.s), (std::vector<SeqId>{3, 5, 1, 2, 4}));
+      EXPECT_EQ(planned(t.step()), std::vector<SeqId>{3});
+    } else {
+      EXPECT_EQ(pending_ids(t.s), (std::vector<SeqId>{1, 2, 3, 5, 4}));
+      EXPECT_EQ(planned(t.step()), std::vector<SeqId>{1});
+    }
+    t.run_to_end();
+  }
+  SloScheduler untargeted(kSlo, {}, 64, 8);
+  untargeted.s.add(make_request(1, iota_tokens(8, 100), 2, 0));
+  untargeted.now = 100;
+  untargeted.s.add(make_request(2, iota_tokens(8, 200), 2, 0));
+  EXPECT_EQ(planned(untargeted.step()), std::vector<SeqId>{1});
+}
+
+// Without preemption, and with no request past its targets, the slo policy plans exactly as priority: same
+// trace, same plans.
 TEST(SchedulerSlo, PlansAsPriorityWhenNothingIsPreempted) {
-  SloScheduler slo(kSlo, {.ttft_seconds = 0.01, .tpot_seconds = 0.01}, 64, 16);
+  SloScheduler slo(kSlo, {.ttft_seconds = 1000, .tpot_seconds = 1000}, 64, 16);
   SloScheduler priority(SchedulingPolicy::kPriority, {}, 64, 16);
   std::mt19937 rng(7);
   SeqId id = 1;
