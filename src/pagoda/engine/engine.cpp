@@ -92,6 +92,20 @@ void Engine::pin_weights(std::optional<WeightSet> weights) {
   pinned_weights_ = weights;
 }
 
+// A prompt of the recent mean length admitted now: the steps its chunks take at the latest step's decode load,
+// as the step-time model predicts them; 0 until the model can tell.
+double Engine::first_token_estimate() const {
+  const StepTimeModel& model = current_step_model();
+  const double prompt = arrival_rates_.mean_prompt_tokens();
+  if (model.snapshot().num_steps < BatchController::kMinModelSteps || prompt <= 0) return 0;
+  const int64_t budget = std::max<int64_t>(1, options_.scheduler.max_num_batched_tokens - last_step_.decode_seqs);
+  const int64_t tokens = static_cast<int64_t>(prompt);
+  const int64_t steps = (tokens + budget - 1) / budget;
+  const int64_t chunk = std::min(tokens, budget);
+  const double step = model.predict(StepShape{chunk, last_step_.decode_seqs, last_step_.decode_kv_tokens, chunk * (chunk + 1) / 2});
+  return static_cast<double>(steps) * std::max(step, 0.0);
+}
+
 const StepTimeModel& Engine::current_step_model() const {
   return next_weights_ == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
 }
@@ -236,6 +250,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     std::lock_guard lock(mutex_);
     next_weights_ = pinned_weights_ ? *pinned_weights_ : fallback_ ? fallback_->current() : WeightSet::kPrimary;
   }
+  if (scheduler_.deadline_first()) scheduler_.set_first_token_estimate(first_token_estimate());
   step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
   if (step.plan.empty()) {
     runner_.copy_kv_blocks(step.plan.kv_transfers);  // a prefetch planned while nothing could run

@@ -189,6 +189,9 @@ class Engine {
   void update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now);
   // The step-time model of the weight set steps run on now.
   const StepTimeModel& current_step_model() const;
+  // Seconds from admission to the first token of a prompt of the recent mean length (Scheduler's deadline-first
+  // admission).
+  double first_token_estimate() const;
 
   const LlamaModel& model_;
   EngineOptions options_;

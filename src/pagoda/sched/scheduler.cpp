@@ -241,7 +241,12 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
   if (!deadline_first()) return order;
   std::vector<std::pair<bool, Sequence*>> keyed;
   keyed.reserve(order.size());
-  for (Sequence* s : order) keyed.emplace_back(past_slo(*s, config_.slo, now), s);
+  for (Sequence* s : order) {
+    const bool late = s->num_output_tokens() == 0
+                          ? config_.slo.ttft_seconds > 0 && now - s->submitted_s + first_token_estimate_ > config_.slo.ttft_seconds
+                          : past_slo(*s, config_.slo, now);
+    keyed.emplace_back(late, s);
+  }
   // waiting_ is in (priority, arrival) order; a stable sort by (priority, late) keeps arrival within each.
   std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.second->priority, a.first) < std::make_pair(b.second->priority, b.first);

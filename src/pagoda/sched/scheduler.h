@@ -77,6 +77,13 @@ class Scheduler {
   };
   Load load() const;
 
+  // Whether admission reorders the waiting queue by deadline (admission_order): the slo policy with a TTFT or
+  // TPOT target.
+  bool deadline_first() const;
+  // How long a prompt admitted now takes to its first token (the engine's estimate from its step-time model;
+  // 0 until it has one): a waiting request that has waited longer than the TTFT target minus this cannot make it.
+  void set_first_token_estimate(double seconds) { first_token_estimate_ = seconds; }
+
   // Applies a step, plans in the order they were made: replaces the oldest placeholder of the i-th
   // sampling entry of `plan` with `sampled[i]` (sampled.size() == plan.num_sampling(), in plan order: the
   // order of the runner's logits rows), checks max_tokens / max_model_len, then `stop`, and frees finished
@@ -124,12 +131,12 @@ class Scheduler {
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
   enum class Admission { kAdmitted, kSkipped, kNoBlocks };
   Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
-  // Whether admission reorders the waiting queue by deadline: the slo policy with a TTFT or TPOT target.
-  bool deadline_first() const;
   // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within
-  // each priority, those not past their SLO at `now` (policy.h's past_slo) first, then the late ones, each in
-  // arrival order. Under overload a queue served in arrival order makes every request late; serving first
-  // those that can still make their targets keeps them in time, and the late ones wait for a lull.
+  // each priority, those that can still make their SLO first, then the late ones, each in arrival order. A
+  // request without a token yet is late once its wait plus the first-token estimate passes the TTFT target; a
+  // preempted one, by policy.h's past_slo. Under overload a queue served in arrival order makes every request
+  // late; serving first those that can still make their targets keeps them in time, and the late ones wait for
+  // a lull.
   std::vector<Sequence*> admission_order(double now) const;
   void preempt(Sequence& seq, StepPlan& plan);
   // The policy's victim among `candidates` (pick_preemption_victim with this scheduler's context).
@@ -147,6 +154,7 @@ class Scheduler {
   Clock clock_;
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // every unfinished sequence
   std::vector<Sequence*> running_;                            // in policy order
+  double first_token_estimate_ = 0;  // seconds (set_first_token_estimate)
   std::set<Sequence*, PolicyOrder> waiting_;                  // new and preempted, in policy order
   std::vector<SeqId> finished_since_plan_;
   uint64_t next_arrival_index_ = 0;

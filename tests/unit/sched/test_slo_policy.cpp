@@ -382,6 +382,18 @@ TEST(SchedulerSlo, AdmitsRequestsThatCanStillMakeTheirTargetsFirst) {
     }
     t.run_to_end();
   }
+  // With a first-token estimate, a request that has waited less than the target but cannot make it any more
+  // (wait + estimate > target) counts as late.
+  SloScheduler est(kSlo, {.ttft_seconds = 1.0}, 64, 8);
+  est.s.add(make_request(1, iota_tokens(8, 100), 2, 0));
+  est.now = 0.5;
+  est.s.add(make_request(2, iota_tokens(8, 200), 2, 0));
+  est.s.set_first_token_estimate(0.4);
+  EXPECT_EQ(pending_ids(est.s), (std::vector<SeqId>{1, 2}));  // 0.5 + 0.4 <= 1: both can make it
+  est.s.set_first_token_estimate(0.6);
+  EXPECT_EQ(pending_ids(est.s), (std::vector<SeqId>{2, 1}));  // 0.5 + 0.6 > 1: 1 cannot
+  EXPECT_EQ(planned(est.step()), std::vector<SeqId>{2});
+
   SloScheduler untargeted(kSlo, {}, 64, 8);
   untargeted.s.add(make_request(1, iota_tokens(8, 100), 2, 0));
   untargeted.now = 100;
