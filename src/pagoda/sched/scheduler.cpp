@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <algorithm>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "pagoda/core/check.h"
@@ -247,10 +248,15 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
                           : past_slo(*s, config_.slo, now);
     keyed.emplace_back(late, s);
   }
-  // waiting_ is in (priority, arrival) order; a stable sort by (priority, late) keeps arrival within each.
-  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    return std::make_pair(a.second->priority, a.first) < std::make_pair(b.second->priority, b.first);
-  });
+  // Within a priority: those in time first, then the late ones oldest first. While some are late (the queue
+  // outgrows what the engine serves in time), those in time go newest first: the oldest of them are the next to
+  // miss, while a request served as it arrives makes it. Otherwise in arrival order.
+  const bool overloaded = std::any_of(keyed.begin(), keyed.end(), [](const auto& k) { return k.first; });
+  const auto key = [&](const std::pair<bool, Sequence*>& k) {
+    const auto arrival = static_cast<int64_t>(k.second->arrival_index);
+    return std::make_tuple(k.second->priority, k.first, k.first || !overloaded ? arrival : -arrival);
+  };
+  std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
   for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
   return order;
 }

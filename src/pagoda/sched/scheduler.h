@@ -132,11 +132,12 @@ class Scheduler {
   enum class Admission { kAdmitted, kSkipped, kNoBlocks };
   Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
   // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within
-  // each priority, those that can still make their SLO first, then the late ones, each in arrival order. A
+  // each priority, those that can still make their SLO first (newest first while any request is late, else in
+  // arrival order), then the late ones, oldest first. A
   // request without a token yet is late once its wait plus the first-token estimate passes the TTFT target; a
   // preempted one, by policy.h's past_slo. Under overload a queue served in arrival order makes every request
-  // late; serving first those that can still make their targets keeps them in time, and the late ones wait for
-  // a lull.
+  // late; serving first those that can still make their targets, the newest first, keeps as many in time as the
+  // engine can serve, and the late ones wait for a lull.
   std::vector<Sequence*> admission_order(double now) const;
   void preempt(Sequence& seq, StepPlan& plan);
   // The policy's victim among `candidates` (pick_preemption_victim with this scheduler's context).
