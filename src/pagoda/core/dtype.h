@@ -63,7 +63,7 @@ inline uint8_t f32_to_e4m3_saturating(float x) {
   const uint32_t fraction = bits & 0x7fffffu;
   uint32_t q = fraction >> 20;  // the 3 mantissa bits; round the 20 below half to even
   const uint32_t rest = fraction & 0xfffffu;
-  if (rest > 0x80000u || (rest == 0x80000u && (q & 1u))) ++q;  // 8 carries into the next exponent
+  q += static_cast<uint32_t>(rest > 0x80000u) | (static_cast<uint32_t>(rest == 0x80000u) & q & 1u);  // 8 carries over
   return static_cast<uint8_t>(sign | ((exponent + 7) * 8 + static_cast<int>(q)));
 }
 uint16_t f32_to_f16(float f);
