@@ -35,15 +35,18 @@ constexpr int64_t kPrefetchBytes = 512;  // ahead in each row's codes
 // ((q - z) with zero points, q with offsets) and the 8 lanes' starting values, -128 x (the lane's codes' sum).
 constexpr int64_t kPreparedBlockBytes = 64;
 
-// A block's signed operand and starting sums, from the codes (as w4_prepare_rows_vnni stores them).
-inline void unpack_block(const W4Rows& w, int64_t row, int64_t b, __m256i& q, __m256i& start) {
+// A block's signed operand: the 32 codes, less the zero point of its group g when there is one.
+inline __m256i block_operand(const W4Rows& w, int64_t row, int64_t b, int64_t g) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + b * (kBlock / 2);
   _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);  // decode streams the codes
-  q = int4_codes32(codes);
-  if (w.offsets == nullptr) {
-    const int64_t g = b * kBlock / w.group_size;
-    q = _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
-  }
+  const __m256i q = int4_codes32(codes);
+  if (w.offsets != nullptr) return q;
+  return _mm256_sub_epi8(q, _mm256_set1_epi8(static_cast<char>(w.zeros[row * w.groups + g])));
+}
+
+// A block's signed operand and starting sums (as w4_prepare_rows_vnni stores them).
+inline void unpack_block(const W4Rows& w, int64_t row, int64_t b, int64_t g, __m256i& q, __m256i& start) {
+  q = block_operand(w, row, b, g);
   start = _mm256_sub_epi32(_mm256_setzero_si256(),
                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), q));
 }
@@ -69,7 +72,7 @@ inline void tile(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t p
         start[r] = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(block + 32)));
       } else {
         __m256i q, first;
-        unpack_block(w, row, b, q, first);
+        unpack_block(w, row, b, g, q, first);
         wv[r] = _mm512_broadcast_i64x4(q);
         start[r] = _mm512_broadcast_i64x4(first);
       }
@@ -96,6 +99,56 @@ inline void tile(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t p
         out[(t0 + 1) * n + r0 + r] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)));
     }
   }
+}
+
+// One token (decode): two rows a register, row a's block in the low half and row a + 1's in the high half,
+// against the token's block broadcast to both; 2 x R2 rows at once. Each lane sums the same four products in
+// the same order as tile()'s low half, so the results are tile()'s bit for bit, with half the vpdpbusd,
+// conversions and FMAs (tile() pairs the lone token with an empty one).
+template <int R2, bool kOffsets>
+inline void one_token_tile(const W4Rows& w, int64_t r0, const Q8TokenPairs& x, float* out) {
+  const int64_t nb = w.k / kBlock;
+  const int64_t blocks_per_group = w.group_size / kBlock;
+  __m512 acc[R2];
+  for (int j = 0; j < R2; ++j) acc[j] = _mm512_setzero_ps();
+  int64_t g = 0, in_group = 0;  // the block's group, counted rather than divided
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.values + b * 64)));
+    const __m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(x.scales + b * 16));
+    for (int j = 0; j < R2; ++j) {
+      const int64_t a = r0 + 2 * j;
+      const __m512i wv =
+          _mm512_inserti64x4(_mm512_castsi256_si512(block_operand(w, a, b, g)), block_operand(w, a + 1, b, g), 1);
+      const __m512i start = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), wv));
+      const __m512 s = _mm512_insertf32x8(_mm512_set1_ps(w.scales[a * w.groups + g]),
+                                          _mm256_set1_ps(w.scales[(a + 1) * w.groups + g]), 1);
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, xv, wv));
+      acc[j] = _mm512_fmadd_ps(sums, _mm512_mul_ps(s, dx), acc[j]);
+      if constexpr (kOffsets) {
+        const __m512 m = _mm512_insertf32x8(_mm512_set1_ps(w.offsets[a * w.groups + g]),
+                                            _mm256_set1_ps(w.offsets[(a + 1) * w.groups + g]), 1);
+        acc[j] = _mm512_fnmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x.lane_sums + b * 16)), _mm512_mul_ps(m, dx),
+                                  acc[j]);
+      }
+    }
+    if (++in_group == blocks_per_group) {
+      ++g;
+      in_group = 0;
+    }
+  }
+  for (int j = 0; j < R2; ++j) {
+    out[r0 + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j]));
+    out[r0 + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)));
+  }
+}
+
+template <bool kOffsets>
+void rows_one_token(const W4Rows& w, int64_t r0, int64_t count, const Q8TokenPairs& x, float* out) {
+  int64_t r = r0;
+  for (; r + 4 <= r0 + count; r += 4) one_token_tile<2, kOffsets>(w, r, x, out);
+  for (; r + 2 <= r0 + count; r += 2) one_token_tile<1, kOffsets>(w, r, x, out);
+  for (; r < r0 + count; ++r) tile<1, 1, kOffsets, false>(w, nullptr, r, r0, x, 0, out, 0);
 }
 
 template <int R, bool kOffsets, bool kPrepared>
@@ -125,7 +178,7 @@ void w4_prepare_rows_vnni(const W4Rows& w, int64_t r0, int64_t count, uint8_t* p
   for (int64_t r = 0; r < count; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
       __m256i q, start;
-      unpack_block(w, r0 + r, b, q, start);
+      unpack_block(w, r0 + r, b, b * kBlock / w.group_size, q, start);
       uint8_t* dst = prepared + (r * nb + b) * kPreparedBlockBytes;
       _mm256_store_si256(reinterpret_cast<__m256i*>(dst), q);
       _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32), start);
@@ -136,6 +189,10 @@ void w4_prepare_rows_vnni(const W4Rows& w, int64_t r0, int64_t count, uint8_t* p
 void w4_rows_times_pairs_vnni(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
                               const Q8TokenPairs& x, int64_t pair_begin, int64_t pair_end, float* out, int64_t n) {
   const bool offsets = w.offsets != nullptr;
+  // One token: out is that token's row of n outputs (n unused by one_token_tile's indexing).
+  if (x.num_tokens == 1 && prepared == nullptr && pair_begin == 0 && pair_end == 1 && w.group_size % kBlock == 0) {
+    return offsets ? rows_one_token<true>(w, r0, count, x, out) : rows_one_token<false>(w, r0, count, x, out);
+  }
   if (prepared != nullptr) {
     return offsets ? rows<true, true>(w, prepared, r0, count, x, pair_begin, pair_end, out, n)
                    : rows<false, true>(w, prepared, r0, count, x, pair_begin, pair_end, out, n);
