@@ -157,6 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(DType::kF16, 2, 33, 172), std::make_tuple(DType::kF16, 3, 7, 2056),
                       std::make_tuple(DType::kBF16, 4, 9, 100), std::make_tuple(DType::kF32, 2, 7, 13),
                       std::make_tuple(DType::kQ8_0, 2, 5, 96), std::make_tuple(DType::kQ8_0, 4, 131, 256),
+                      // one token: two rows a register in 4-, 2- and 1-row tails
+                      std::make_tuple(DType::kQ8_0, 1, 131, 256), std::make_tuple(DType::kQ8_0, 1, 6, 64),
                       std::make_tuple(DType::kF16, 1, 5632, 2048), std::make_tuple(DType::kBF16, 200, 70, 2064)),
     ::testing::Values(cpu::Isa::kAvx2, cpu::Isa::kAvx512)));
 

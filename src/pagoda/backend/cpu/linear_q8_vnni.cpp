@@ -89,12 +89,46 @@ void rows_times_pairs(const uint8_t* const (&w)[R], const Q8TokenPairs& x, int64
   }
 }
 
+// One token (decode): two rows a register, row a's block in the low half and row a + 1's in the high half,
+// against the token's block broadcast to both; 2 x R2 rows at once. Each lane sums the same four products in
+// the same order as tile()'s low half, so the results are tile()'s bit for bit, with half the vpdpbusd,
+// conversions and FMAs (tile() pairs the lone token with an empty one). `w` points at row r0.
+template <int R2>
+inline void one_token_tile(const uint8_t* w, int64_t row_bytes, const Q8TokenPairs& x, int64_t nb, float* out) {
+  __m512 acc[R2];
+  for (int j = 0; j < R2; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i plus128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.values + b * 64)));
+    const __m512 xs = _mm512_broadcast_f32x8(_mm256_loadu_ps(x.scales + b * 16));
+    for (int j = 0; j < R2; ++j) {
+      const uint8_t* a = w + (2 * j) * row_bytes + b * kBlockBytes;
+      const uint8_t* c = a + row_bytes;
+      const __m512i wv = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 2)), 1);
+      const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(block_scale(a)), _mm256_set1_ps(block_scale(c)), 1);
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), plus128, wv));
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, xv, wv));
+      acc[j] = _mm512_fmadd_ps(sums, _mm512_mul_ps(dw, xs), acc[j]);
+    }
+  }
+  for (int j = 0; j < R2; ++j) {
+    out[2 * j] = hsum8(_mm512_castps512_ps256(acc[j]));
+    out[2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)));
+  }
+}
+
 }  // namespace
 
 void q8_rows_times_pairs_vnni(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t count, const Q8TokenPairs& x,
                               int64_t pair_begin, int64_t pair_end, int64_t k, float* out, int64_t n) {
   const int64_t nb = k / kBlock;
   int64_t r = r0;
+  if (x.num_tokens == 1 && pair_begin == 0 && pair_end == 1) {  // one token: rows two a register
+    for (; r + 4 <= r0 + count; r += 4) one_token_tile<2>(w + r * row_bytes, row_bytes, x, nb, out + r);
+    for (; r + 2 <= r0 + count; r += 2) one_token_tile<1>(w + r * row_bytes, row_bytes, x, nb, out + r);
+  }
   for (; r + 4 <= r0 + count; r += 4) {
     const uint8_t* const rows[4] = {w + r * row_bytes, w + (r + 1) * row_bytes, w + (r + 2) * row_bytes,
                                     w + (r + 3) * row_bytes};
