@@ -106,7 +106,10 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
                                         "max_requests_per_second", "share_prefixes", "priority"};
-  for (const auto& [name, v] : j["tenants"].items()) {
+  for (const auto& item : j["tenants"].items()) {
+    // Named references, not a structured binding: the lambda below captures v (clang before 16 cannot).
+    const std::string& name = item.key();
+    const nlohmann::json& v = item.value();
     const std::string where = fmt::format("{}: tenant '{}'", path, name);
     if (name.empty()) throw Error(path + ": empty tenant name");
     if (!v.is_object()) throw Error(where + ": expected an object");
