@@ -111,9 +111,14 @@ class ModelFileRemoved(unittest.TestCase):
                 except (ConnectionError, http.client.HTTPException):
                     pass  # the process may exit before it answers
                 self.assertEqual(server.proc.wait(30), 1)
-                time.sleep(0.2)  # the log pump
-                self.assertTrue(any("changed size while it was mapped" in line and "model.gguf" in line
-                                    for line in server.log), "".join(server.log[-5:]))
+
+                def named():
+                    return any("changed size while it was mapped" in line and "model.gguf" in line for line in server.log)
+
+                deadline = time.monotonic() + 10  # the log pump reads the last lines after the exit (slow under load)
+                while not named() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertTrue(named(), "".join(server.log[-5:]))
             finally:
                 server.stop()
 
