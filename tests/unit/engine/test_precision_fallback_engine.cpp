@@ -5,7 +5,9 @@
 // sequence of weight sets (a run pinned to the same sequence gives the same tokens).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "../model/golden_helpers.h"
 #include "pagoda/core/error.h"
@@ -106,10 +108,16 @@ TEST(FallbackWeights, TheRuleSwitchesAndTheOutputsFollowTheStepsWeights) {
   EXPECT_EQ(stats.fallback.switches_to_primary, 0u);  // the dwell (a quarter of 60 s) has not passed
   EXPECT_EQ(stats.fallback.current, WeightSet::kFallback);
   ASSERT_EQ(out[0].output_ids.size(), 16u);
+  // The observer hears of a step after its events went out: wait for the last one.
   std::vector<WeightSet> seen;
-  {
-    std::lock_guard lock(mutex);
-    seen = sets;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    {
+      std::lock_guard lock(mutex);
+      seen = sets;
+    }
+    if (seen.size() >= 16 || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_EQ(seen.size(), 16u);  // one step per token: the prompt's, then a decode each
   const auto first_fallback = std::find(seen.begin(), seen.end(), WeightSet::kFallback);
