@@ -48,7 +48,26 @@ static const LlmOptions& checked_kv_options(const LlmOptions& o) {
   return o;
 }
 
-LLM::LLM(const LlmOptions& o) : loaded_(load_model(checked_kv_options(o).load)), block_size_(o.block_size) {
+// Precision-fallback options that are wrong whatever the model: refused before the weights are loaded (an 8B
+// model's load and upload take a minute).
+static const LlmOptions& checked_fallback_options(const LlmOptions& o) {
+  if (o.fallback_quantization.empty() && o.fallback_model.empty()) return o;
+  if (!o.fallback_quantization.empty() && !o.fallback_model.empty())
+    throw Error("--fallback-quantization and --fallback-model: give one of them");
+  if (!(o.fallback.tpot_target_s > 0))
+    throw Error("the precision fallback needs --slo-tpot-ms (the P99 inter-token latency it keeps)");
+  if (!(o.fallback.window_s > 0) || !std::isfinite(o.fallback.window_s))
+    throw Error(fmt::format("--fallback-window-s must be a positive number of seconds, got {}", o.fallback.window_s));
+  if (o.fallback_quantization == "awq")
+    throw Error("--fallback-quantization awq: AWQ needs calibration text; write the checkpoint with `pagoda quantize "
+                "--method awq` and give it as --fallback-model (or use w4: round to nearest at start-up)");
+  if (!o.fallback_quantization.empty() && !quantizer::parse_weight_quantization(o.fallback_quantization))
+    throw Error(fmt::format("unknown --fallback-quantization '{}' (fp8, int8 or w4)", o.fallback_quantization));
+  return o;
+}
+
+LLM::LLM(const LlmOptions& o)
+    : loaded_(load_model(checked_fallback_options(checked_kv_options(o)).load)), block_size_(o.block_size) {
   const ModelConfig& c = loaded_.config;
   max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
   if (o.device == "cpu") {
@@ -154,18 +173,8 @@ LLM::~LLM() { engine_.reset(); }
 
 std::optional<ModelWeights> LLM::fallback_host_weights(const LlmOptions& o) {
   if (o.fallback_quantization.empty() && o.fallback_model.empty()) return std::nullopt;
-  if (!o.fallback_quantization.empty() && !o.fallback_model.empty())
-    throw Error("--fallback-quantization and --fallback-model: give one of them");
-  if (!(o.fallback.tpot_target_s > 0))
-    throw Error("the precision fallback needs --slo-tpot-ms (the P99 inter-token latency it keeps)");
-  if (!(o.fallback.window_s > 0) || !std::isfinite(o.fallback.window_s))
-    throw Error(fmt::format("--fallback-window-s must be a positive number of seconds, got {}", o.fallback.window_s));
-  if (!o.fallback_quantization.empty()) {
-    if (o.fallback_quantization == "awq")
-      throw Error("--fallback-quantization awq: AWQ needs calibration text; write the checkpoint with `pagoda quantize "
-                  "--method awq` and give it as --fallback-model (or use w4: round to nearest at start-up)");
+  if (!o.fallback_quantization.empty()) {  // checked_fallback_options accepted the name
     const auto q = quantizer::parse_weight_quantization(o.fallback_quantization);
-    if (!q) throw Error(fmt::format("unknown --fallback-quantization '{}' (fp8, int8 or w4)", o.fallback_quantization));
     ModelWeights w = quantizer::quantize_decoder_linears(loaded_.weights, *q, fallback_loaded_.owned);
     fallback_description_ = fmt::format("{} weights quantized at start-up", quantizer::weight_quantization_name(*q));
     return w;

@@ -162,6 +162,15 @@ TEST(FallbackWeights, RefusedCombinations) {
   LlmOptions other = options("tinystories-656k");
   other.fallback_model = testing::data_path("models/tiny-llama3-hf");
   EXPECT_NE(error_of(other).find("shape"), std::string::npos);
+  // Options wrong whatever the model are refused before it is read: a path that does not exist is not reached.
+  for (const char* bad : {"awq", "int4"}) {
+    LlmOptions o = options("tinystories-656k", bad);
+    o.load.model_path = "/nonexistent/model";
+    EXPECT_NE(error_of(o).find("--fallback-quantization"), std::string::npos) << bad;
+  }
+  LlmOptions untimed = options("tinystories-656k", "fp8", 0);
+  untimed.load.model_path = "/nonexistent/model";
+  EXPECT_NE(error_of(untimed).find("--slo-tpot-ms"), std::string::npos);
   // A quantized model cannot be quantized again at start-up.
   EXPECT_NE(error_of(options("awq-w4-g128-gemm", "fp8")).find("q_proj"), std::string::npos);
   // Without a fallback there is nothing to pin.
