@@ -238,11 +238,10 @@ bool Scheduler::deadline_first() const {
 }
 
 std::vector<Sequence*> Scheduler::admission_order(double now) const {
-  std::vector<Sequence*> order(waiting_.begin(), waiting_.end());
-  if (!deadline_first()) return order;
-  std::vector<std::pair<bool, Sequence*>> keyed;
-  keyed.reserve(order.size());
-  for (Sequence* s : order) {
+  if (!deadline_first()) return {waiting_.begin(), waiting_.end()};
+  std::vector<std::pair<bool, Sequence*>> keyed;  // (late, sequence)
+  keyed.reserve(waiting_.size());
+  for (Sequence* s : waiting_) {
     const bool late = s->num_output_tokens() == 0
                           ? config_.slo.ttft_seconds > 0 && now - s->submitted_s + first_token_estimate_ > config_.slo.ttft_seconds
                           : past_slo(*s, config_.slo, now);
@@ -257,7 +256,9 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
     return std::make_tuple(k.second->priority, k.first, k.first || !overloaded ? arrival : -arrival);
   };
   std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
-  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  std::vector<Sequence*> order;
+  order.reserve(keyed.size());
+  for (const auto& [late, seq] : keyed) order.push_back(seq);
   return order;
 }
 
