@@ -165,16 +165,14 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   Impl& m = *impl_;
   PAGODA_CHECK(!shared || shared->layers.size() == host.layers.size(), "a shared weight set of another model");
   // Linears are uploaded whatever `shared` holds; the rest only without it.
-  auto is_linear = [&](const Weight* w) {
-    for (const LayerWeights& l : host.layers)
-      for (const Weight* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-        if (w == x) return true;
-    return false;
-  };
   int64_t total = 0;
   for (const Weight* w : host.all())
-    if ((!shared || is_linear(w)) && (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data))
-      total += 2 * elems_of(*w);
+    if (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data) total += 2 * elems_of(*w);
+  if (shared) {
+    for (const Weight* w : {&host.embed_tokens, &host.final_norm}) total -= 2 * elems_of(*w);
+    if (host.lm_head.data.data != host.embed_tokens.data.data) total -= 2 * elems_of(host.lm_head);
+    for (const LayerWeights& l : host.layers) total -= 2 * (elems_of(l.attn_norm) + elems_of(l.ffn_norm));
+  }
   ProgressBar bar("Uploading weights to the GPU", total, show_progress);
   cuda::PinnedBuffer staging(kStagingBytes);
 
