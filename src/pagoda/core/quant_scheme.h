@@ -60,9 +60,9 @@ enum class ActivationQuant : uint8_t {
   kFp8PerToken,  // dynamic, one scale per token: s = max(amax(|x_token|) / 448, 1 / (448 * 512))
   kFp8Static,    // the checkpoint's input_scale, one per tensor (q, k, v and gate, up share the largest of
                  // theirs, as vLLM's fused layers: loader/model_loader.cpp)
-  kInt8Block,    // CPU, int4 weights from GGUF files: x as int8 blocks of 32 with scale amax / 127 (llama.cpp's
-                 // Q8_0) and integer dot products, as llama.cpp computes its own files; the CUDA backend keeps bf16
-                 // inputs for these weights
+  kInt8Block,    // CPU, weights converted from GGUF's quantized blocks (Q4_0 ... Q6_K): x as int8 blocks of 32 with
+                 // scale amax / 127 (llama.cpp's Q8_0) and integer dot products, as llama.cpp computes its own files;
+                 // the CUDA backend keeps bf16 inputs for these weights
 };
 // Whether `a` quantizes the inputs to FP8 (a W8A8 linear).
 inline bool is_fp8_activations(ActivationQuant a) {

@@ -60,7 +60,7 @@ Weight convert_gguf_blocks(const GgufTensorInfo& t, const std::function<int64_t(
     for (int64_t i = 0; i < threads; ++i) pool.emplace_back(convert_rows, n * i / threads, n * (i + 1) / threads);
   }
   Weight w = out.finish();
-  if (int4) w.activations = ActivationQuant::kInt8Block;  // on the CPU, as llama.cpp: see quant_scheme.h
+  w.activations = ActivationQuant::kInt8Block;  // on the CPU, as llama.cpp: see quant_scheme.h
   return w;
 }
 

@@ -171,15 +171,16 @@ TEST_P(GgufBlocks, RowMapAndRowViewsMoveScalesAndOffsetsWithTheCodes) {
       ASSERT_EQ(m[static_cast<size_t>(r * k + col)], expected_at(c, built, n - 2 - r, col)) << r << "," << col;
 }
 
-// The CPU linear on the converted weight, with fp32 inputs (4-bit weights default to int8 activation blocks
-// on the CPU, as llama.cpp: test_cpu_w4_int8.cpp), against a double-precision product with the expected values.
+// The CPU linear on the converted weight, with fp32 inputs (converted GGUF weights default to int8 activation
+// blocks on the CPU, as llama.cpp: test_cpu_int8_block_linear.cpp), against a double-precision product with
+// the expected values.
 TEST_P(GgufBlocks, LinearMatchesTheDequantizedProduct) {
   const TypeCase& c = GetParam();
   const int64_t n = 5, k = 2 * c.block_elems, tokens = 3;
   const Built built = build(c, n, k);
   std::vector<HostTensor> owned;
   Weight w = convert_gguf_blocks(info_of(c, built.bytes, n, k), [](int64_t r) { return r; }, owned);
-  EXPECT_EQ(w.activations, w.scheme == QuantScheme::kInt4Group ? ActivationQuant::kInt8Block : ActivationQuant::kNone);
+  EXPECT_EQ(w.activations, ActivationQuant::kInt8Block);
   w.activations = ActivationQuant::kNone;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);

@@ -1,8 +1,9 @@
 // Quantized linear weights on the CPU: a chunk of rows is dequantized into fp32 (value = (q - z) * s,
 // q * s - offset, or fp8(q) * s, in fp32 exactly as the formats define it), then the shared row-chunk product
 // (linear_by_row_chunks) multiplies it with the activations; W8A8 weights first turn the activations into their
-// FP8 values. GGUF 4-bit weights (ActivationQuant::kInt8Block) go to the integer kernel of linear_w4_int8.cpp
-// instead, where their shape allows (otherwise here, with fp32 inputs).
+// FP8 values. Weights converted from GGUF blocks (ActivationQuant::kInt8Block) go to the integer kernels of
+// linear_w4_int8.cpp (4-bit) and linear_w8_int8.cpp (5- and 6-bit) instead, where their shape allows
+// (otherwise here, with fp32 inputs).
 #include "pagoda/backend/cpu/linear_quant.h"
 
 #include <immintrin.h>
@@ -13,6 +14,7 @@
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_w4_int8.h"
+#include "pagoda/backend/cpu/linear_w8_int8.h"
 #include "pagoda/core/check.h"
 #include "pagoda/core/dtype.h"
 
@@ -172,6 +174,8 @@ void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, Act
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
   if (w.activations == ActivationQuant::kInt8Block && linear_w4_int8_supported(w))
     return linear_w4_int8(out, x, num_tokens, w);
+  if (w.activations == ActivationQuant::kInt8Block && linear_w8_int8_supported(w))
+    return linear_w8_int8(out, x, num_tokens, w);
   std::vector<float> quantized;  // W8A8: the inputs as their FP8 values
   if (is_fp8_activations(w.activations)) {
     quantized.resize(static_cast<size_t>(num_tokens * w.in_features));

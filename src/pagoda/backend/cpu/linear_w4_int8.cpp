@@ -1,23 +1,25 @@
 // 4-bit weights (QuantScheme::kInt4Group) times int8 activation blocks, as llama.cpp multiplies its Q4_0,
 // Q4_1 and Q4_K blocks: the activations are quantized to Q8_0 blocks (32 values, one fp32 scale dx), and each
 // (row, token, block) contributes
-//   zero points:  s * dx * sum((q - z) * xq)         = s * dx * (sum(q * xq) - z * sum(xq))
-//   offsets:      dx * (s * sum(q * xq) - m * sum(xq))   (value = q * s - m)
-// with the sums exact in int32. Eight lanes each sum 4 products (maddubs then madd, the Q8_0 kernel's
-// arrangement); the lanes are scaled and added in fp32 in one fixed order, so results do not depend on the
-// batch. With AVX512-VNNI, linear_w4_vnni.cpp computes the same bits two tokens a register. Against fp32
-// activations the error is the activations' rounding: up to 1/254 of a block's largest value per input
-// (its effect on perplexity is in docs/QUANTIZATION.md).
+//   zero points:  s * dx * sum((q - z) * xq)
+//   offsets:      s * dx * sum(q * xq) - m * dx * sum(xq)   (value = q * s - m)
+// with the sums exact in int32. The columns go in chunks of 128, 16 lanes of 8 columns each (linear_w4_int8.h
+// says how, and what each level computes); this file has the AVX2 loops (maddubs on the values + 128 against
+// the signed codes, in two 8-lane halves) and the activation quantization, and hands AVX512-VNNI machines to
+// linear_w4_vnni.cpp, which computes the same bits one chunk a register. Against fp32 activations the error
+// is the activations' rounding: up to 1/254 of a block's largest value per input (its effect on perplexity is
+// in docs/QUANTIZATION.md).
 #include "pagoda/backend/cpu/linear_w4_int8.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
-#include "pagoda/backend/cpu/linear_q8.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
 #include "pagoda/core/buffer.h"
 
@@ -26,126 +28,241 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 constexpr int64_t kRowsPerChunk = 16;
+constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once, into `prepared`
+constexpr int64_t kTokensPerBlock = 24;        // tokens whose activations stay in L2 while a chunk of rows sweeps them
 
-// 8 lanes, each the int32 sum of 4 products of unsigned codes and signed activations (no int16 overflow:
-// 2 x 15 x 128 < 2^15).
-inline __m256i lane_dots(__m256i codes, const int8_t* x) {
-  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, xv), _mm256_set1_epi16(1));
+struct ActivationStorage {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dx, sdx;
+};
+
+// x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h).
+W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, ActivationStorage& s) {
+  const int64_t chunks = w4_chunks(k), nb = k / kBlock;
+  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * 128), 128);
+  s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
+  s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* src = x + t * k + b * kBlock;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      const int64_t chunk = t * chunks + b / 4, lane0 = (b % 4) * 4;
+      uint8_t* bytes = s.bytes.data() + chunk * 128;
+      for (int64_t lane = lane0; lane < lane0 + 4; ++lane) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < 8; ++j) {
+          const int32_t v = static_cast<int32_t>(std::lrintf(src[(lane - lane0) * 8 + j] * inv));
+          bytes[(j % 2) * 64 + lane * 4 + j / 2] = static_cast<uint8_t>(v + 128);
+          sum += v;
+        }
+        s.dx[chunk * kW4Lanes + lane] = d;
+        s.sdx[chunk * kW4Lanes + lane] = static_cast<float>(sum) * d;
+      }
+    }
+  }
+  return W4Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), chunks};
 }
 
-using Rows = W4Rows;
+// The AVX2 loops: each chunk as two halves of 8 lanes (lanes 8h..8h+7: code bytes 32h.., values 32h.. of each
+// 64, the 8 int32 and fp32 values of the half), computing linear_w4_int8.h's lanes exactly.
 
-// R rows from r0 times T tokens from t0: out[t * n + r] for the tile.
-template <int R, int T, bool kOffsets>
-inline void tile(const Rows& w, int64_t r0, const Q8Blocks& a, int64_t t0, float* out, int64_t n) {
-  const int64_t k = w.k, nb = k / kBlock;
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t g = b * kBlock / w.group_size;
-    __m256i codes[R];
-    float s[R], zm[R];  // scale; zero point or offset
-    for (int r = 0; r < R; ++r) {
-      codes[r] = int4_codes32(w.codes + (r0 + r) * (k / 2) + b * (kBlock / 2));
-      s[r] = w.scales[(r0 + r) * w.groups + g];
-      zm[r] = kOffsets ? w.offsets[(r0 + r) * w.groups + g] : static_cast<float>(w.zeros[(r0 + r) * w.groups + g]);
+struct LaneGroups {  // per lane of a half, its group's index within the chunk, as an index and in every byte
+  __m256i lane_group[2], lane_group_bytes[2];
+};
+
+LaneGroups lane_groups(int64_t group_size) {
+  alignas(32) int32_t idx[16], bytes[16];
+  for (int l = 0; l < 16; ++l) {
+    idx[l] = group_size == 32 ? l / 4 : group_size == 64 ? l / 8 : 0;
+    bytes[l] = idx[l] * 0x01010101;
+  }
+  LaneGroups lg;
+  for (int h = 0; h < 2; ++h) {
+    lg.lane_group[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 8 * h));
+    lg.lane_group_bytes[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(bytes + 8 * h));
+  }
+  return lg;
+}
+
+struct Chunk {
+  int64_t code_bytes, groups, group0;  // valid code bytes (16 per block), valid groups, first group
+};
+
+Chunk chunk_at(const W4Rows& w, int64_t c) {
+  const int64_t blocks = std::min<int64_t>(4, w.k / kBlock - 4 * c);
+  const int64_t blocks_per_group = w.group_size / kBlock;
+  return Chunk{16 * blocks, (blocks + blocks_per_group - 1) / blocks_per_group, c * kW4Chunk / w.group_size};
+}
+
+// Per dword: all ones for the first `count` dwords.
+inline __m256i first_dwords(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline __m256i sum8_int32(__m256i even_products, __m256i odd_products) {  // int16 pair sums -> the lanes' 8
+  return _mm256_madd_epi16(_mm256_add_epi16(even_products, odd_products), _mm256_set1_epi16(1));
+}
+
+struct Half {  // a half of a row's unpacked chunk
+  __m256i even, odd, start;
+  __m256 s, m;
+};
+
+template <bool kOffsets>
+inline Half unpack_half(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch, int h) {
+  const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2) + 32 * h;
+  const int64_t valid = std::clamp<int64_t>(ch.code_bytes - 32 * h, 0, 32);
+  const __m256i bytes = valid == 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes))
+                                    : _mm256_maskload_epi32(reinterpret_cast<const int*>(codes), first_dwords(valid / 4));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  Half u;
+  u.even = _mm256_and_si256(bytes, nibble);
+  u.odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+  const int64_t at = row * w.groups + ch.group0;
+  if constexpr (!kOffsets) {
+    uint32_t z4 = 0;
+    std::memcpy(&z4, w.zeros + at, static_cast<size_t>(ch.groups));
+    const __m256i zb = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(z4)), lg.lane_group_bytes[h]);
+    u.even = _mm256_sub_epi8(u.even, zb);
+    u.odd = _mm256_sub_epi8(u.odd, zb);
+  }
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  u.start = _mm256_sub_epi32(_mm256_setzero_si256(),
+                             sum8_int32(_mm256_maddubs_epi16(k128, u.even), _mm256_maddubs_epi16(k128, u.odd)));
+  const __m256i group_mask = first_dwords(ch.groups);
+  u.s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.scales + at, group_mask), lg.lane_group[h]);
+  if constexpr (kOffsets) u.m = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.offsets + at, group_mask), lg.lane_group[h]);
+  return u;
+}
+
+inline Half load_prepared_half(const uint8_t* p, int h, bool offsets) {
+  Half u;
+  u.even = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+  u.odd = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64 + 32 * h));
+  u.start = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+  u.s = _mm256_load_ps(reinterpret_cast<const float*>(p + 192 + 32 * h));
+  if (offsets) u.m = _mm256_load_ps(reinterpret_cast<const float*>(p + 256 + 32 * h));
+  return u;
+}
+
+void prepare_rows_avx2(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
+  const LaneGroups lg = lane_groups(w.group_size);
+  const int64_t chunks = w4_chunks(w.k);
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const Chunk ch = chunk_at(w, c);
+      uint8_t* dst = prepared + (r * chunks + c) * kW4PreparedBytes;
+      for (int h = 0; h < 2; ++h) {
+        const Half u = w.offsets != nullptr ? unpack_half<true>(w, lg, r0 + r, c, ch, h)
+                                            : unpack_half<false>(w, lg, r0 + r, c, ch, h);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * h), u.even);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 64 + 32 * h), u.odd);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 128 + 32 * h), u.start);
+        _mm256_store_ps(reinterpret_cast<float*>(dst + 192 + 32 * h), u.s);
+        if (w.offsets != nullptr) _mm256_store_ps(reinterpret_cast<float*>(dst + 256 + 32 * h), u.m);
+      }
     }
-    for (int t = 0; t < T; ++t) {
-      const int64_t tb = (t0 + t) * nb + b;  // the token's block
-      const float dx = a.scales[tb];
-      const int8_t* xq = a.values.data() + tb * kBlock;
-      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sums.data() + tb * 8));
+  }
+}
+
+// R rows from r0 x T tokens from t0, as linear_w4_vnni.cpp's tile(); two accumulators (halves) per pair.
+template <int R, int T, bool kOffsets, bool kPrepared>
+inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
+                 const W4Activations& x, int64_t t0, float* out, int64_t n) {
+  __m256 acc[R][T][2];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < x.chunks; ++c) {
+    const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
+    for (int h = 0; h < 2; ++h) {
       for (int r = 0; r < R; ++r) {
-        __m256i ints = lane_dots(codes[r], xq);
-        if constexpr (!kOffsets) {  // exact: sum((q - z) * xq) per lane
-          ints = _mm256_sub_epi32(ints, _mm256_mullo_epi32(sums, _mm256_set1_epi32(static_cast<int32_t>(zm[r]))));
+        const Half u = kPrepared ? load_prepared_half(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, h, kOffsets)
+                                 : unpack_half<kOffsets>(w, lg, r0 + r, c, ch, h);
+        for (int t = 0; t < T; ++t) {
+          const int64_t at = (t0 + t) * x.chunks + c;
+          const uint8_t* bytes = x.bytes + at * 128 + 32 * h;
+          const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+          const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 64));
+          const __m256 dx = _mm256_loadu_ps(x.dx + at * 16 + 8 * h);
+          const __m256i ints = _mm256_add_epi32(
+              u.start, sum8_int32(_mm256_maddubs_epi16(xe, u.even), _mm256_maddubs_epi16(xo, u.odd)));
+          acc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(u.s, dx), acc[r][t][h]);
+          if constexpr (kOffsets)
+            acc[r][t][h] = _mm256_fnmadd_ps(u.m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc[r][t][h]);
         }
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_set1_ps(s[r] * dx), acc[r][t]);
-        if constexpr (kOffsets)
-          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(zm[r] * dx), acc[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(acc[r][t]);
+    for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
-// Rows [r0, r1) times every token: 4 rows x 2 tokens, or 2 rows x 4 (16 registers of 256 bits).
-template <bool kOffsets>
-void rows_times_tokens(const Rows& w, int64_t r0, int64_t r1, const Q8Blocks& a, int64_t num_tokens,
-                       float* out, int64_t n) {
+template <int R, bool kOffsets, bool kPrepared>
+void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
+                       const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
+  int64_t t = t0;
+  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
+  if (t < t1) tile<R, 1, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
+}
+
+template <bool kOffsets, bool kPrepared>
+void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W4Activations& x, int64_t t0,
+          int64_t t1, float* out, int64_t n) {
+  const LaneGroups lg = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    int64_t t = 0;
-    for (; t + 2 <= num_tokens; t += 2) tile<4, 2, kOffsets>(w, r, a, t, out, n);
-    if (t < num_tokens) tile<4, 1, kOffsets>(w, r, a, t, out, n);
-  }
-  for (; r < r1; ++r) {
-    int64_t t = 0;
-    for (; t + 4 <= num_tokens; t += 4) tile<1, 4, kOffsets>(w, r, a, t, out, n);
-    for (; t < num_tokens; ++t) tile<1, 1, kOffsets>(w, r, a, t, out, n);
-  }
+  for (; r + 2 <= r0 + count; r += 2) rows_times_tokens<2, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
 }
 
-// AVX512-VNNI: the tokens in pairs (linear_w4_vnni.cpp); each thread takes chunks of rows, and within a chunk
-// blocks of pairs stay in L2 while the chunk's rows sweep them.
-void linear_w4_int8_vnni(float* out, const float* x, int64_t num_tokens, const Rows& rows, int64_t n) {
-  thread_local Q8Blocks calling_threads_blocks;
-  thread_local Q8PairedBlocks calling_threads_pairs;
-  quantize_q8_blocks(x, num_tokens, rows.k, calling_threads_blocks, /*with_lane_sums=*/rows.offsets != nullptr);
-  const Q8TokenPairs pairs = pair_q8_blocks(calling_threads_blocks, num_tokens, rows.k, calling_threads_pairs);
-  constexpr int64_t kPairsPerBlock = 24;
-  constexpr int64_t kPairsUnpackedInPlace = 2;
-  const int64_t num_pairs = (num_tokens + 1) / 2;
-  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
-#pragma omp parallel if (n * rows.k * num_tokens >= (1 << 16))
-  {
-    thread_local Buffer prepared;  // this thread's chunk of rows, unpacked once for every pair
-    const size_t bytes = static_cast<size_t>(w4_prepared_bytes(kRowsPerChunk, rows.k));
-    if (prepared.size() < bytes) prepared = Buffer(bytes);
-    auto* prep = static_cast<uint8_t*>(prepared.data());
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-      // A few tokens (decode): each block unpacked where it is used, four rows' codes streaming at once.
-      // More: unpacked once into `prep` for all the pairs.
-      const bool unpack_once = num_pairs > kPairsUnpackedInPlace;
-      if (unpack_once) w4_prepare_rows_vnni(rows, r0, count, prep);
-      for (int64_t p = 0; p < num_pairs; p += kPairsPerBlock)
-        w4_rows_times_pairs_vnni(rows, unpack_once ? prep : nullptr, r0, count, pairs, p,
-                                 std::min(num_pairs, p + kPairsPerBlock), out, n);
-    }
+void rows_times_tokens_avx2(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
+                            const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
+  const bool offsets = w.offsets != nullptr;
+  if (prepared != nullptr) {
+    return offsets ? rows<true, true>(w, prepared, r0, count, x, t0, t1, out, n)
+                   : rows<false, true>(w, prepared, r0, count, x, t0, t1, out, n);
   }
+  return offsets ? rows<true, false>(w, prepared, r0, count, x, t0, t1, out, n)
+                 : rows<false, false>(w, prepared, r0, count, x, t0, t1, out, n);
 }
 
 }  // namespace
 
 bool linear_w4_int8_supported(const Weight& w) {
-  return w.scheme == QuantScheme::kInt4Group && w.g_idx.empty() && w.group_size % kBlock == 0 &&
-         w.in_features % kBlock == 0 && w.zeros.empty() != w.offsets.empty() &&
-         (w.zeros.empty() || w.zeros.dtype == DType::kU8);
+  return w.scheme == QuantScheme::kInt4Group && w.g_idx.empty() && w.in_features % kBlock == 0 &&
+         (w.group_size == 32 || w.group_size == 64 || (w.group_size > 0 && w.group_size % kW4Chunk == 0)) &&
+         w.zeros.empty() != w.offsets.empty() && (w.zeros.empty() || w.zeros.dtype == DType::kU8);
 }
 
 void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight& w) {
   const int64_t k = w.in_features, n = w.num_rows();
   const bool offsets = !w.offsets.empty();
-  const Rows rows{w.data.ptr<const uint8_t>(), w.scales.ptr<const float>(),
-                  offsets ? nullptr : w.zeros.ptr<const uint8_t>(), offsets ? w.offsets.ptr<const float>() : nullptr,
-                  k, w.scales.dim(1), w.group_size};
-  if (active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni) return linear_w4_int8_vnni(out, x, num_tokens, rows, n);
-  thread_local Q8Blocks calling_threads;  // read-only inside the parallel region, through `a`
-  const Q8Blocks& a = calling_threads;      // (a thread_local named there would be each thread's own)
-  quantize_q8_blocks(x, num_tokens, k, calling_threads, /*with_lane_sums=*/true);
+  const W4Rows rows{w.data.ptr<const uint8_t>(), w.scales.ptr<const float>(),
+                    offsets ? nullptr : w.zeros.ptr<const uint8_t>(), offsets ? w.offsets.ptr<const float>() : nullptr,
+                    k, w.scales.dim(1), w.group_size};
+  thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
+  const W4Activations a = quantize_activations(x, num_tokens, k, calling_threads);
+  const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
+  const auto prepare = vnni ? w4_prepare_rows_vnni : prepare_rows_avx2;
+  const auto multiply = vnni ? w4_rows_times_tokens_vnni : rows_times_tokens_avx2;
+  // A few tokens (decode): each chunk unpacked where it is used, the rows' codes streaming from memory. More:
+  // each thread's rows unpacked once, for all the tokens.
+  const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
-#pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const int64_t r0 = c * kRowsPerChunk, r1 = std::min(n, r0 + kRowsPerChunk);
-    if (offsets) {
-      rows_times_tokens<true>(rows, r0, r1, a, num_tokens, out, n);
-    } else {
-      rows_times_tokens<false>(rows, r0, r1, a, num_tokens, out, n);
+#pragma omp parallel if (n * k * num_tokens >= (1 << 16))
+  {
+    thread_local Buffer prepared;  // this thread's chunk of rows, unpacked
+    const size_t bytes = static_cast<size_t>(kRowsPerChunk * a.chunks * kW4PreparedBytes);
+    if (unpack_once && prepared.size() < bytes) prepared = Buffer(bytes);
+    auto* prep = unpack_once ? static_cast<uint8_t*>(prepared.data()) : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
+      if (unpack_once) prepare(rows, r0, count, prep);
+      for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
+        multiply(rows, prep, r0, count, a, t, std::min(num_tokens, t + kTokensPerBlock), out, n);
     }
   }
 }

@@ -1,0 +1,154 @@
+// 8-bit integer weights (QuantScheme::kInt8Channel from GGUF's Q5_0, Q5_1, Q5_K and Q6_K) times int8
+// activation blocks, as llama.cpp multiplies those blocks: the activations are quantized to Q8_0 blocks (32
+// values, one fp32 scale dx), and each (row, token, lane of 4 columns) contributes
+//   symmetric:  s * dx * sum(q * xq)
+//   offsets:    s * dx * sum(q * xq) - m * dx * sum(xq)   (value = q * s - m)
+// with the sums exact in int32 (linear_w8_int8.h says what each level computes). This file has the AVX2 loops
+// (maddubs of |q| and the values with q's sign, in two 8-lane halves of a 64-column chunk) and the activation
+// quantization, and hands AVX512-VNNI machines to linear_w8_vnni.cpp, which computes the same bits.
+#include "pagoda/backend/cpu/linear_w8_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "pagoda/backend/cpu/cpu_isa.h"
+#include "pagoda/backend/cpu/int8_lanes.h"
+
+namespace pagoda::cpu {
+namespace {
+
+constexpr int64_t kBlock = 32;
+constexpr int64_t kRowsPerChunk = 16;
+constexpr int64_t kTokensPerBlock = 24;  // tokens whose activations stay in L2 while a chunk of rows sweeps them
+
+struct ActivationStorage {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dx, sdx;
+};
+
+// x [num_tokens, k] as the W8 kernels' int8 lanes (linear_w8_int8.h).
+W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, ActivationStorage& s) {
+  const int64_t chunks = w8_chunks(k), nb = k / kBlock;
+  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * kW8Chunk), 128);
+  s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
+  s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* src = x + t * k + b * kBlock;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      const int64_t chunk = t * chunks + b / 2, lane0 = (b % 2) * 8;
+      uint8_t* bytes = s.bytes.data() + chunk * kW8Chunk + (b % 2) * kBlock;
+      for (int64_t lane = 0; lane < 8; ++lane) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < 4; ++j) {
+          const int32_t v = static_cast<int32_t>(std::lrintf(src[lane * 4 + j] * inv));
+          bytes[lane * 4 + j] = static_cast<uint8_t>(v + 128);
+          sum += v;
+        }
+        s.dx[chunk * kW8Lanes + lane0 + lane] = d;
+        s.sdx[chunk * kW8Lanes + lane0 + lane] = static_cast<float>(sum) * d;
+      }
+    }
+  }
+  return W8Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), chunks};
+}
+
+// The AVX2 loops: a chunk as two halves of 8 lanes (columns 32h..32h+31, one block).
+inline __m256i first_dwords(int64_t count) {  // all ones in the first `count` dwords
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int R, int T, bool kOffsets>
+inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x, int64_t t0,
+                 float* out, int64_t n) {
+  __m256 acc[R][T][2];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c = 0; c < x.chunks; ++c) {
+    const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
+    const int64_t groups = w.group_size >= kW8Chunk ? 1 : (columns + w.group_size - 1) / w.group_size;
+    const int64_t group0 = c * kW8Chunk / w.group_size;
+    const __m256i group_mask = first_dwords(groups);
+    for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
+      for (int r = 0; r < R; ++r) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
+        const __m256i magnitude = _mm256_abs_epi8(q);
+        const int64_t g = (r0 + r) * w.groups + group0;
+        const __m256 s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.scales + g, group_mask), lane_group[h]);
+        __m256 m;
+        if constexpr (kOffsets) m = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.offsets + g, group_mask), lane_group[h]);
+        for (int t = 0; t < T; ++t) {
+          const int64_t at = (t0 + t) * x.chunks + c;
+          const __m256i values = _mm256_xor_si256(  // the signed values
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + at * kW8Chunk + 32 * h)), k128);
+          const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)),
+                                                 _mm256_set1_epi16(1));
+          const __m256 dx = _mm256_loadu_ps(x.dx + at * 16 + 8 * h);
+          acc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, dx), acc[r][t][h]);
+          if constexpr (kOffsets) acc[r][t][h] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc[r][t][h]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
+}
+
+template <int R, bool kOffsets>
+void rows_times_tokens(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x,
+                       int64_t t0, int64_t t1, float* out, int64_t n) {
+  int64_t t = t0;
+  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets>(w, lane_group, r0, x, t, out, n);
+  for (; t < t1; ++t) tile<R, 1, kOffsets>(w, lane_group, r0, x, t, out, n);
+}
+
+void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
+                            int64_t t1, float* out, int64_t n) {
+  alignas(32) int32_t idx[16];
+  for (int l = 0; l < 16; ++l) idx[l] = w.group_size == 16 ? l / 4 : w.group_size == 32 ? l / 8 : 0;
+  const __m256i lane_group[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(idx)),
+                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 8))};
+  int64_t r = r0;
+  for (; r + 2 <= r0 + count; r += 2) {
+    if (w.offsets != nullptr) rows_times_tokens<2, true>(w, lane_group, r, x, t0, t1, out, n);
+    else rows_times_tokens<2, false>(w, lane_group, r, x, t0, t1, out, n);
+  }
+  for (; r < r0 + count; ++r) {
+    if (w.offsets != nullptr) rows_times_tokens<1, true>(w, lane_group, r, x, t0, t1, out, n);
+    else rows_times_tokens<1, false>(w, lane_group, r, x, t0, t1, out, n);
+  }
+}
+
+}  // namespace
+
+bool linear_w8_int8_supported(const Weight& w) {
+  const int64_t k = w.in_features, gs = w.group_size;
+  return w.scheme == QuantScheme::kInt8Channel && w.g_idx.empty() && w.zeros.empty() && k % kBlock == 0 &&
+         (gs == 16 || gs == 32 || (gs > 0 && gs % kW8Chunk == 0) || gs == k);
+}
+
+void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight& w) {
+  const int64_t k = w.in_features, n = w.num_rows();
+  const W8Rows rows{w.data.ptr<const int8_t>(), w.scales.ptr<const float>(),
+                    w.offsets.empty() ? nullptr : w.offsets.ptr<const float>(), k, w.scales.dim(1), w.group_size};
+  thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
+  const W8Activations a = quantize_activations(x, num_tokens, k, calling_threads);
+  const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
+  const auto multiply = vnni ? w8_rows_times_tokens_vnni : rows_times_tokens_avx2;
+  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
+#pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
+  for (int64_t c = 0; c < num_chunks; ++c) {
+    const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
+    for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
+      multiply(rows, r0, count, a, t, std::min(num_tokens, t + kTokensPerBlock), out, n);
+  }
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,55 @@
+// 8-bit integer weights times int8 activation blocks in integer arithmetic (ActivationQuant::kInt8Block on a
+// kInt8Channel weight: GGUF's Q5_0, Q5_1, Q5_K and Q6_K; see linear_w8_int8.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "pagoda/loader/model_weights.h"
+
+namespace pagoda::cpu {
+
+// An 8-bit weight's arrays, as the integer kernels read them.
+struct W8Rows {
+  const int8_t* codes;   // [N, K]
+  const float* scales;   // [N, groups]
+  const float* offsets;  // [N, groups], or null (symmetric)
+  int64_t k, groups, group_size;
+};
+
+// The kernels walk K in chunks of 64 columns (2 blocks of 32; a last half chunk is padded with zeros), each
+// chunk as 16 lanes of 4 consecutive columns: lane l holds columns 4l..4l+3.
+constexpr int64_t kW8Chunk = 64;
+constexpr int64_t kW8Lanes = 16;
+inline int64_t w8_chunks(int64_t k) { return (k + kW8Chunk - 1) / kW8Chunk; }
+
+// Activations as llama.cpp's Q8_0 blocks (per token and block of 32: d = amax / 127, values round(x / d)), per
+// token and chunk:
+//   bytes [64] u8: the values + 128, in column order
+//   dx    [16] f32: lane l's block scale d (lane l is in block l / 8)
+//   sdx   [16] f32: lane l's 4 values added (exact), times d: what an offset multiplies
+// Columns past K (the padding) have value 0 and d 0.
+struct W8Activations {
+  const uint8_t* bytes;  // [tokens, chunks, 64]
+  const float* dx;       // [tokens, chunks, 16]
+  const float* sdx;      // [tokens, chunks, 16]
+  int64_t chunks;
+};
+
+// The product, lane by lane: for each (row, token) 16 fp32 sums, for each chunk
+//   ints    = sum over the lane's 4 columns of q * value, exact in int32
+//   acc[l]  = fma(float(ints), s * dx, acc[l]);  with offsets then acc[l] = fnmadd(m, sdx, acc[l])
+// and the result hsum8(acc[0..7] + acc[8..15]). Each instruction-set level computes exactly this.
+
+// Whether linear_w8_int8 takes `w`: a kInt8Channel weight without zero points or act-order, K a multiple of
+// 32 and groups of 16, 32, a multiple of 64 or the whole row (so no lane straddles two groups).
+bool linear_w8_int8_supported(const Weight& w);
+
+// out [num_tokens, N] = x [num_tokens, K] · w [N, K]^T with x quantized to Q8_0 blocks first. Every (row,
+// token) dot product is the same whatever the batch.
+void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight& w);
+
+// The AVX512-VNNI loops (linear_w8_vnni.cpp): out[t * n + r] for rows [r0, r0 + count) and tokens [t0, t1).
+void w8_rows_times_tokens_vnni(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
+                               int64_t t1, float* out, int64_t n);
+
+}  // namespace pagoda::cpu

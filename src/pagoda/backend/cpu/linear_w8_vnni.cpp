@@ -1,0 +1,124 @@
+// 8-bit x int8-block dot products with AVX512-VNNI, one 64-column chunk a 512-bit register (the lanes of
+// linear_w8_int8.h): vpdpbusd of the token's values + 128 against the signed codes, started from -128 x (the
+// lane's codes added), leaves each lane's exact int32 sum; then the lane's scales in fp32, as the AVX2 loops do.
+//
+// AVX-512 code generation is switched on after the includes, for this file's own functions only (see
+// linear_avx512.cpp for why).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "pagoda/backend/cpu/linear_w8_int8.h"
+
+#if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+// GCC 12's AVX-512 intrinsics start results from a deliberately undefined register, which it then reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#endif
+
+#include "pagoda/backend/cpu/int8_lanes.h"
+
+namespace pagoda::cpu {
+namespace {
+
+constexpr int64_t kPrefetchBytes = 1024;  // ahead in each row's codes (decode streams them)
+
+struct Chunk {  // a chunk's valid code bytes and groups as load masks, and its first group
+  __mmask64 code_bytes;
+  __mmask16 groups;
+  int64_t group0;
+};
+
+inline Chunk chunk_at(const W8Rows& w, int64_t c) {
+  const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
+  const int64_t groups = w.group_size >= kW8Chunk ? 1 : (columns + w.group_size - 1) / w.group_size;
+  return Chunk{columns == kW8Chunk ? ~__mmask64{0} : (__mmask64{1} << columns) - 1,
+               static_cast<__mmask16>((1u << groups) - 1), c * kW8Chunk / w.group_size};
+}
+
+inline __m512i lane_groups(int64_t group_size) {  // per lane, its group's index within the chunk
+  alignas(64) int32_t idx[16];
+  for (int l = 0; l < 16; ++l) idx[l] = group_size == 16 ? l / 4 : group_size == 32 ? l / 8 : 0;
+  return _mm512_load_si512(idx);
+}
+
+template <int R, int T, bool kOffsets>
+inline void tile(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activations& x, int64_t t0, float* out,
+                 int64_t n) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c = 0; c < x.chunks; ++c) {
+    __m512i xv[T];
+    __m512 dx[T], sdx[T];
+    for (int t = 0; t < T; ++t) {
+      const int64_t at = (t0 + t) * x.chunks + c;
+      xv[t] = _mm512_loadu_si512(x.bytes + at * 64);
+      dx[t] = _mm512_loadu_ps(x.dx + at * 16);
+      if constexpr (kOffsets) sdx[t] = _mm512_loadu_ps(x.sdx + at * 16);
+    }
+    const Chunk ch = chunk_at(w, c);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* codes = w.codes + (r0 + r) * w.k + c * kW8Chunk;
+      _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+      const __m512i q = _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q));
+      const int64_t g = (r0 + r) * w.groups + ch.group0;
+      const __m512 s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + g)));
+      __m512 m;
+      if constexpr (kOffsets)
+        m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + g)));
+      for (int t = 0; t < T; ++t) {
+        const __m512i ints = _mm512_dpbusd_epi32(start, xv[t], q);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(s, dx[t]), acc[r][t]);
+        if constexpr (kOffsets) acc[r][t] = _mm512_fnmadd_ps(m, sdx[t], acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      const __m256 lo = _mm512_castps512_ps256(acc[r][t]);
+      const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t]), 1));
+      out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(lo, hi));
+    }
+}
+
+template <int R, bool kOffsets>
+void rows_times_tokens(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activations& x, int64_t t0,
+                       int64_t t1, float* out, int64_t n) {
+  int64_t t = t0;
+  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets>(w, lane_group, r0, x, t, out, n);
+  for (; t < t1; ++t) tile<R, 1, kOffsets>(w, lane_group, r0, x, t, out, n);
+}
+
+template <bool kOffsets>
+void rows(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0, int64_t t1, float* out,
+          int64_t n) {
+  const __m512i lane_group = lane_groups(w.group_size);
+  int64_t r = r0;
+  for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, kOffsets>(w, lane_group, r, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets>(w, lane_group, r, x, t0, t1, out, n);
+}
+
+}  // namespace
+
+void w8_rows_times_tokens_vnni(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
+                               int64_t t1, float* out, int64_t n) {
+  return w.offsets != nullptr ? rows<true>(w, r0, count, x, t0, t1, out, n) : rows<false>(w, r0, count, x, t0, t1, out, n);
+}
+
+}  // namespace pagoda::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
