@@ -4,7 +4,7 @@
 //
 // Zero points or offsets. kInt4Group and kInt8Channel have two forms, told apart by which tensor the
 // Weight holds (never by the file format it came from):
-//   zeros   value = (q - z) * s     AWQ, GPTQ, compressed-tensors; GGUF Q4_0, Q5_0, Q6_K
+//   zeros   value = (q - z) * s     AWQ, GPTQ, compressed-tensors; GGUF Q4_0, Q5_0, Q6_K, Q8_0
 //   offsets value = q * s - offset  offsets F32 [N, groups], zeros empty: GGML's "scale and min" types
 //                                   (GGUF Q4_1, Q5_1: offset = -m; Q4_K, Q5_K: offset = dmin * m_sub), whose
 //                                   min is not a multiple of the scale (and whose scale may be 0 with a
@@ -19,7 +19,7 @@ namespace pagoda {
 
 enum class QuantScheme : uint8_t {
   // The data's dtype says it all: F32, F16, BF16, or the self-contained GGML blocks Q8_0 / Q4_0 (GGUF files'
-  // other block types, Q4_0 included, are converted at load to kInt4Group / kInt8Channel).
+  // block types, Q8_0 and Q4_0 included, are converted at load to kInt4Group / kInt8Channel).
   kNone,
   // 4-bit codes with a scale and zero point per group of K: value = (q - z) * s.
   //   data   U8  [N, K/2]   two codes per byte along K, k even in the low nibble (k = 2j -> byte j & 0xf,

@@ -185,6 +185,7 @@ std::optional<GgufBlockConversion> gguf_block_conversion(GgmlType type) {
   using enum QuantScheme;
   switch (type) {
     case GgmlType::kQ4_0: return GgufBlockConversion{kInt4Group, 4, 32, 8, false};
+    case GgmlType::kQ8_0: return GgufBlockConversion{kInt8Channel, 8, 32, 128, false};
     case GgmlType::kQ4_1: return GgufBlockConversion{kInt4Group, 4, 32, 0, true};
     case GgmlType::kQ4_K: return GgufBlockConversion{kInt4Group, 4, 32, 0, true};
     case GgmlType::kQ5_0: return GgufBlockConversion{kInt8Channel, 5, 32, 16, false};
@@ -209,6 +210,10 @@ void decode_gguf_row(GgmlType type, const std::byte* row, int64_t k, uint8_t* co
       case GgmlType::kQ4_0:  // value = (q - 8) d
         scales[b] = load_f16(block);
         decode_32(block + 2, nullptr, q);
+        break;
+      case GgmlType::kQ8_0:  // value = q d, q signed: as unsigned codes q + 128 with zero point 128
+        scales[b] = load_f16(block);
+        for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + j]) + 128);
         break;
       case GgmlType::kQ4_1:  // value = q d + m = q d - (-m)
         scales[b] = load_f16(block);

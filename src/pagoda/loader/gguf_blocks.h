@@ -1,11 +1,11 @@
 // GGML tensor types as GGUF files store them, and the block decoders of the quantized ones Pagoda converts
-// at load (Q4_0, Q4_1, Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K) into the internal kinds of
+// at load (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the k-quants Q4_K, Q5_K, Q6_K) into the internal kinds of
 // core/quant_scheme.h. Each decoder turns one row of blocks into unsigned codes (one per value, in k order),
 // a scale per group and, for GGML's "scale and min" types, an offset per group, so that
-//   value = (q - zero_point) * scale         (Q4_0, Q5_0, Q6_K: a fixed zero point per type)
+//   value = (q - zero_point) * scale         (Q4_0, Q5_0, Q6_K, Q8_0: a fixed zero point per type)
 //   value = q * scale - offset               (Q4_1, Q5_1: offset = -m; Q4_K, Q5_K: offset = dmin * m_sub)
 // with scale and offset computed in fp32 as llama.cpp's dequantize_row_* computes them, so the values are
-// the same as llama.cpp's bit for bit. Q8_0 is not converted: it stays DType::kQ8_0 (its own CPU kernel).
+// the same as llama.cpp's bit for bit.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // GGUF file -> LoadedModel. Weights are views into the mmap except Q/K (rows un-permuted into owned copies)
-// and the block-quantized tensors (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: converted to the internal
-// quantized kinds, gguf_quant.h); F32, F16, BF16 and Q8_0 stay as stored.
+// and the block-quantized tensors (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K: converted to the internal
+// quantized kinds, gguf_quant.h); F32, F16 and BF16 stay as stored.
 #include "pagoda/loader/gguf_loader.h"
 
 #include <fmt/format.h>

@@ -145,7 +145,7 @@ TEST(LoadGguf, UnpermutedWeightsPreserveAttentionScores) {
   }
 }
 
-TEST(LoadGguf, Q8KeptAndQ4ConvertedToInt4Group) {
+TEST(LoadGguf, Q8ConvertedToInt8ChannelAndQ4ToInt4Group) {
   TempDir dir;
   TinyGguf g;
   g.config = test::tiny_gguf_config();
@@ -176,12 +176,18 @@ TEST(LoadGguf, Q8KeptAndQ4ConvertedToInt4Group) {
   const LoadedModel m = load(dir.file("q.gguf"));
   EXPECT_EQ(m.config.dtype, DType::kF16);  // quantised attention weights -> F16 compute dtype
   const LayerWeights& l = m.weights.layers[0];
-  ASSERT_EQ(l.wq.data.dtype, DType::kQ8_0);
+  // Q8_0 becomes int8 g32, symmetric, with its codes and scale d (exact); Q's rows un-permuted with their scales.
+  ASSERT_EQ(l.wq.scheme, QuantScheme::kInt8Channel);
+  EXPECT_EQ(l.wq.source_format, "Q8_0");
+  EXPECT_EQ(l.wq.group_size, 32);
   EXPECT_EQ(l.wq.data.shape_string(), "[32, 32]");
-  for (int r = 0; r < 32; ++r)
-    EXPECT_EQ(
-        std::memcmp(static_cast<const uint8_t*>(l.wq.data.data) + r * 34, q8.data() + gguf_rope_row(r, 16) * 34, 34), 0)
-        << r;
+  EXPECT_TRUE(l.wq.zeros.empty());
+  EXPECT_TRUE(l.wq.offsets.empty());
+  for (int r = 0; r < 32; ++r) {
+    const int src = gguf_rope_row(r, 16);
+    EXPECT_EQ(l.wq.scales.ptr<const float>()[r], static_cast<float>(src + 1)) << r;
+    for (int k = 0; k < 32; ++k) ASSERT_EQ(l.wq.data.ptr<const int8_t>()[r * 32 + k], k - src) << r << "," << k;
+  }
   // Q4_0 becomes int4 g32 with zero point 8 and scale d (exact); K's rows un-permuted with their scales.
   for (const Weight* w : {&l.wk, &l.wv}) {
     ASSERT_EQ(w->scheme, QuantScheme::kInt4Group);

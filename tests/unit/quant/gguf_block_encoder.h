@@ -43,7 +43,7 @@ inline const TypeCase kCases[] = {
     {GgmlType::kQ4_0, "Q4_0", 32, 18, 4, 32},   {GgmlType::kQ4_1, "Q4_1", 32, 20, 4, 32},
     {GgmlType::kQ5_0, "Q5_0", 32, 22, 5, 32},   {GgmlType::kQ5_1, "Q5_1", 32, 24, 5, 32},
     {GgmlType::kQ4_K, "Q4_K", 256, 144, 4, 32}, {GgmlType::kQ5_K, "Q5_K", 256, 176, 5, 32},
-    {GgmlType::kQ6_K, "Q6_K", 256, 210, 6, 16},
+    {GgmlType::kQ6_K, "Q6_K", 256, 210, 6, 16}, {GgmlType::kQ8_0, "Q8_0", 32, 34, 8, 32},
 };
 
 // Bit position in the block of the low 4 bits of value i, and of its high bits (Q5: bit 4; Q6_K: bits 4-5).
@@ -53,6 +53,7 @@ inline size_t low_bits_at(GgmlType t, int i) {
     case GgmlType::kQ4_1: return 8 * (4 + i % 16) + 4 * (i / 16);  // qs after d, m
     case GgmlType::kQ5_0: return 8 * (6 + i % 16) + 4 * (i / 16);  // qs after d, qh
     case GgmlType::kQ5_1: return 8 * (8 + i % 16) + 4 * (i / 16);  // qs after d, m, qh
+    case GgmlType::kQ8_0: return 8 * (2 + i);                       // int8 qs after d
     case GgmlType::kQ4_K: return 8 * (16 + 32 * (i / 64) + i % 32) + 4 * ((i % 64) / 32);
     case GgmlType::kQ5_K: return 8 * (48 + 32 * (i / 64) + i % 32) + 4 * ((i % 64) / 32);
     case GgmlType::kQ6_K: {  // ql[128]: half h = i / 128, quarter t = (i % 128) / 32, l = i % 32
@@ -66,6 +67,7 @@ inline size_t high_bits_at(GgmlType t, int i) {
   switch (t) {
     case GgmlType::kQ5_0: return 8 * 2 + i;  // u32 qh at byte 2, bit i
     case GgmlType::kQ5_1: return 8 * 4 + i;  // u32 qh at byte 4
+    case GgmlType::kQ8_0: return 8 * (2 + i) + 4;  // the code byte's high nibble
     case GgmlType::kQ5_K: return 8 * (16 + i % 32) + 2 * (i / 64) + (i % 64) / 32;  // qh[32] at byte 16
     case GgmlType::kQ6_K: {  // qh[64] at byte 128, two bits per value
       const int h = i / 128, t = (i % 128) / 32, l = i % 32;
@@ -78,7 +80,7 @@ inline size_t high_bits_at(GgmlType t, int i) {
 inline std::vector<uint8_t> encode(const TypeCase& c, const BlockParams& p) {
   std::vector<uint8_t> b(static_cast<size_t>(c.block_bytes), 0);
   switch (c.type) {
-    case GgmlType::kQ4_0: case GgmlType::kQ5_0: put_f16(b, 0, p.d); break;
+    case GgmlType::kQ4_0: case GgmlType::kQ5_0: case GgmlType::kQ8_0: put_f16(b, 0, p.d); break;
     case GgmlType::kQ4_1: case GgmlType::kQ5_1: put_f16(b, 0, p.d); put_f16(b, 2, p.m); break;
     case GgmlType::kQ4_K: case GgmlType::kQ5_K:
       put_f16(b, 0, p.d);
@@ -120,6 +122,7 @@ inline float expected_value(const TypeCase& c, const BlockParams& p, int i) {
   switch (c.type) {
     case GgmlType::kQ4_0: return static_cast<float>(q - 8) * d;
     case GgmlType::kQ5_0: return static_cast<float>(q - 16) * d;
+    case GgmlType::kQ8_0: return static_cast<float>(static_cast<int8_t>(q)) * d;  // the code byte is int8
     case GgmlType::kQ4_1: case GgmlType::kQ5_1: return static_cast<float>(q) * d + m;
     case GgmlType::kQ4_K: case GgmlType::kQ5_K: {
       const float scale = d * static_cast<float>(p.sc[i / 32]);

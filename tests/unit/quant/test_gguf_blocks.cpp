@@ -143,11 +143,14 @@ TEST_P(GgufBlocks, StoredInTheDocumentedInternalForm) {
   } else {
     ASSERT_EQ(w.scheme, QuantScheme::kInt8Channel);
     ASSERT_EQ(w.data.dtype, DType::kI8);
-    EXPECT_TRUE(w.zeros.empty());  // symmetric (Q5_0, Q6_K) or offsets (Q5_1, Q5_K)
-    const int shift = offsets ? 0 : (c.bits == 5 ? 16 : 32);
+    EXPECT_TRUE(w.zeros.empty());  // symmetric (Q5_0, Q6_K, Q8_0) or offsets (Q5_1, Q5_K)
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t col = 0; col < k; ++col)
-        ASSERT_EQ(w.data.ptr<int8_t>()[r * k + col], static_cast<int>(code(r, col)) - shift) << r << "," << col;
+      for (int64_t col = 0; col < k; ++col) {
+        // Q8_0's code byte is the signed value itself; the others are stored less their fixed zero point.
+        const int q = c.bits == 8 ? static_cast<int8_t>(code(r, col))
+                                  : static_cast<int>(code(r, col)) - (offsets ? 0 : c.bits == 5 ? 16 : 32);
+        ASSERT_EQ(w.data.ptr<int8_t>()[r * k + col], q) << r << "," << col;
+      }
   }
 }
 
@@ -255,10 +258,9 @@ TEST(GgufBlockTypes, TableMatchesGgml) {
   EXPECT_FALSE(ggml_type_info(10)->loadable());  // Q2_K
   EXPECT_FALSE(ggml_type_info(11)->loadable());  // Q3_K
   EXPECT_FALSE(ggml_type_info(4).has_value());   // Q4_2, removed from ggml
-  // Q8_0 and the float types are used as stored.
-  EXPECT_FALSE(gguf_block_conversion(GgmlType::kQ8_0).has_value());
+  // The float types are used as stored.
   EXPECT_FALSE(gguf_block_conversion(GgmlType::kF16).has_value());
-  EXPECT_EQ(ggml_type_dtype(GgmlType::kQ8_0), DType::kQ8_0);
+  EXPECT_FALSE(gguf_block_conversion(GgmlType::kBF16).has_value());
 }
 
 }  // namespace

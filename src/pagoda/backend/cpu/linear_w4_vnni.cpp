@@ -28,7 +28,7 @@
 namespace pagoda::cpu {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 512;  // ahead in each row's codes (decode streams them)
+constexpr int64_t kPrefetchBytes = 2048;  // ahead in each row's codes (decode streams them)
 
 // Where a chunk's codes and groups are: its valid code bytes and groups as load masks, and its first group.
 struct Chunk {
@@ -70,7 +70,7 @@ template <bool kOffsets>
 inline Unpacked unpack(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2);
   _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
-  const __m512i bytes = _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+  const __m512i bytes = ch.code_bytes == ~__mmask64{0} ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   Unpacked u;
   u.even = _mm512_and_si512(bytes, nibble);

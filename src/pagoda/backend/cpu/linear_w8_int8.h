@@ -48,8 +48,15 @@ bool linear_w8_int8_supported(const Weight& w);
 // token) dot product is the same whatever the batch.
 void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight& w);
 
-// The AVX512-VNNI loops (linear_w8_vnni.cpp): out[t * n + r] for rows [r0, r0 + count) and tokens [t0, t1).
-void w8_rows_times_tokens_vnni(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
-                               int64_t t1, float* out, int64_t n);
+// A chunk of a row unpacked for the AVX512-VNNI loops (64-byte aligned, kW8PreparedBytes): the codes [64],
+// the lanes' starting sums -128 x (lane's codes added) [16 x i32], scales and offsets [16 x f32 each].
+constexpr int64_t kW8PreparedBytes = 256;
+
+// The AVX512-VNNI loops (linear_w8_vnni.cpp): rows [r0, r0 + count) unpacked into `prepared` (count x chunks x
+// kW8PreparedBytes); and out[t * n + r] for those rows and tokens [t0, t1), read from `prepared` (prepared
+// from r0) or, when it is null, unpacked as they are read (the same bits).
+void w8_prepare_rows_vnni(const W8Rows& w, int64_t r0, int64_t count, uint8_t* prepared);
+void w8_rows_times_tokens_vnni(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
+                               const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n);
 
 }  // namespace pagoda::cpu

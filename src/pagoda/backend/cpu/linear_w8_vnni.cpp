@@ -48,13 +48,45 @@ inline __m512i lane_groups(int64_t group_size) {  // per lane, its group's index
   return _mm512_load_si512(idx);
 }
 
-template <int R, int T, bool kOffsets>
-inline void tile(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activations& x, int64_t t0, float* out,
-                 int64_t n) {
+// A row's chunk, unpacked: the codes, the lanes' starting sums -128 x (lane's codes added), scales and offsets.
+struct Unpacked {
+  __m512i q, start;
+  __m512 s, m;
+};
+
+template <bool kOffsets>
+inline Unpacked unpack(const W8Rows& w, __m512i lane_group, int64_t row, int64_t c, const Chunk& ch) {
+  const int8_t* codes = w.codes + row * w.k + c * kW8Chunk;
+  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+  const bool full = ch.code_bytes == ~__mmask64{0};
+  Unpacked u;
+  u.q = full ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
+  const int64_t g = row * w.groups + ch.group0;
+  u.s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + g)));
+  if constexpr (kOffsets)
+    u.m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + g)));
+  return u;
+}
+
+inline Unpacked load_prepared(const uint8_t* p, bool offsets) {
+  Unpacked u;
+  u.q = _mm512_load_si512(p);
+  u.start = _mm512_load_si512(p + 64);
+  u.s = _mm512_load_ps(reinterpret_cast<const float*>(p + 128));
+  if (offsets) u.m = _mm512_load_ps(reinterpret_cast<const float*>(p + 192));
+  return u;
+}
+
+// R rows from r0 x T tokens from t0; the rows' chunks unpacked here (kPrepared false: a few tokens, the codes
+// streamed from memory by R rows at once) or read from `prepared` (rows from prep_r0).
+template <int R, int T, bool kOffsets, bool kPrepared>
+inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
+                 const W8Activations& x, int64_t t0, float* out, int64_t n) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < x.chunks; ++c) {
     __m512i xv[T];
     __m512 dx[T], sdx[T];
@@ -64,21 +96,14 @@ inline void tile(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activa
       dx[t] = _mm512_loadu_ps(x.dx + at * 16);
       if constexpr (kOffsets) sdx[t] = _mm512_loadu_ps(x.sdx + at * 16);
     }
-    const Chunk ch = chunk_at(w, c);
+    const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     for (int r = 0; r < R; ++r) {
-      const int8_t* codes = w.codes + (r0 + r) * w.k + c * kW8Chunk;
-      _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
-      const __m512i q = _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
-      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q));
-      const int64_t g = (r0 + r) * w.groups + ch.group0;
-      const __m512 s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + g)));
-      __m512 m;
-      if constexpr (kOffsets)
-        m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + g)));
+      const Unpacked u = kPrepared ? load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets)
+                                   : unpack<kOffsets>(w, lane_group, r0 + r, c, ch);
       for (int t = 0; t < T; ++t) {
-        const __m512i ints = _mm512_dpbusd_epi32(start, xv[t], q);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(s, dx[t]), acc[r][t]);
-        if constexpr (kOffsets) acc[r][t] = _mm512_fnmadd_ps(m, sdx[t], acc[r][t]);
+        const __m512i ints = _mm512_dpbusd_epi32(u.start, xv[t], u.q);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, dx[t]), acc[r][t]);
+        if constexpr (kOffsets) acc[r][t] = _mm512_fnmadd_ps(u.m, sdx[t], acc[r][t]);
       }
     }
   }
@@ -90,28 +115,52 @@ inline void tile(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activa
     }
 }
 
-template <int R, bool kOffsets>
-void rows_times_tokens(const W8Rows& w, __m512i lane_group, int64_t r0, const W8Activations& x, int64_t t0,
-                       int64_t t1, float* out, int64_t n) {
+template <int R, bool kOffsets, bool kPrepared>
+void rows_times_tokens(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
+                       const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets>(w, lane_group, r0, x, t, out, n);
-  for (; t < t1; ++t) tile<R, 1, kOffsets>(w, lane_group, r0, x, t, out, n);
+  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets, kPrepared>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
+  for (; t < t1; ++t) tile<R, 1, kOffsets, kPrepared>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
 }
 
-template <bool kOffsets>
-void rows(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0, int64_t t1, float* out,
-          int64_t n) {
+template <bool kOffsets, bool kPrepared>
+void rows(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
+          int64_t t1, float* out, int64_t n) {
   const __m512i lane_group = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, kOffsets>(w, lane_group, r, x, t0, t1, out, n);
-  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets>(w, lane_group, r, x, t0, t1, out, n);
+  for (; r + 4 <= r0 + count; r += 4)
+    rows_times_tokens<4, kOffsets, kPrepared>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
 }
 
 }  // namespace
 
-void w8_rows_times_tokens_vnni(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
-                               int64_t t1, float* out, int64_t n) {
-  return w.offsets != nullptr ? rows<true>(w, r0, count, x, t0, t1, out, n) : rows<false>(w, r0, count, x, t0, t1, out, n);
+void w8_prepare_rows_vnni(const W8Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
+  const __m512i lane_group = lane_groups(w.group_size);
+  const int64_t chunks = w8_chunks(w.k);
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const Chunk ch = chunk_at(w, c);
+      const Unpacked u = w.offsets != nullptr ? unpack<true>(w, lane_group, r0 + r, c, ch)
+                                              : unpack<false>(w, lane_group, r0 + r, c, ch);
+      uint8_t* dst = prepared + (r * chunks + c) * kW8PreparedBytes;
+      _mm512_store_si512(dst, u.q);
+      _mm512_store_si512(dst + 64, u.start);
+      _mm512_store_ps(reinterpret_cast<float*>(dst + 128), u.s);
+      if (w.offsets != nullptr) _mm512_store_ps(reinterpret_cast<float*>(dst + 192), u.m);
+    }
+  }
+}
+
+void w8_rows_times_tokens_vnni(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
+                               const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
+  const bool offsets = w.offsets != nullptr;
+  if (prepared != nullptr) {
+    return offsets ? rows<true, true>(w, prepared, r0, count, x, t0, t1, out, n)
+                   : rows<false, true>(w, prepared, r0, count, x, t0, t1, out, n);
+  }
+  return offsets ? rows<true, false>(w, prepared, r0, count, x, t0, t1, out, n)
+                 : rows<false, false>(w, prepared, r0, count, x, t0, t1, out, n);
 }
 
 }  // namespace pagoda::cpu
