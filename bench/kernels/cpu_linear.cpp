@@ -1,8 +1,10 @@
-// The CPU matrix product (cpu::linear_f32) on a model's projection shapes, for each weight dtype, token
-// count and instruction-set level: median and best time of repeated calls, GFLOP/s and weight GB/s (of the
-// median).
+// The CPU matrix product on a model's projection shapes, for each weight kind, token count and
+// instruction-set level: median and best time of repeated calls, GFLOP/s and weight GB/s (of the median,
+// bytes as the kernel reads them). f16, bf16, f32: cpu::linear_f32; q4_0, q8_0: the forms GGUF's Q4_0 and
+// Q8_0 are converted to at load (int4 / int8 groups of 32 with fp32 scales, int8 activation blocks), through
+// cpu::linear_quant_f32.
 //
-//   bench_cpu_linear [--tokens 1,4,512] [--dtypes f16,bf16,f32,q8_0] [--isa avx2,avx512] [--threads N]
+//   bench_cpu_linear [--tokens 1,4,512] [--dtypes f16,bf16,f32,q8_0,q4_0] [--isa avx2,avx512] [--threads N]
 //                    [--shape N:K ...] [--reps R]
 //
 // Default shapes: TinyLlama-1.1B's q/o (2048x2048), k/v (256x2048), gate/up (5632x2048) and down (2048x5632).
@@ -19,6 +21,7 @@
 
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/core/buffer.h"
 
 using namespace pagoda;
@@ -32,46 +35,69 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-DType parse_dtype(const std::string& s) {
-  if (s == "f16") return DType::kF16;
-  if (s == "bf16") return DType::kBF16;
-  if (s == "f32") return DType::kF32;
-  if (s == "q8_0") return DType::kQ8_0;
-  if (s == "q4_0") return DType::kQ4_0;
-  std::fprintf(stderr, "unknown dtype %s\n", s.c_str());
-  std::exit(2);
+// A weight of one kind, random: plain dtypes as bytes, the GGUF-converted kinds as a Weight.
+struct BenchWeight {
+  DType dtype = DType::kF32;
+  std::vector<uint8_t> bytes;      // plain dtypes
+  std::vector<HostTensor> owned;   // quantized kinds
+  Weight weight;
+  bool quantized() const { return weight.quantized(); }
+  int64_t nbytes() const { return quantized() ? weight.nbytes() : static_cast<int64_t>(bytes.size()); }
+};
+
+BenchWeight random_weight(const std::string& kind, int64_t n, int64_t k, std::mt19937& rng) {
+  BenchWeight b;
+  if (kind == "q4_0" || kind == "q8_0") {  // codes, scales near 0.001, Q4_0's zero point 8
+    const bool int4 = kind == "q4_0";
+    const int64_t groups = k / 32;
+    b.owned.emplace_back(int4 ? DType::kU8 : DType::kI8, std::initializer_list<int64_t>{n, int4 ? k / 2 : k});
+    for (int64_t i = 0; i < b.owned.back().view().numel(); ++i) b.owned.back().view().ptr<uint8_t>()[i] = static_cast<uint8_t>(rng());
+    b.owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups});
+    for (int64_t i = 0; i < n * groups; ++i) b.owned.back().view().ptr<float>()[i] = 0.001f;
+    Weight& w = b.weight;
+    w.data = b.owned[0].view();
+    w.scales = b.owned[1].view();
+    if (int4) {
+      b.owned.emplace_back(DType::kU8, std::initializer_list<int64_t>{n, groups});
+      std::memset(b.owned.back().view().data, 8, static_cast<size_t>(n * groups));
+      w.zeros = b.owned.back().view();
+    }
+    w.scheme = int4 ? QuantScheme::kInt4Group : QuantScheme::kInt8Channel;
+    w.group_size = 32;
+    w.in_features = k;
+    w.activations = ActivationQuant::kInt8Block;
+    return b;
+  }
+  if (kind == "f16") b.dtype = DType::kF16;
+  else if (kind == "bf16") b.dtype = DType::kBF16;
+  else if (kind == "f32") b.dtype = DType::kF32;
+  else {
+    std::fprintf(stderr, "unknown dtype %s\n", kind.c_str());
+    std::exit(2);
+  }
+  b.bytes.resize(static_cast<size_t>(dtype_storage_bytes(b.dtype, n * k)));
+  std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const float v = dist(rng);
+    if (b.dtype == DType::kF32) std::memcpy(b.bytes.data() + 4 * i, &v, 4);
+    if (b.dtype == DType::kF16 || b.dtype == DType::kBF16) {
+      const uint16_t h = b.dtype == DType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+      std::memcpy(b.bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
 }
 
-// Random weight bytes that decode to finite values: small fp16/bf16/fp32 numbers, Q8_0/Q4_0 blocks with a
-// small scale.
-std::vector<uint8_t> random_weights(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
-  std::vector<uint8_t> bytes(static_cast<size_t>(dtype_storage_bytes(dtype, n * k)));
-  std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
-  const int64_t elems = n * k;
-  for (int64_t i = 0; i < elems; ++i) {
-    const float v = dist(rng);
-    if (dtype == DType::kF32) std::memcpy(bytes.data() + 4 * i, &v, 4);
-    if (dtype == DType::kF16 || dtype == DType::kBF16) {
-      const uint16_t h = dtype == DType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    }
-  }
-  if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
-    const int64_t block_bytes = dtype_block_bytes(dtype);
-    for (size_t b = 0; b < bytes.size(); b += block_bytes) {
-      for (int64_t j = 2; j < block_bytes; ++j) bytes[b + j] = static_cast<uint8_t>(rng());
-      const uint16_t d = f32_to_f16(0.001f);
-      std::memcpy(bytes.data() + b, &d, 2);
-    }
-  }
-  return bytes;
+void multiply(float* out, const float* x, int64_t t, const BenchWeight& w, int64_t n, int64_t k) {
+  if (w.quantized()) return cpu::linear_quant_f32(out, x, t, w.weight);
+  cpu::linear_f32(out, x, t, w.bytes.data(), w.dtype, n, k);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 4, 512};
-  std::vector<std::string> dtypes = {"f16", "bf16", "f32", "q8_0"};
+  std::vector<std::string> dtypes = {"f16", "bf16", "f32", "q8_0", "q4_0"};
   std::vector<std::string> isas = {"avx2", "avx512"};
   std::vector<std::pair<int64_t, int64_t>> shapes;
   int reps = 5;
@@ -104,9 +130,8 @@ int main(int argc, char** argv) {
               "GFLOP/s", "wGB/s");
   std::mt19937 rng(1);
   for (const auto& dtype_name_s : dtypes) {
-    const DType dtype = parse_dtype(dtype_name_s);
     for (const auto& [n, k] : shapes) {
-      const std::vector<uint8_t> w = random_weights(dtype, n, k, rng);
+      const BenchWeight w = random_weight(dtype_name_s, n, k, rng);
       for (int64_t t : tokens) {
         HostTensor x_tensor(DType::kF32, {t, k});  // 64-byte aligned, as the engine's activations
         float* x = x_tensor.view().ptr<float>();
@@ -116,18 +141,18 @@ int main(int argc, char** argv) {
         for (const auto& isa_s : isas) {
           const cpu::Isa used = cpu::set_active_isa(isa_s == "avx512" ? cpu::Isa::kAvx512 : cpu::Isa::kAvx2);
           if (cpu::isa_name(used) != isa_s) continue;
-          cpu::linear_f32(out.data(), x, t, w.data(), dtype, n, k);  // warm-up
+          multiply(out.data(), x, t, w, n, k);  // warm-up
           std::vector<double> us;
           for (int r = 0; r < reps; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            cpu::linear_f32(out.data(), x, t, w.data(), dtype, n, k);
+            multiply(out.data(), x, t, w, n, k);
             us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
           }
           std::sort(us.begin(), us.end());
           const double med = us[us.size() / 2];
           std::printf("%-6s %-5s %6lld %6lld %6lld %10.1f %10.1f %9.1f %9.2f\n", isa_s.c_str(), dtype_name_s.c_str(),
                       static_cast<long long>(t), static_cast<long long>(n), static_cast<long long>(k), med, us.front(),
-                      2.0 * t * n * k / med / 1e3, static_cast<double>(w.size()) / med / 1e3);
+                      2.0 * t * n * k / med / 1e3, static_cast<double>(w.nbytes()) / med / 1e3);
         }
       }
     }

@@ -16,11 +16,10 @@ namespace pagoda::test {
 enum class QuantForm {
   kInt4Zeros,      // AWQ / GPTQ: U8 zero points
   kInt4Offsets,    // GGUF Q4_1 / Q4_K: value = q * s - m
-  kInt8Symmetric,  // compressed-tensors W8A16, GGUF Q5_0 / Q6_K
+  kInt8Symmetric,  // compressed-tensors W8A16, GGUF Q5_0 / Q6_K / Q8_0
   kInt8Zeros,      // GPTQ 8-bit: I32 zero points
   kInt8Offsets,    // GGUF Q5_1 / Q5_K: codes 0..31
   kFp8,            // per row (group = K) or per block of columns
-  kQ8_0,           // GGUF Q8_0 blocks (QuantScheme::kNone, DType::kQ8_0), group 32
 };
 
 inline const char* quant_form_name(QuantForm f) {
@@ -31,7 +30,6 @@ inline const char* quant_form_name(QuantForm f) {
     case QuantForm::kInt8Zeros: return "int8-zeros";
     case QuantForm::kInt8Offsets: return "int8-offsets";
     case QuantForm::kFp8: return "fp8";
-    case QuantForm::kQ8_0: return "q8_0";
   }
   return "?";
 }
@@ -41,19 +39,7 @@ class RandomQuantWeight {
  public:
   RandomQuantWeight(QuantForm form, int64_t n, int64_t k, int64_t group, uint64_t seed, float scale = 0.01f)
       : state_(seed * 0x9e3779b97f4a7c15ull + 7) {
-    if (form == QuantForm::kQ8_0) group = 32;
     const int64_t groups = (k + group - 1) / group;
-    if (form == QuantForm::kQ8_0) {
-      storage_.emplace_back(DType::kQ8_0, std::initializer_list<int64_t>{n, k});
-      auto* b = storage_.back().ptr<uint8_t>();
-      for (int64_t i = 0; i < n * (k / 32); ++i, b += 34) {
-        const uint16_t d = f32_to_f16(scale * (0.5f + uniform()));
-        std::memcpy(b, &d, 2);
-        for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(next() % 255 - 127));
-      }
-      weight.data = storage_.back().view();
-      return;
-    }
     const bool int4 = form == QuantForm::kInt4Zeros || form == QuantForm::kInt4Offsets;
     const bool fp8 = form == QuantForm::kFp8;
     weight.scheme = int4 ? QuantScheme::kInt4Group : fp8 ? QuantScheme::kFp8Channel : QuantScheme::kInt8Channel;

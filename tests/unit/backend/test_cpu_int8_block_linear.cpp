@@ -111,7 +111,10 @@ INSTANTIATE_TEST_SUITE_P(Forms, Int8BlockLinear,
                                            Case{test::QuantForm::kInt8Symmetric, 9, 224, 224, 5},
                                            Case{test::QuantForm::kInt8Symmetric, 6, 160, 32, 1},
                                            Case{test::QuantForm::kInt8Offsets, 5, 96, 16, 3},
-                                           Case{test::QuantForm::kInt8Symmetric, 4, 512, 128, 11}),
+                                           Case{test::QuantForm::kInt8Symmetric, 4, 512, 128, 11},
+                                           // GGUF Q8_0's form: groups of 32; rows in 4-row tiles and a tail
+                                           Case{test::QuantForm::kInt8Symmetric, 131, 256, 32, 6},
+                                           Case{test::QuantForm::kInt8Symmetric, 6, 64, 32, 1}),
                          [](const auto& info) {
                            std::string name = test::quant_form_name(info.param.form);
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -42,22 +42,6 @@ std::vector<uint8_t> encode_rows(const std::vector<float>& w, int64_t n, int64_t
         ex[i] = dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
     }
-    if (dtype == DType::kQ8_0) {
-      for (int64_t b = 0; b < k / 32; ++b) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(src[b * 32 + j]));
-        const uint16_t d16 = f32_to_f16(amax / 127.0f);
-        const float d = f16_to_f32(d16);
-        uint8_t* block = row + b * 34;
-        std::memcpy(block, &d16, 2);
-        for (int j = 0; j < 32; ++j) {
-          const int q = d == 0 ? 0 : static_cast<int>(std::lround(src[b * 32 + j] / d));
-          const int8_t qc = static_cast<int8_t>(std::clamp(q, -127, 127));
-          block[2 + j] = static_cast<uint8_t>(qc);
-          ex[b * 32 + j] = d * qc;
-        }
-      }
-    }
   }
   return out;
 }
@@ -88,16 +72,7 @@ TEST_P(LinearTest, MatchesNaiveProduct) {
   const std::vector<uint8_t> w = encode_rows(random_vector(static_cast<size_t>(n * k), rng, 0.1f), n, k, dtype, exact);
   std::vector<float> out(static_cast<size_t>(num_tokens * n), NAN);
   cpu::linear_f32(out.data(), x.data(), num_tokens, w.data(), dtype, n, k);
-  // Q8_0 weights multiply Q8_0-quantized activations (llama.cpp's scheme): the reference does the same.
-  std::vector<float> xr = x;
-  if (dtype == DType::kQ8_0) {
-    for (int64_t b = 0; b < num_tokens * k / 32; ++b) {
-      float amax = 0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-      const float d = amax / 127.0f;
-      for (int j = 0; j < 32; ++j) xr[b * 32 + j] = d == 0 ? 0.0f : d * std::lrintf(x[b * 32 + j] * (1.0f / d));
-    }
-  }
+  const std::vector<float>& xr = x;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t r = 0; r < n; ++r) {
       double ref = 0;
@@ -119,7 +94,7 @@ class LinearBatchInvariance : public ::testing::TestWithParam<DType> {};
 TEST_P(LinearBatchInvariance, SameResultForEveryBatchSize) {
   const DType dtype = GetParam();
   const int64_t n = 37, num_tokens = 61;
-  const int64_t k = dtype == DType::kQ8_0 ? 256 : 1000;
+  const int64_t k = 1000;
   std::mt19937 rng(5);
   const std::vector<float> x = random_vector(static_cast<size_t>(num_tokens * k), rng);
   std::vector<float> exact;
@@ -143,7 +118,7 @@ TEST_P(LinearBatchInvariance, SameResultForEveryBatchSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearBatchInvariance,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -151,14 +126,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(std::make_tuple(DType::kF32, 1, 64, 64), std::make_tuple(DType::kF32, 7, 33, 172),
                       std::make_tuple(DType::kF32, 37, 130, 96), std::make_tuple(DType::kBF16, 1, 17, 64),
                       std::make_tuple(DType::kBF16, 9, 300, 256), std::make_tuple(DType::kF16, 5, 64, 172),
-                      std::make_tuple(DType::kF16, 64, 48, 520), std::make_tuple(DType::kQ8_0, 1, 40, 64),
-                      std::make_tuple(DType::kQ8_0, 6, 129, 512), std::make_tuple(DType::kF32, 3, 1000, 2048),
+                      std::make_tuple(DType::kF16, 64, 48, 520), std::make_tuple(DType::kF32, 3, 1000, 2048),
                       // decode sizes (1-4 tokens) take the convert-in-register path; odd rows and k tails
                       std::make_tuple(DType::kF16, 2, 33, 172), std::make_tuple(DType::kF16, 3, 7, 2056),
                       std::make_tuple(DType::kBF16, 4, 9, 100), std::make_tuple(DType::kF32, 2, 7, 13),
-                      std::make_tuple(DType::kQ8_0, 2, 5, 96), std::make_tuple(DType::kQ8_0, 4, 131, 256),
-                      // one token: two rows a register in 4-, 2- and 1-row tails
-                      std::make_tuple(DType::kQ8_0, 1, 131, 256), std::make_tuple(DType::kQ8_0, 1, 6, 64),
                       std::make_tuple(DType::kF16, 1, 5632, 2048), std::make_tuple(DType::kBF16, 200, 70, 2064)),
     ::testing::Values(cpu::Isa::kAvx2, cpu::Isa::kAvx512)));
 

@@ -62,7 +62,7 @@ const Case kCases[] = {
     {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 128},
     {QuantForm::kInt8Offsets, 24, 96, 32},    {QuantForm::kInt8Symmetric, 200, 2048, 2048},
     {QuantForm::kFp8, 96, 4112, 4112},        {QuantForm::kFp8, 40, 336, 128},
-    {QuantForm::kQ8_0, 64, 4096, 32},         {QuantForm::kInt4Zeros, 8, 16, 16},
+    {QuantForm::kInt8Symmetric, 64, 4096, 32}, {QuantForm::kInt4Zeros, 8, 16, 16},
 };
 
 TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {

@@ -1,5 +1,5 @@
 // The CPU backend's kernels as plain functions over raw pointers, so they can be tested and timed
-// one by one. Activations are fp32; weights may be F32, F16, BF16, Q8_0 or Q4_0.
+// one by one. Activations are fp32; weights F32, F16 or BF16 (quantized ones: linear_quant.h).
 #pragma once
 
 #include <cstdint>

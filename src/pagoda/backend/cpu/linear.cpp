@@ -12,7 +12,6 @@
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_avx512.h"
 #include "pagoda/backend/cpu/linear_direct.h"
-#include "pagoda/backend/cpu/linear_q8.h"
 #include "pagoda/backend/cpu/simd.h"
 #include "pagoda/core/buffer.h"
 
@@ -70,8 +69,6 @@ void linear_by_row_chunks(float* out, const float* x, int64_t num_tokens, int64_
 
 void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, DType w_dtype, int64_t n,
                 int64_t k) {
-  // Q8_0: integer dot products for every batch size (so results never depend on the batch).
-  if (w_dtype == DType::kQ8_0) return linear_q8_0(out, x, num_tokens, w, n, k);
   // Decode: weights are streamed once and converted in registers.
   if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
   const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);

@@ -1,6 +1,6 @@
 // CPU matrix-vector products for decode (a few tokens): each weight is converted to fp32 in registers
 // right where it is multiplied, so the weight stream is read once from memory and nothing is written
-// back. Weight dtypes: F16 (F16C), BF16 (shift), F32 (Q8_0 has its own integer kernel, linear_q8.cpp).
+// back. Weight dtypes: F16 (F16C), BF16 (shift), F32.
 // The rows are shared among threads here; each group of rows runs the AVX2 tile below or the AVX-512 one
 // (linear_avx512.cpp), as cpu_isa.h chooses.
 #include <immintrin.h>

@@ -75,7 +75,7 @@ void upload_bf16(uint16_t* dst, const Weight& src, int64_t row_stride, cuda::Pin
 // Elements of the unpacked [rows, cols] weight (what its bf16 copy holds).
 int64_t elems_of(const Weight& w) { return w.num_rows() * w.cols(); }
 
-bool is_quantized_linear(const Weight& w) { return w.quantized() || w.data.dtype == DType::kQ8_0; }
+bool is_quantized_linear(const Weight& w) { return w.quantized(); }
 
 // Whether the rows of `parts` go up as tiles. When they are quantized but cannot, says why, once per reason
 // (an act-order model would otherwise warn for every linear of every layer).

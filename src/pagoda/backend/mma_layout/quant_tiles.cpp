@@ -1,21 +1,15 @@
 // Packing quantized weights into the tensor-core GEMV's tile layout (quant_tiles.h). Reads each source row's
-// codes and {scale, zero | offset} as the internal representation defines them (core/quant_scheme.h); GGUF
-// Q8_0 blocks are read as int8 codes with a scale per 32 columns.
+// codes and {scale, zero | offset} as the internal representation defines them (core/quant_scheme.h).
 #include "pagoda/backend/mma_layout/quant_tiles.h"
 
 #include <fmt/format.h>
-
-#include <cstring>
 
 #include "pagoda/core/check.h"
 
 namespace pagoda {
 namespace {
 
-bool is_q8_0(const Weight& w) { return !w.quantized() && w.data.dtype == DType::kQ8_0; }
-
 TileCodes codes_of(const Weight& w) {
-  if (is_q8_0(w)) return TileCodes::kI8;
   switch (w.scheme) {
     case QuantScheme::kInt4Group: return TileCodes::kU4;
     case QuantScheme::kInt8Channel: return TileCodes::kI8;
@@ -23,23 +17,16 @@ TileCodes codes_of(const Weight& w) {
   }
 }
 
-int64_t group_size_of(const Weight& w) { return is_q8_0(w) ? 32 : w.group_size; }
+int64_t group_size_of(const Weight& w) { return w.group_size; }
 bool has_offsets(const Weight& w) { return !w.offsets.empty(); }
 
 // One source row, read as codes and params.
 class RowReader {
  public:
-  RowReader(const Weight& w, int64_t row) : w_(w), row_(row), k_(w.cols()) {
-    if (is_q8_0(w)) {
-      blocks_ = static_cast<const uint8_t*>(w.data.data) + row * (k_ / 32) * 34;
-      return;
-    }
-    groups_ = w.scales.dim(1);
-  }
+  RowReader(const Weight& w, int64_t row) : w_(w), row_(row), k_(w.cols()), groups_(w.scales.dim(1)) {}
 
   // The code of column c: 0..15 (U4), -128..127 (I8), the e4m3 byte (E4M3).
   int32_t code(int64_t c) const {
-    if (blocks_) return static_cast<int8_t>(blocks_[(c / 32) * 34 + 2 + c % 32]);
     switch (w_.scheme) {
       case QuantScheme::kInt4Group:
         return (w_.data.ptr<const uint8_t>()[row_ * (k_ / 2) + c / 2] >> (4 * (c % 2))) & 0xf;
@@ -47,17 +34,10 @@ class RowReader {
       default: return w_.data.ptr<const uint8_t>()[row_ * k_ + c];
     }
   }
-  float scale(int64_t g) const {
-    if (blocks_) {
-      uint16_t d;
-      std::memcpy(&d, blocks_ + g * 34, 2);
-      return f16_to_f32(d);
-    }
-    return w_.scales.ptr<const float>()[row_ * groups_ + g];
-  }
+  float scale(int64_t g) const { return w_.scales.ptr<const float>()[row_ * groups_ + g]; }
   // The zero point (zeros form; 0 when there is none).
   float zero(int64_t g) const {
-    if (blocks_ || w_.zeros.empty()) return 0.0f;
+    if (w_.zeros.empty()) return 0.0f;
     if (w_.scheme == QuantScheme::kInt4Group) return w_.zeros.ptr<const uint8_t>()[row_ * groups_ + g];
     return static_cast<float>(w_.zeros.ptr<const int32_t>()[row_ * groups_ + g]);
   }
@@ -65,9 +45,7 @@ class RowReader {
 
  private:
   const Weight& w_;
-  int64_t row_, k_;
-  int64_t groups_ = 0;
-  const uint8_t* blocks_ = nullptr;  // Q8_0: the row's blocks
+  int64_t row_, k_, groups_;
 };
 
 // Tile position p <-> row of the tile: p < 8 holds row 2p, p >= 8 row 2(p - 8) + 1.
@@ -117,7 +95,7 @@ std::string quant_tiles_unsupported(std::span<const Weight* const> weights) {
   if (weights.empty()) return "no weights";
   const Weight& first = *weights[0];
   for (const Weight* w : weights) {
-    if (!w->quantized() && !is_q8_0(*w)) return fmt::format("{} weights are not quantized", dtype_name(w->data.dtype));
+    if (!w->quantized()) return fmt::format("{} weights are not quantized", dtype_name(w->data.dtype));
     if (!w->g_idx.empty()) return "act-order (g_idx) weights have no tile layout";
     if (codes_of(*w) != codes_of(first) || group_size_of(*w) != group_size_of(first) || w->cols() != first.cols())
       return "fused parts differ in scheme, group size or in_features";
