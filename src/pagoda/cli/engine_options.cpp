@@ -63,6 +63,12 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--slo-tpot-ms", slo_tpot_ms,
                  "time-per-output-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--batch-wait-ms", batch_wait_ms,
+                 "TTL batching window: while the engine is idle or only decoding, a new request waits up to this long "
+                 "(from its arrival) for others to be prefilled with, going at once when their prompts fill a step; "
+                 "never past --slo-ttft-ms less the predicted time to its first token (default 0: off; "
+                 "docs/PERFORMANCE.md has where it pays)")
+      ->check(CLI::Range(0.0, 60000.0));
   cmd.add_option("--fallback-quantization", fallback_quantization,
                  "automatic precision fallback: a second copy of the weights, the decoder linears quantized at start-up "
                  "(fp8: W8A8 per channel and token; int8: W8A16 per channel; w4: W4A16 groups of 128), which steps "
@@ -125,9 +131,12 @@ LlmOptions EngineCliOptions::llm_options() const {
     o.preemption_slo = targets;
   }
   const bool fallback = !fallback_quantization.empty() || !fallback_model.empty();
-  if (batch_controller != "adaptive" && o.policy != SchedulingPolicy::kSlo && !fallback && (slo_ttft_ms > 0 || slo_tpot_ms > 0))
-    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive, --scheduling-policy slo or a precision "
-                "fallback (--fallback-quantization, --fallback-model)");
+  if (batch_controller != "adaptive" && o.policy != SchedulingPolicy::kSlo && !fallback && !(batch_wait_ms > 0) &&
+      (slo_ttft_ms > 0 || slo_tpot_ms > 0))
+    throw Error("--slo-ttft-ms and --slo-tpot-ms need --batch-controller adaptive, --scheduling-policy slo, a precision "
+                "fallback (--fallback-quantization, --fallback-model) or a batching window (--batch-wait-ms)");
+  o.batch_wait_ms = batch_wait_ms;
+  o.batch_wait_ttft_ms = batch_wait_ms > 0 ? slo_ttft_ms : 0;
   if (fallback && !(slo_tpot_ms > 0))
     throw Error("--fallback-quantization and --fallback-model need --slo-tpot-ms (the P99 time per output token they keep)");
   o.fallback_quantization = fallback_quantization;

@@ -29,6 +29,7 @@ struct EngineCliOptions {
   std::string policy = "fcfs";
   std::string batch_controller = "static";  // static | adaptive (sched/batch_controller.h)
   double slo_ttft_ms = 0, slo_tpot_ms = 0;   // 0: no target
+  double batch_wait_ms = 0;                  // 0: no batching window
   std::string fallback_quantization;  // fp8 | int8 | w4; empty: no precision fallback
   std::string fallback_model;         // a quantized checkpoint of the served model, as the fallback
   double fallback_window_s = 60;

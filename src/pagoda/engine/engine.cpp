@@ -116,9 +116,12 @@ void Engine::run() {
     std::vector<RequestId> cancels;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !cancels_.empty() || scheduler_.has_unfinished() || in_flight_;
-      });
+      const auto news = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); };
+      if (held_until_ && !in_flight_) {  // only requests held in the batching window: until it ends or more arrive
+        wake_.wait_until(lock, *held_until_, news);
+      } else {
+        wake_.wait(lock, [&] { return news() || scheduler_.has_unfinished() || in_flight_; });
+      }
       if (stopping_) break;
       inbox.swap(inbox_);
       cancels.swap(cancels_);
@@ -250,10 +253,13 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     std::lock_guard lock(mutex_);
     next_weights_ = pinned_weights_ ? *pinned_weights_ : fallback_ ? fallback_->current() : WeightSet::kPrimary;
   }
-  if (scheduler_.deadline_first()) scheduler_.set_first_token_estimate(first_token_estimate());
+  if (scheduler_.uses_first_token_estimate()) scheduler_.set_first_token_estimate(first_token_estimate());
   step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
+  held_until_.reset();
   if (step.plan.empty()) {
     runner_.copy_kv_blocks(step.plan.kv_transfers);  // a prefetch planned while nothing could run
+    if (const std::optional<double> until = scheduler_.held_until())  // the scheduler's clock is steady_clock's
+      held_until_ = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*until)));
     return std::nullopt;
   }
   ++num_steps_;
@@ -480,6 +486,7 @@ void Engine::publish_stats() {
   s.host_tier = bm.host_tier().stats();
   s.prefetch = bm.prefetch_stats();
   s.num_preemptions = scheduler_.num_preemptions();
+  s.batch_window_holds = scheduler_.num_held_steps();
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;
   s.num_steps = num_steps_;

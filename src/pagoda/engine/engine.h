@@ -95,6 +95,7 @@ struct EngineStats {
   HostTierStats host_tier;              // its block movements since start-up
   PrefetchStats prefetch;               // blocks it brought back ahead of requests, and those hit
   uint64_t num_preemptions = 0;
+  uint64_t batch_window_holds = 0;  // plans that held new requests in the batching window (--batch-wait-ms)
   uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
   uint64_t generation_tokens = 0;  // tokens sampled
   uint64_t num_steps = 0;
@@ -200,6 +201,8 @@ class Engine {
   std::mt19937_64 seed_rng_;
   std::unordered_map<RequestId, Active> active_;  // engine thread only
   std::optional<LaunchedStep> in_flight_;         // engine thread only
+  // Set when the last plan was empty because the batching window held new requests: when they go.
+  std::optional<Clock::time_point> held_until_;   // engine thread only
   Clock::time_point last_step_done_;              // when the backend finished the latest completed step
 
   mutable std::mutex mutex_;

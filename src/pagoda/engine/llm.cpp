@@ -146,7 +146,13 @@ LLM::LLM(const LlmOptions& o)
                                  .max_num_batched_tokens = std::max(o.max_num_batched_tokens, o.max_num_seqs),
                                  .max_model_len = max_model_len_,
                                  .policy = o.policy,
-                                 .slo = o.preemption_slo.value_or(o.slo.value_or(SloTargets{}))};
+                                 .slo = o.preemption_slo.value_or(o.slo.value_or(SloTargets{})),
+                                 .batch_wait_seconds = o.batch_wait_ms / 1000.0,
+                                 .batch_wait_ttft_seconds = o.batch_wait_ttft_ms / 1000.0};
+  if (o.batch_wait_ms > 0)
+    spdlog::info("batching window: new requests wait up to {:g} ms for company while the engine is idle or decoding{}",
+                 o.batch_wait_ms,
+                 o.batch_wait_ttft_ms > 0 ? fmt::format(" (and no longer than the {:g} ms TTFT target allows)", o.batch_wait_ttft_ms) : "");
   eo.block_size = o.block_size;
   eo.num_kv_blocks = num_kv_blocks_;
   eo.kv_dtype = kv_dtype_;

@@ -52,6 +52,11 @@ struct LlmOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // --batch-controller adaptive: each step's token budget from these targets (unset: static).
   std::optional<SloTargets> slo{};
+  // The TTL batching window (--batch-wait-ms; SchedulerConfig::batch_wait_seconds): new requests wait up to this
+  // long for others to be prefilled with, while the engine is idle or only decoding; never past
+  // batch_wait_ttft_ms (the TTFT target, 0: none) less the predicted time to a first token. 0: off.
+  double batch_wait_ms = 0;
+  double batch_wait_ttft_ms = 0;
   // --scheduling-policy slo: a running request already past these targets is preempted only when every
   // candidate is (SchedulerConfig::slo). Unset: `slo`'s, or none.
   std::optional<SloTargets> preemption_slo{};

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <fmt/format.h>
 
@@ -20,6 +21,9 @@ void validate(const SchedulerConfig& config) {
     throw Error(fmt::format("max_num_batched_tokens ({}) must be >= max_num_seqs ({})", config.max_num_batched_tokens,
                             config.max_num_seqs));
   }
+  for (const double seconds : {config.batch_wait_seconds, config.batch_wait_ttft_seconds})
+    if (!(seconds >= 0 && seconds <= 3600))
+      throw Error(fmt::format("the batching window and its TTFT bound must be 0 to 3600 seconds, got {}", seconds));
 }
 
 namespace {
@@ -130,7 +134,7 @@ StepPlan Scheduler::schedule(int token_budget) {
   TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens));
   schedule_running(budget, plan);
   // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
-  if (plan.preempted.empty()) admit_waiting(budget, plan);
+  if (plan.preempted.empty() && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
   plan.num_scheduled_tokens = budget.num_used();
   // Periodic prefixes due soon come back from the host tier after this step's own blocks are taken.
   block_manager_.prefetch(clock_(), kMaxPrefetchBlocksPerStep);
@@ -260,6 +264,28 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
   order.reserve(keyed.size());
   for (const auto& [late, seq] : keyed) order.push_back(seq);
   return order;
+}
+
+bool Scheduler::hold_new_requests(const TokenBudget& budget, const StepPlan& plan) {
+  held_until_.reset();
+  if (config_.batch_wait_seconds <= 0 || waiting_.empty()) return false;
+  for (const ScheduledSequence& s : plan.seqs)  // the step prefills already: new prompts join it at no cost
+    if (s.num_tokens > 1 || s.start_position < s.seq->num_prompt_tokens) return false;
+  double oldest = std::numeric_limits<double>::infinity();
+  int64_t prompt_tokens = 0;
+  for (const Sequence* s : waiting_) {
+    if (s->num_preemptions > 0) return false;  // a preempted request is never held back
+    oldest = std::min(oldest, s->submitted_s);
+    prompt_tokens += s->num_tokens();
+  }
+  if (prompt_tokens >= budget.num_left() || num_waiting() >= config_.max_num_seqs - num_running()) return false;
+  double wait = config_.batch_wait_seconds;
+  if (config_.batch_wait_ttft_seconds > 0) wait = std::min(wait, config_.batch_wait_ttft_seconds - first_token_estimate_);
+  const double until = oldest + wait;
+  if (clock_() >= until) return false;
+  held_until_ = until;
+  ++num_held_steps_;
+  return true;
 }
 
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {

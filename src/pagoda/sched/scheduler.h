@@ -81,8 +81,15 @@ class Scheduler {
   // TPOT target.
   bool deadline_first() const;
   // How long a prompt admitted now takes to its first token (the engine's estimate from its step-time model;
-  // 0 until it has one): a waiting request that has waited longer than the TTFT target minus this cannot make it.
+  // 0 until it has one): a waiting request that has waited longer than the TTFT target minus this cannot make it,
+  // and the TTL batching window holds no request past that point.
   void set_first_token_estimate(double seconds) { first_token_estimate_ = seconds; }
+  // Whether the engine should keep the first-token estimate up to date (deadline_first() or a batching window).
+  bool uses_first_token_estimate() const { return deadline_first() || config_.batch_wait_seconds > 0; }
+  // When the last schedule() held new requests in the batching window (hold_new_requests): the time, on the
+  // scheduler's clock, at which they go even if no more arrive. Unset when it held none.
+  std::optional<double> held_until() const { return held_until_; }
+  uint64_t num_held_steps() const { return num_held_steps_; }  // steps planned while requests were held
 
   // Applies a step, plans in the order they were made: replaces the oldest placeholder of the i-th
   // sampling entry of `plan` with `sampled[i]` (sampled.size() == plan.num_sampling(), in plan order: the
@@ -129,6 +136,12 @@ class Scheduler {
   size_t pick_victim(std::span<Sequence* const> candidates) const;
   void schedule_running(TokenBudget& budget, StepPlan& plan);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
+  // The TTL batching window (SchedulerConfig::batch_wait_seconds): true, and held_until_ set, when this step
+  // admits no waiting request because the step has no prompt tokens yet and the waiting requests are all new
+  // (never run), fewer than the step could take (their prompt tokens short of the budget left, their number
+  // short of the free sequence slots), and the oldest is still within the window: its submission plus
+  // batch_wait_seconds, or, with a TTFT target, plus that target less the first-token estimate if earlier.
+  bool hold_new_requests(const TokenBudget& budget, const StepPlan& plan);
   enum class Admission { kAdmitted, kSkipped, kNoBlocks };
   Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
   // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within
@@ -156,6 +169,8 @@ class Scheduler {
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // every unfinished sequence
   std::vector<Sequence*> running_;                            // in policy order
   double first_token_estimate_ = 0;  // seconds (set_first_token_estimate)
+  std::optional<double> held_until_;  // hold_new_requests
+  uint64_t num_held_steps_ = 0;
   std::set<Sequence*, PolicyOrder> waiting_;                  // new and preempted, in policy order
   std::vector<SeqId> finished_since_plan_;
   uint64_t next_arrival_index_ = 0;

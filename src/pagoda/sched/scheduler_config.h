@@ -14,6 +14,13 @@ struct SchedulerConfig {
   // candidate is (policy.h), and, within a priority, waiting requests that can still make them are admitted
   // before those already past them (Scheduler::admission_order). Zeros: none.
   SloTargets slo{};
+  // The TTL batching window (--batch-wait-ms; Scheduler::hold_new_requests): while a step would compute no
+  // prompt tokens (the engine idle or only decoding), new requests wait up to batch_wait_seconds from their
+  // submission, so that prompts arriving close together are prefilled in one step instead of one each; with a
+  // TTFT target (batch_wait_ttft_seconds > 0) never past that target less the predicted time to a first token.
+  // 0: off.
+  double batch_wait_seconds = 0;
+  double batch_wait_ttft_seconds = 0;
 };
 
 // Throws pagoda::Error naming the bad value. max_num_batched_tokens must be >= max_num_seqs so that a

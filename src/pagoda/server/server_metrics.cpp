@@ -52,6 +52,8 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   host_blocks_ = &r.gauge("pagoda:kv_host_blocks", "Capacity of the host KV tier, in blocks (0: no host tier).", labels_);
   host_blocks_used_ = &r.gauge("pagoda:kv_host_blocks_used", "Blocks the host KV tier holds.", labels_);
   preemptions_ = &r.counter("pagoda:num_preemptions_total", "Cumulative number of preemptions from the engine.", labels_);
+  batch_window_holds_ = &r.counter("pagoda:batch_window_holds_total",
+                                   "Steps planned while the batching window (--batch-wait-ms) held new requests.", labels_);
   prompt_tokens_ = &r.counter("pagoda:prompt_tokens_total", "Number of prefill tokens processed.", labels_);
   generation_tokens_ = &r.counter("pagoda:generation_tokens_total", "Number of generation tokens processed.", labels_);
   for (const char* reason : {"stop", "length", "abort", "error"}) {
@@ -192,6 +194,7 @@ std::string ServerMetrics::render(const EngineStats& s) {
   host_blocks_->set(s.num_host_kv_blocks);
   host_blocks_used_->set(s.num_host_kv_blocks_used);
   preemptions_->set_total(static_cast<double>(s.num_preemptions));
+  batch_window_holds_->set_total(static_cast<double>(s.batch_window_holds));
   prompt_tokens_->set_total(static_cast<double>(s.prompt_tokens));
   generation_tokens_->set_total(static_cast<double>(s.generation_tokens));
   steps_->set_total(static_cast<double>(s.num_steps));

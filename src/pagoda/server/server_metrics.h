@@ -41,7 +41,7 @@ class ServerMetrics {
   metrics::Labels labels_;
   metrics::Gauge *running_, *waiting_, *kv_usage_;
   metrics::Gauge* cache_info_ = nullptr;  // pagoda:cache_config_info, registered at the first render
-  metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *prompt_tokens_, *generation_tokens_;
+  metrics::Counter *prefix_queries_, *prefix_hits_, *preemptions_, *batch_window_holds_, *prompt_tokens_, *generation_tokens_;
   // The host KV tier (--kv-offload-memory): hits served from it, blocks moved each way, its occupancy.
   metrics::Counter *host_hits_, *host_offloaded_, *host_loaded_, *host_evicted_, *prefetched_, *prefetch_useful_;
   metrics::Gauge *host_blocks_, *host_blocks_used_;
