@@ -34,6 +34,7 @@ constexpr int64_t kTokensPerBlock = 24;        // tokens whose activations stay 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
   std::vector<float> dx, sdx;
+  std::vector<int32_t> neg_sums;
 };
 
 // x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h).
@@ -42,6 +43,7 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
   s.bytes.assign(static_cast<size_t>(num_tokens * chunks * 128), 128);
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
+  s.neg_sums.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* src = x + t * k + b * kBlock;
@@ -60,10 +62,11 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
         }
         s.dx[chunk * kW4Lanes + lane] = d;
         s.sdx[chunk * kW4Lanes + lane] = static_cast<float>(sum) * d;
+        s.neg_sums[chunk * kW4Lanes + lane] = -sum;
       }
     }
   }
-  return W4Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), chunks};
+  return W4Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), s.neg_sums.data(), chunks};
 }
 
 // The AVX2 loops: each chunk as two halves of 8 lanes (lanes 8h..8h+7: code bytes 32h.., values 32h.. of each
@@ -91,10 +94,15 @@ struct Chunk {
   int64_t code_bytes, groups, group0;  // valid code bytes (16 per block), valid groups, first group
 };
 
-Chunk chunk_at(const W4Rows& w, int64_t c) {
+Chunk chunk_at(const W4Rows& w, int64_t c) {  // no division for whole chunks of groups of 32 or 64
+  const int64_t gs = w.group_size;
+  if (4 * c + 4 <= w.k / kBlock) {
+    if (gs == 32) return Chunk{64, 4, 4 * c};
+    if (gs == 64) return Chunk{64, 2, 2 * c};
+  }
   const int64_t blocks = std::min<int64_t>(4, w.k / kBlock - 4 * c);
-  const int64_t blocks_per_group = w.group_size / kBlock;
-  return Chunk{16 * blocks, (blocks + blocks_per_group - 1) / blocks_per_group, c * kW4Chunk / w.group_size};
+  const int64_t blocks_per_group = gs / kBlock;
+  return Chunk{16 * blocks, (blocks + blocks_per_group - 1) / blocks_per_group, c * kW4Chunk / gs};
 }
 
 // Per dword: all ones for the first `count` dwords.

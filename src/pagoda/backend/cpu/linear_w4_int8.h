@@ -31,11 +31,13 @@ inline int64_t w4_chunks(int64_t k) { return (k + kW4Chunk - 1) / kW4Chunk; }
 //         columns (64 + 4l..)
 //   dx    [16] f32: lane l's block scale d (lane l is in block l / 4)
 //   sdx   [16] f32: lane l's 8 values added (exact), times d: what an offset multiplies
+//   neg_sums [16] i32: minus lane l's 8 values added: what a zero point multiplies
 // Columns past K (the padding) have value 0 and d 0.
 struct W4Activations {
-  const uint8_t* bytes;  // [tokens, chunks, 128]
-  const float* dx;       // [tokens, chunks, 16]
-  const float* sdx;      // [tokens, chunks, 16]
+  const uint8_t* bytes;     // [tokens, chunks, 128]
+  const float* dx;          // [tokens, chunks, 16]
+  const float* sdx;         // [tokens, chunks, 16]
+  const int32_t* neg_sums;  // [tokens, chunks, 16]
   int64_t chunks;
 };
 

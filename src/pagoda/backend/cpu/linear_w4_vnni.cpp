@@ -37,27 +37,36 @@ struct Chunk {
   int64_t group0;
 };
 
+// No division for whole chunks of the common group sizes (a divide per chunk cost as much as the chunk's
+// vector work).
 inline Chunk chunk_at(const W4Rows& w, int64_t c) {
-  const int64_t blocks = std::min<int64_t>(4, w.k / 32 - 4 * c);
-  const int64_t blocks_per_group = w.group_size / 32;
+  const int64_t gs = w.group_size;
+  if (4 * c + 4 <= w.k / 32) {
+    if (gs == 32) return Chunk{~__mmask64{0}, 0xf, 4 * c};
+    if (gs == 64) return Chunk{~__mmask64{0}, 0x3, 2 * c};
+    return Chunk{~__mmask64{0}, 0x1, gs == kW4Chunk ? c : c * kW4Chunk / gs};
+  }
+  const int64_t blocks = w.k / 32 - 4 * c;
+  const int64_t blocks_per_group = gs / 32;
   const int64_t groups = (blocks + blocks_per_group - 1) / blocks_per_group;  // 1 when a chunk is in one group
-  return Chunk{blocks == 4 ? ~__mmask64{0} : (__mmask64{1} << (16 * blocks)) - 1,
-               static_cast<__mmask16>((1u << groups) - 1), c * kW4Chunk / w.group_size};
+  return Chunk{(__mmask64{1} << (16 * blocks)) - 1, static_cast<__mmask16>((1u << groups) - 1), c * kW4Chunk / gs};
 }
 
-// Per lane, its group's index within the chunk (lane_group) and, for the zero points' bytes, the same index in
-// every byte of the lane (lane_group_bytes).
+// Per lane, its group's index within the chunk (lane_group) and, as pshufb controls for the zero points'
+// bytes, the same index in every byte of the lane (lane_group_bytes) or in its low byte with zeros above
+// (lane_group_word: the zero point as the lane's int32).
 struct LaneGroups {
-  __m512i lane_group, lane_group_bytes;
+  __m512i lane_group, lane_group_bytes, lane_group_word;
 };
 
 inline LaneGroups lane_groups(int64_t group_size) {
-  alignas(64) int32_t idx[16], bytes[16];
+  alignas(64) int32_t idx[16], bytes[16], word[16];
   for (int l = 0; l < 16; ++l) {
     idx[l] = group_size == 32 ? l / 4 : group_size == 64 ? l / 8 : 0;
     bytes[l] = idx[l] * 0x01010101;
+    word[l] = static_cast<int32_t>(0x80808000u | static_cast<uint32_t>(idx[l]));
   }
-  return LaneGroups{_mm512_load_si512(idx), _mm512_load_si512(bytes)};
+  return LaneGroups{_mm512_load_si512(idx), _mm512_load_si512(bytes), _mm512_load_si512(word)};
 }
 
 // A row's chunk, unpacked (the prepared layout of linear_w4_int8.h, in registers).
@@ -101,10 +110,83 @@ inline Unpacked load_prepared(const uint8_t* p, bool offsets) {
   return u;
 }
 
+// A few tokens (decode): a row's chunk as it streams in, as unsigned codes against the signed values; the zero
+// point comes off through the values' lane sums, sum((q - z) x) = sum(q x) - z sum(x), so there are no
+// starting sums to compute per chunk. The same int32 as the prepared form's.
+struct Streamed {
+  __m512i even, odd, zero;  // codes 0..15; the zero point as each lane's int32 (zeros form)
+  __m512 s, m;
+};
+
+template <bool kOffsets>
+inline Streamed stream(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
+  const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2);
+  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+  const __m512i bytes = ch.code_bytes == ~__mmask64{0} ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  Streamed u;
+  u.even = _mm512_and_si512(bytes, nibble);
+  u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+  const int64_t at = row * w.groups + ch.group0;
+  if constexpr (!kOffsets)
+    u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(ch.groups, w.zeros + at)), lg.lane_group_word);
+  u.s = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + at)));
+  if constexpr (kOffsets)
+    u.m = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + at)));
+  return u;
+}
+
 struct Token {
   __m512i even, odd;
   __m512 dx, sdx;
 };
+
+struct SignedToken {  // a token's chunk with its values signed (the stored bytes less 128)
+  __m512i even, odd, neg_sums;
+  __m512 dx, sdx;
+};
+
+template <bool kOffsets>
+inline SignedToken signed_token_chunk(const W4Activations& x, int64_t t, int64_t c) {
+  const int64_t at = t * x.chunks + c;
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  SignedToken v;
+  v.even = _mm512_xor_si512(_mm512_loadu_si512(x.bytes + at * 128), k128);
+  v.odd = _mm512_xor_si512(_mm512_loadu_si512(x.bytes + at * 128 + 64), k128);
+  v.dx = _mm512_loadu_ps(x.dx + at * 16);
+  if constexpr (kOffsets) v.sdx = _mm512_loadu_ps(x.sdx + at * 16);
+  if constexpr (!kOffsets) v.neg_sums = _mm512_loadu_si512(x.neg_sums + at * 16);
+  return v;
+}
+
+// R rows from r0 x T tokens from t0, the rows' chunks streamed from memory (a few tokens).
+template <int R, int T, bool kOffsets>
+inline void streamed_tile(const W4Rows& w, const LaneGroups& lg, int64_t r0, const W4Activations& x, int64_t t0,
+                          float* out, int64_t n) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < x.chunks; ++c) {
+    SignedToken v[T];
+    for (int t = 0; t < T; ++t) v[t] = signed_token_chunk<kOffsets>(x, t0 + t, c);
+    const Chunk ch = chunk_at(w, c);
+    for (int r = 0; r < R; ++r) {
+      const Streamed u = stream<kOffsets>(w, lg, r0 + r, c, ch);
+      for (int t = 0; t < T; ++t) {
+        __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.even, v[t].even), u.odd, v[t].odd);
+        if constexpr (!kOffsets) ints = _mm512_dpwssd_epi32(ints, u.zero, v[t].neg_sums);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, v[t].dx), acc[r][t]);
+        if constexpr (kOffsets) acc[r][t] = _mm512_fnmadd_ps(u.m, v[t].sdx, acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      const __m256 lo = _mm512_castps512_ps256(acc[r][t]);
+      const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t]), 1));
+      out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(lo, hi));
+    }
+}
 
 template <bool kOffsets>
 inline Token token_chunk(const W4Activations& x, int64_t t, int64_t c) {
@@ -151,6 +233,11 @@ template <int R, bool kOffsets, bool kPrepared>
 void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
+  if constexpr (!kPrepared) {
+    for (; t + 2 <= t1; t += 2) streamed_tile<R, 2, kOffsets>(w, lg, r0, x, t, out, n);
+    if (t < t1) streamed_tile<R, 1, kOffsets>(w, lg, r0, x, t, out, n);
+    return;
+  }
   for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
   if (t < t1) tile<R, 1, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
 }

@@ -75,8 +75,10 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
   const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < x.chunks; ++c) {
     const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
-    const int64_t groups = w.group_size >= kW8Chunk ? 1 : (columns + w.group_size - 1) / w.group_size;
-    const int64_t group0 = c * kW8Chunk / w.group_size;
+    const int64_t gs = w.group_size;  // no division for whole chunks of groups of 16 or 32
+    const bool whole = columns == kW8Chunk && (gs == 16 || gs == 32);
+    const int64_t groups = whole ? kW8Chunk / gs : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
+    const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
     const __m256i group_mask = first_dwords(groups);
     for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
       for (int r = 0; r < R; ++r) {

@@ -35,11 +35,18 @@ struct Chunk {  // a chunk's valid code bytes and groups as load masks, and its 
   int64_t group0;
 };
 
+// No division for whole chunks of the common group sizes (a divide per chunk cost as much as the chunk's
+// vector work).
 inline Chunk chunk_at(const W8Rows& w, int64_t c) {
-  const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
-  const int64_t groups = w.group_size >= kW8Chunk ? 1 : (columns + w.group_size - 1) / w.group_size;
-  return Chunk{columns == kW8Chunk ? ~__mmask64{0} : (__mmask64{1} << columns) - 1,
-               static_cast<__mmask16>((1u << groups) - 1), c * kW8Chunk / w.group_size};
+  const int64_t gs = w.group_size;
+  if (kW8Chunk * (c + 1) <= w.k) {
+    if (gs == 16) return Chunk{~__mmask64{0}, 0xf, 4 * c};
+    if (gs == 32) return Chunk{~__mmask64{0}, 0x3, 2 * c};
+    return Chunk{~__mmask64{0}, 0x1, gs == w.k ? 0 : c * kW8Chunk / gs};
+  }
+  const int64_t columns = w.k - kW8Chunk * c;
+  const int64_t groups = gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
+  return Chunk{(__mmask64{1} << columns) - 1, static_cast<__mmask16>((1u << groups) - 1), c * kW8Chunk / gs};
 }
 
 inline __m512i lane_groups(int64_t group_size) {  // per lane, its group's index within the chunk
