@@ -117,7 +117,7 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
     std::vector<float> inv_freq(hd / 2);
     for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
     DeviceArray<float> d_inv(inv_freq);
-    for (const int T : {1, 6, 11, 16, 23}) {  // 23: two passes
+    for (const int T : {1, 3, 6, 11, 16, 23}) {  // 1 and 3: x staged in the ring (4 and 3 stages); 23: two passes
       SCOPED_TRACE(::testing::Message() << test::quant_form_name(form) << " T " << T);
       const auto x = random_bf16(static_cast<size_t>(T) * kk, T);
       DeviceArray<uint16_t> d_x(x), d_plain(static_cast<size_t>(T) * n), d_silu(static_cast<size_t>(T) * n / 2),

@@ -21,15 +21,13 @@
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
-#include "pagoda/core/buffer.h"
+#include "pagoda/backend/cpu/row_chunk_loop.h"
 
 namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
-constexpr int64_t kRowsPerChunk = 16;
-constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once, into `prepared`
-constexpr int64_t kTokensPerBlock = 24;        // tokens whose activations stay in L2 while a chunk of rows sweeps them
+constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (row_chunk_loop.h)
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -258,21 +256,12 @@ void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight
   // A few tokens (decode): each chunk unpacked where it is used, the rows' codes streaming from memory. More:
   // each thread's rows unpacked once, for all the tokens.
   const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
-  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
-#pragma omp parallel if (n * k * num_tokens >= (1 << 16))
-  {
-    thread_local Buffer prepared;  // this thread's chunk of rows, unpacked
-    const size_t bytes = static_cast<size_t>(kRowsPerChunk * a.chunks * kW4PreparedBytes);
-    if (unpack_once && prepared.size() < bytes) prepared = Buffer(bytes);
-    auto* prep = unpack_once ? static_cast<uint8_t*>(prepared.data()) : nullptr;
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-      if (unpack_once) prepare(rows, r0, count, prep);
-      for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
-        multiply(rows, prep, r0, count, a, t, std::min(num_tokens, t + kTokensPerBlock), out, n);
-    }
-  }
+  for_each_row_chunk(
+      n, k, num_tokens, unpack_once ? a.chunks * kW4PreparedBytes : 0,
+      [&](int64_t r0, int64_t count, uint8_t* prepared) { prepare(rows, r0, count, prepared); },
+      [&](const uint8_t* prepared, int64_t r0, int64_t count, int64_t t0, int64_t t1) {
+        multiply(rows, prepared, r0, count, a, t0, t1, out, n);
+      });
 }
 
 }  // namespace pagoda::cpu

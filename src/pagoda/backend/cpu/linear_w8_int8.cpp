@@ -16,15 +16,13 @@
 
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
-#include "pagoda/core/buffer.h"
+#include "pagoda/backend/cpu/row_chunk_loop.h"
 
 namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
-constexpr int64_t kRowsPerChunk = 16;
 constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (AVX512-VNNI)
-constexpr int64_t kTokensPerBlock = 24;        // tokens whose activations stay in L2 while a chunk of rows sweeps them
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -144,33 +142,23 @@ void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight
                     w.offsets.empty() ? nullptr : w.offsets.ptr<const float>(), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const W8Activations a = quantize_activations(x, num_tokens, k, calling_threads);
-  const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {
-#pragma omp parallel for schedule(static) if (n * k * num_tokens >= (1 << 16))
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-      for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
-        rows_times_tokens_avx2(rows, r0, count, a, t, std::min(num_tokens, t + kTokensPerBlock), out, n);
-    }
+    for_each_row_chunk(
+        n, k, num_tokens, 0, [](int64_t, int64_t, uint8_t*) {},
+        [&](const uint8_t*, int64_t r0, int64_t count, int64_t t0, int64_t t1) {
+          rows_times_tokens_avx2(rows, r0, count, a, t0, t1, out, n);
+        });
     return;
   }
   // AVX512-VNNI: a few tokens (decode) read each chunk where it is used; more, each thread's rows are unpacked
   // once for all the tokens.
   const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
-#pragma omp parallel if (n * k * num_tokens >= (1 << 16))
-  {
-    thread_local Buffer prepared;  // this thread's chunk of rows, unpacked
-    const size_t bytes = static_cast<size_t>(kRowsPerChunk * a.chunks * kW8PreparedBytes);
-    if (unpack_once && prepared.size() < bytes) prepared = Buffer(bytes);
-    auto* prep = unpack_once ? static_cast<uint8_t*>(prepared.data()) : nullptr;
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-      if (unpack_once) w8_prepare_rows_vnni(rows, r0, count, prep);
-      for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
-        w8_rows_times_tokens_vnni(rows, prep, r0, count, a, t, std::min(num_tokens, t + kTokensPerBlock), out, n);
-    }
-  }
+  for_each_row_chunk(
+      n, k, num_tokens, unpack_once ? a.chunks * kW8PreparedBytes : 0,
+      [&](int64_t r0, int64_t count, uint8_t* prepared) { w8_prepare_rows_vnni(rows, r0, count, prepared); },
+      [&](const uint8_t* prepared, int64_t r0, int64_t count, int64_t t0, int64_t t1) {
+        w8_rows_times_tokens_vnni(rows, prepared, r0, count, a, t0, t1, out, n);
+      });
 }
 
 }  // namespace pagoda::cpu
