@@ -1,7 +1,9 @@
 // 4-bit x int8-block dot products with AVX512-VNNI, one 128-column chunk a 512-bit register (the lanes of
-// linear_w4_int8.h): a load, a mask and a shift unpack a row's chunk into its even and odd columns, the zero
-// point is subtracted bytewise, and two vpdpbusd against the token's values + 128, started from -128 x (the
-// lane's codes added), leave each lane's exact int32 sum. Then the lane's scales in fp32, as the AVX2 loops do.
+// linear_w4_int8.h): a load, a mask and a shift unpack a row's chunk into its even and odd columns. Prompts
+// (prepared rows): the zero point is subtracted bytewise, and two vpdpbusd against the token's values + 128,
+// started from -128 x (the lane's codes added), leave each lane's exact int32 sum. Decode (streamed rows): two
+// vpdpbusd of the unsigned codes against the signed values, less z x (the lane's values added) by vpdpwssd: the
+// same int32. Then the lane's scales in fp32, as the AVX2 loops do.
 //
 // AVX-512 code generation is switched on after the includes, for this file's own functions only (see
 // linear_avx512.cpp for why).
@@ -199,21 +201,18 @@ inline Token token_chunk(const W4Activations& x, int64_t t, int64_t c) {
   return v;
 }
 
-// R rows from r0 x T tokens from t0; the rows' chunks unpacked here (kPrepared false: a few tokens, the codes
-// streamed from memory by R rows at once) or read from `prepared` (rows from prep_r0).
-template <int R, int T, bool kOffsets, bool kPrepared>
-inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
-                 const W4Activations& x, int64_t t0, float* out, int64_t n) {
+// R rows from r0 x T tokens from t0, the rows' chunks read from `prepared` (rows from prep_r0): many tokens.
+template <int R, int T, bool kOffsets>
+inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W4Activations& x, int64_t t0,
+                          float* out, int64_t n) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     Token v[T];
     for (int t = 0; t < T; ++t) v[t] = token_chunk<kOffsets>(x, t0 + t, c);
-    const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     for (int r = 0; r < R; ++r) {
-      const Unpacked u = kPrepared ? load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets)
-                                   : unpack<kOffsets>(w, lg, r0 + r, c, ch);
+      const Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets);
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(u.start, v[t].even, u.even), v[t].odd, u.odd);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, v[t].dx), acc[r][t]);
@@ -233,13 +232,13 @@ template <int R, bool kOffsets, bool kPrepared>
 void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  if constexpr (!kPrepared) {
+  if constexpr (kPrepared) {
+    for (; t + 2 <= t1; t += 2) prepared_tile<R, 2, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
+    if (t < t1) prepared_tile<R, 1, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
+  } else {
     for (; t + 2 <= t1; t += 2) streamed_tile<R, 2, kOffsets>(w, lg, r0, x, t, out, n);
     if (t < t1) streamed_tile<R, 1, kOffsets>(w, lg, r0, x, t, out, n);
-    return;
   }
-  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
-  if (t < t1) tile<R, 1, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
 }
 
 template <bool kOffsets, bool kPrepared>
