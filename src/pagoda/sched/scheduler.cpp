@@ -268,17 +268,18 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
 
 bool Scheduler::hold_new_requests(const TokenBudget& budget, const StepPlan& plan) {
   held_until_.reset();
-  if (config_.batch_wait_seconds <= 0 || waiting_.empty()) return false;
+  if (config_.batch_wait_seconds <= 0 || waiting_.empty() || num_waiting() >= config_.max_num_seqs - num_running())
+    return false;
   for (const ScheduledSequence& s : plan.seqs)  // the step prefills already: new prompts join it at no cost
     if (s.num_tokens > 1 || s.start_position < s.seq->num_prompt_tokens) return false;
   double oldest = std::numeric_limits<double>::infinity();
   int64_t prompt_tokens = 0;
-  for (const Sequence* s : waiting_) {
+  for (const Sequence* s : waiting_) {  // at most max_num_seqs of them (checked above)
     if (s->num_preemptions > 0) return false;  // a preempted request is never held back
     oldest = std::min(oldest, s->submitted_s);
     prompt_tokens += s->num_tokens();
   }
-  if (prompt_tokens >= budget.num_left() || num_waiting() >= config_.max_num_seqs - num_running()) return false;
+  if (prompt_tokens >= budget.num_left()) return false;
   double wait = config_.batch_wait_seconds;
   if (config_.batch_wait_ttft_seconds > 0) wait = std::min(wait, config_.batch_wait_ttft_seconds - first_token_estimate_);
   const double until = oldest + wait;
