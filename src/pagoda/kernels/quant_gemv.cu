@@ -4,10 +4,9 @@
 // gemv.cu), a stage of 4 chunks of 64 columns (2 for 8-bit codes) at a time. Its weights come through a ring of
 // kStages stages in shared memory, kStages - 1 in flight while one is multiplied: each lane copies its own 16-byte
 // code vectors (cp.async, skipping L1) and the lanes together the stage's groups' params; the first stages are
-// issued before the PDL wait. At up to 4 tokens the stage's columns of x come through the same ring (kXStaged),
-// so no k-step waits on an L2 read of x: 4 stages at one token, 3 at 2 to 4 (so that two blocks still fit an SM;
-// 4 stages there halve the blocks an SM holds: slower, docs/PERFORMANCE.md); at more tokens x is read through
-// L1 one chunk ahead. Each k-step of 16 columns then:
+// issued before the PDL wait. At one token the stage's columns of x come through the same ring (kStageX), so no
+// k-step waits on an L2 read of x; at more tokens x is read through L1 one chunk ahead (staging 2 to 8 rows of x
+// halves the blocks an SM holds: slower, docs/PERFORMANCE.md). Each k-step of 16 columns then:
 //  - turns the lane's 8 codes into bf16 MMA registers: 4-bit codes by OR-ing them into the mantissa of 128.0
 //    and subtracting 128 + z (exact: small integers), 8-bit codes through 2^23 + u in fp32, FP8 by moving its
 //    exponent and mantissa into an fp32 and scaling by 2^120 (exact, subnormals included);
@@ -44,9 +43,9 @@ constexpr int kWarps = 8;  // per block: K may be cut in up to 8 slices
 constexpr int kThreads = kWarps * 32;
 constexpr int kVectorsPerStage = 4;     // 16-byte code vectors a lane copies per stage: 4 chunks of 4-bit codes, 2 of 8-bit
 constexpr int kBlocksPerSm = 2;         // __launch_bounds__ below (3, at 80 registers: slower, docs/PERFORMANCE.md)
-// The ring: stages - 1 in flight while one is multiplied, by the rows of x it stages (0: x read through L1, whose
-// room 3 stages leave; 1: 4 stages; more: 3, so that two blocks fit an SM).
-__host__ __device__ constexpr int ring_stages(int x_tokens) { return x_tokens == 1 ? 4 : 3; }
+// The ring: stages - 1 in flight while one is multiplied. With x read through L1 (more than one token), 3 stages
+// leave L1 the room to hold x.
+__host__ __device__ constexpr int ring_stages(bool stage_x) { return stage_x ? 4 : 3; }
 constexpr int kMinChunksPerSlice = 4;   // a K slice is at least this many chunks (256 columns)
 constexpr int kStageXPad = 32;          // bytes after each token's row of a stage's x (more than one): conflict-free reads
 
@@ -56,7 +55,7 @@ __host__ __device__ constexpr int stage_steps(TileCodes c) { return 4 * kVectors
 // Params groups one stage's k-steps can touch (a stage starts on a chunk, a group on a multiple of `spg` k-steps).
 inline int stage_param_slots(TileCodes c, int spg) { return std::min(stage_steps(c), (stage_steps(c) + spg - 1) / spg + 1); }
 
-// The dynamic shared ring of a block: per warp, ring_stages stages of code vectors, params and (kXStaged) x rows.
+// The dynamic shared ring of a block: per warp, ring_stages stages of code vectors, params and (kStageX) x rows.
 struct RingLayout {
   int param_slots, x_tokens, x_row_bytes;
   __host__ __device__ int codes_bytes() const { return kVectorsPerStage * 32 * 16; }
@@ -64,7 +63,7 @@ struct RingLayout {
   __host__ __device__ int x_bytes() const { return x_tokens * x_row_bytes; }
   __host__ __device__ int stage_bytes() const { return codes_bytes() + params_bytes() + x_bytes(); }
   __host__ __device__ size_t block_bytes() const {
-    return static_cast<size_t>(kWarps) * ring_stages(x_tokens) * stage_bytes();
+    return static_cast<size_t>(kWarps) * ring_stages(x_tokens > 0) * stage_bytes();
   }
 };
 
@@ -80,18 +79,17 @@ __device__ __forceinline__ float sum4(uint2 b) {
 
 // out [T, N] (or the epilogue's outputs) from x [T, K] and the tiles; TT token tiles of 8. Block = kWarps
 // warps = kWarps / splits tiles, each tile's chunks cut into `splits` slices (one warp per slice). Dynamic shared
-// memory: ring.block_bytes(). kXStaged (one token tile; 1: one token, 2: 2 to 8): each stage's columns of x come
-// through the ring too (its x_tokens = T rows); 0: x is read through L1 one chunk ahead.
-template <TileCodes C, int TT, bool kOffsets, int kXStaged, Epilogue E>
+// memory: ring.block_bytes(). kStageX (one token tile): each stage's columns of x come through the ring too (its
+// x_tokens = T rows); otherwise x is read through L1 one chunk ahead.
+template <TileCodes C, int TT, bool kOffsets, bool kStageX, Epilogue E>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     quant_gemv_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
                       const RingLayout ring, const QkvRopeOutput rope) {
-  static_assert(kXStaged == 0 || TT == 1, "x is staged for one token tile");
-  constexpr bool kStageX = kXStaged > 0;
+  static_assert(!kStageX || TT == 1, "x is staged for one token tile");
   using Cd = Codes<C>;
   constexpr int V = Cd::kVectors;
   constexpr int U = kVectorsPerStage / V;  // chunks per stage
-  constexpr int kStages = ring_stages(kXStaged);
+  constexpr int kStages = ring_stages(kStageX);
   extern __shared__ __align__(16) unsigned char ring_memory[];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -346,21 +344,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 }
 
 
-template <TileCodes C, int TT, bool kOffsets, int kXStaged, Epilogue E>
+template <TileCodes C, int TT, bool kOffsets, bool kStageX, Epilogue E>
 void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
             cudaStream_t stream) {
   const Tiles w = tiles_of(m);
   const int splits = one_wave_splits(w.tiles, w.chunks, kWarps, kBlocksPerSm, kMinChunksPerSlice);
   const int64_t tiles_per_block = kWarps / splits;
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
-  const RingLayout ring = ring_layout(C, w.steps_per_group, kXStaged > 0 ? num_tokens : 0);
+  const RingLayout ring = ring_layout(C, w.steps_per_group, kStageX ? num_tokens : 0);
   constexpr const char* name = E == Epilogue::kPlain  ? "quant_gemv"
                                : E == Epilogue::kSilu ? "quant_gemv_silu"
                                                       : "quant_gemv_qkv_rope";
   // The ring is above the default 48 KiB of dynamic shared memory: allow all the SM gives a block, once per kernel
   // (and with x in the ring, prefer shared memory over L1 so that two blocks fit).
   static const size_t max_ring_bytes = [] {
-    auto* kernel = quant_gemv_kernel<C, TT, kOffsets, kXStaged, E>;
+    auto* kernel = quant_gemv_kernel<C, TT, kOffsets, kStageX, E>;
     int device = 0, optin = 0;
     cudaFuncAttributes attributes{};
     cuda_check(cudaGetDevice(&device), name, __FILE__, __LINE__);
@@ -368,25 +366,25 @@ void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, cons
     cuda_check(cudaFuncGetAttributes(&attributes, kernel), name, __FILE__, __LINE__);
     const int most = optin - static_cast<int>(attributes.sharedSizeBytes);
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most), name, __FILE__, __LINE__);
-    if (kXStaged > 0)  // x is in the ring: L1 serves nothing
+    if (kStageX)  // x is in the ring: L1 serves nothing
       cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
                  name, __FILE__, __LINE__);
     return static_cast<size_t>(most);
   }();
-  if constexpr (kXStaged > 0) {  // x too large for the ring beside the weights: through L1
-    if (ring.block_bytes() > max_ring_bytes) return launch<C, TT, kOffsets, 0, E>(out, x, m, num_tokens, rope, stream);
+  if constexpr (kStageX) {  // x too large for the ring beside the weights: through L1
+    if (ring.block_bytes() > max_ring_bytes) return launch<C, TT, kOffsets, false, E>(out, x, m, num_tokens, rope, stream);
   }
   if (ring.block_bytes() > max_ring_bytes)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemv: the ring does not fit in shared memory", __FILE__, __LINE__);
-  launch_kernel(name, quant_gemv_kernel<C, TT, kOffsets, kXStaged, E>, static_cast<unsigned>(blocks), kThreads,
+  launch_kernel(name, quant_gemv_kernel<C, TT, kOffsets, kStageX, E>, static_cast<unsigned>(blocks), kThreads,
                 ring.block_bytes(), stream, out, x, w, num_tokens, splits, ring, rope);
 }
 
-// Up to this many tokens x comes through the ring (kXStaged): 4. PAGODA_QUANT_STAGE_X=N (0 to 8) overrides, for A/B runs.
+// Up to this many tokens x comes through the ring (kStageX): one. PAGODA_QUANT_STAGE_X=N (0 to 8) overrides, for A/B runs.
 int stage_x_tokens() {
   static const int tokens = [] {
     const char* v = std::getenv("PAGODA_QUANT_STAGE_X");
-    return v && *v ? std::atoi(v) : 4;
+    return v && *v ? std::atoi(v) : 1;
   }();
   return tokens;
 }
@@ -397,19 +395,16 @@ void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_toke
   const bool two = num_tokens > 8;
   // cp.async moves 16 bytes: x's rows must start on 16 (K, a multiple of 16, keeps them there).
   const bool stage_x = !two && num_tokens <= stage_x_tokens() && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  const int staged = !stage_x ? 0 : num_tokens == 1 ? 1 : 2;
   if constexpr (C != TileCodes::kE4M3) {
     if (m.shape.offsets) {
-      if (staged == 1) return launch<C, 1, true, 1, E>(out, x, m, num_tokens, rope, stream);
-      if (staged == 2) return launch<C, 1, true, 2, E>(out, x, m, num_tokens, rope, stream);
-      return two ? launch<C, 2, true, 0, E>(out, x, m, num_tokens, rope, stream)
-                 : launch<C, 1, true, 0, E>(out, x, m, num_tokens, rope, stream);
+      if (stage_x) return launch<C, 1, true, true, E>(out, x, m, num_tokens, rope, stream);
+      return two ? launch<C, 2, true, false, E>(out, x, m, num_tokens, rope, stream)
+                 : launch<C, 1, true, false, E>(out, x, m, num_tokens, rope, stream);
     }
   }
-  if (staged == 1) return launch<C, 1, false, 1, E>(out, x, m, num_tokens, rope, stream);
-  if (staged == 2) return launch<C, 1, false, 2, E>(out, x, m, num_tokens, rope, stream);
-  return two ? launch<C, 2, false, 0, E>(out, x, m, num_tokens, rope, stream)
-             : launch<C, 1, false, 0, E>(out, x, m, num_tokens, rope, stream);
+  if (stage_x) return launch<C, 1, false, true, E>(out, x, m, num_tokens, rope, stream);
+  return two ? launch<C, 2, false, false, E>(out, x, m, num_tokens, rope, stream)
+             : launch<C, 1, false, false, E>(out, x, m, num_tokens, rope, stream);
 }
 
 template <Epilogue E>
