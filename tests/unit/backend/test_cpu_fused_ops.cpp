@@ -3,10 +3,12 @@
 // so these are the reference forms of the interface; each output must equal the separate ops' exactly:
 // the same per-row dot products and the same elementwise formulas.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_ops.h"
@@ -89,6 +91,28 @@ TEST(CpuFusedOps, QkvRopeStoreEqualsSeparateProjectionsRopeAndStore) {
   EXPECT_EQ(written, T * nkv * hd);
   fused_ops.free_kv_cache(fused_cache);
   separate_ops.free_kv_cache(separate_cache);
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// --threads: OpenMP's thread count is per calling thread, and the engine runs its steps on a thread of its own,
+// which does not inherit the constructor's setting; each step (reset_workspace) applies it there.
+TEST(CpuOpsThreads, TheThreadCountHoldsOnTheThreadThatRunsTheSteps) {
+  const int wanted = omp_get_num_procs() + 3;  // never OpenMP's default, which a new thread starts with
+  CpuOps ops(CpuOpsOptions{.num_threads = wanted});
+  int before = -1, after = -1;
+  std::thread engine([&] {
+    before = omp_get_max_threads();
+    ops.reset_workspace();
+    after = omp_get_max_threads();
+  });
+  engine.join();
+  EXPECT_NE(before, wanted) << "a new thread inherits nothing (the reason for the fix)";
+  EXPECT_EQ(after, wanted);
 }
 
 }  // namespace

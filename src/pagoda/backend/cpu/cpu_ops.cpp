@@ -15,8 +15,9 @@
 
 namespace pagoda {
 
-CpuOps::CpuOps(const CpuOpsOptions& options) : fp8_kv_scratch_bytes_(options.fp8_kv_scratch_bytes) {
-  if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+CpuOps::CpuOps(const CpuOpsOptions& options)
+    : fp8_kv_scratch_bytes_(options.fp8_kv_scratch_bytes), num_threads_(options.num_threads) {
+  if (num_threads_ > 0) omp_set_num_threads(num_threads_);
 }
 
 Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
@@ -33,6 +34,9 @@ Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
 }
 
 void CpuOps::reset_workspace() {
+  // OpenMP's thread count is per calling thread: the engine's thread, which runs the steps, did not inherit the
+  // one set in the constructor (before this, --threads 1 still ran every kernel on all cores). A step starts here.
+  if (num_threads_ > 0 && omp_get_max_threads() != num_threads_) omp_set_num_threads(num_threads_);
   if (chunks_.size() > 1) {  // settle into one chunk big enough for the largest step seen
     const size_t want = bytes_requested_;
     chunks_.clear();

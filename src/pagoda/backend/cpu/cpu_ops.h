@@ -55,6 +55,7 @@ class CpuOps final : public Ops {
   std::vector<Buffer> kv_storage_;
   std::vector<float> fp8_pages_;  // an FP8 cache's pages of the current attention call, dequantized
   int64_t fp8_kv_scratch_bytes_ = 0;
+  int num_threads_ = 0;  // --threads; 0: OpenMP's default (all cores)
   std::vector<float> norm_weight_;  // a norm weight converted to fp32 (reused; the engine thread only)
 };
 
