@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace pagoda::cpu {
@@ -17,6 +18,18 @@ inline float hsum8(__m256 v) {
   lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
   lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
   return _mm_cvtss_f32(lo);
+}
+
+// A block of 32 activations as llama.cpp's Q8_0 quantizes it: scale d = amax / 127, values round(x * inv)
+// with inv = 1 / d (0 where d = 0).
+struct Q8BlockScale {
+  float d, inv;
+};
+inline Q8BlockScale q8_block_scale(const float* x) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  return Q8BlockScale{d, d != 0.0f ? 1.0f / d : 0.0f};
 }
 
 // The 32 codes of a 4-bit block from its 16 bytes (low nibble first), in column order: each byte widened to

@@ -45,10 +45,7 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* src = x + t * k + b * kBlock;
-      float amax = 0.0f;
-      for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
-      const float d = amax / 127.0f;
-      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      const auto [d, inv] = q8_block_scale(src);
       const int64_t chunk = t * chunks + b / 4, lane0 = (b % 4) * 4;
       uint8_t* bytes = s.bytes.data() + chunk * 128;
       for (int64_t lane = lane0; lane < lane0 + 4; ++lane) {

@@ -77,15 +77,24 @@ struct Unpacked {
   __m512 s, m;
 };
 
-template <bool kOffsets>
-inline Unpacked unpack(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
+// A row's chunk of codes as its lanes' even and odd columns (0..15 each), and the lanes' scales and offsets.
+inline void load_codes(const W4Rows& w, int64_t row, int64_t c, const Chunk& ch, __m512i& even, __m512i& odd) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2);
   _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
   const __m512i bytes = ch.code_bytes == ~__mmask64{0} ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
+  even = _mm512_and_si512(bytes, nibble);
+  odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+}
+
+inline __m512 lane_params(const float* params, const LaneGroups& lg, int64_t at, const Chunk& ch) {
+  return _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, params + at)));
+}
+
+template <bool kOffsets>
+inline Unpacked unpack(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
   Unpacked u;
-  u.even = _mm512_and_si512(bytes, nibble);
-  u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+  load_codes(w, row, c, ch, u.even, u.odd);
   const int64_t at = row * w.groups + ch.group0;
   if constexpr (!kOffsets) {
     const __m128i z = _mm_maskz_loadu_epi8(ch.groups, w.zeros + at);
@@ -96,9 +105,8 @@ inline Unpacked unpack(const W4Rows& w, const LaneGroups& lg, int64_t row, int64
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   u.start = _mm512_sub_epi32(_mm512_setzero_si512(),
                              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.even), k128, u.odd));
-  u.s = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + at)));
-  if constexpr (kOffsets)
-    u.m = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + at)));
+  u.s = lane_params(w.scales, lg, at, ch);
+  if constexpr (kOffsets) u.m = lane_params(w.offsets, lg, at, ch);
   return u;
 }
 
@@ -122,19 +130,13 @@ struct Streamed {
 
 template <bool kOffsets>
 inline Streamed stream(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
-  const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2);
-  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
-  const __m512i bytes = ch.code_bytes == ~__mmask64{0} ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
   Streamed u;
-  u.even = _mm512_and_si512(bytes, nibble);
-  u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+  load_codes(w, row, c, ch, u.even, u.odd);
   const int64_t at = row * w.groups + ch.group0;
   if constexpr (!kOffsets)
     u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(ch.groups, w.zeros + at)), lg.lane_group_word);
-  u.s = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + at)));
-  if constexpr (kOffsets)
-    u.m = _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + at)));
+  u.s = lane_params(w.scales, lg, at, ch);
+  if constexpr (kOffsets) u.m = lane_params(w.offsets, lg, at, ch);
   return u;
 }
 
