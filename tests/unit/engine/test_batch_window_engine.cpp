@@ -55,8 +55,13 @@ WindowRun two_requests(double batch_wait_ms) {
     }
     if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
   }
+  // The observer hears of a step after its events and the published stats may lag it: poll, with a bound.
   std::unique_lock lock(mutex);
-  cv.wait(lock, [&] { return finished == 2 && run.steps.size() == llm.engine().stats().num_steps; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(finished == 2 && run.steps.size() == llm.engine().stats().num_steps) &&
+         std::chrono::steady_clock::now() < deadline)
+    cv.wait_for(lock, std::chrono::milliseconds(10));
+  EXPECT_EQ(finished, 2);
   run.holds = llm.engine().stats().batch_window_holds;
   llm.engine().set_step_observer({});
   return run;

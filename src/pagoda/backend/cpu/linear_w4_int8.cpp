@@ -71,7 +71,7 @@ struct LaneGroups {  // per lane of a half, its group's index within the chunk, 
   __m256i lane_group[2], lane_group_bytes[2];
 };
 
-LaneGroups lane_groups(int64_t group_size) {
+LaneGroups make_lane_groups(int64_t group_size) {
   alignas(32) int32_t idx[16], bytes[16];
   for (int l = 0; l < 16; ++l) {
     idx[l] = group_size == 32 ? l / 4 : group_size == 64 ? l / 8 : 0;
@@ -83,6 +83,12 @@ LaneGroups lane_groups(int64_t group_size) {
     lg.lane_group_bytes[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(bytes + 8 * h));
   }
   return lg;
+}
+
+// Built once per group-size class (32, 64, a multiple of 128): the per-chunk-of-rows calls only pick one.
+const LaneGroups& lane_groups(int64_t group_size) {
+  static const LaneGroups by_class[3] = {make_lane_groups(32), make_lane_groups(64), make_lane_groups(128)};
+  return by_class[group_size == 32 ? 0 : group_size == 64 ? 1 : 2];
 }
 
 struct Chunk {
@@ -152,7 +158,7 @@ inline Half load_prepared_half(const uint8_t* p, int h, bool offsets) {
 }
 
 void prepare_rows_avx2(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
-  const LaneGroups lg = lane_groups(w.group_size);
+  const LaneGroups& lg = lane_groups(w.group_size);
   const int64_t chunks = w4_chunks(w.k);
   for (int64_t r = 0; r < count; ++r) {
     for (int64_t c = 0; c < chunks; ++c) {
@@ -214,7 +220,7 @@ void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* pre
 template <bool kOffsets, bool kPrepared>
 void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W4Activations& x, int64_t t0,
           int64_t t1, float* out, int64_t n) {
-  const LaneGroups lg = lane_groups(w.group_size);
+  const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
   for (; r + 2 <= r0 + count; r += 2) rows_times_tokens<2, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
   for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);

@@ -61,7 +61,7 @@ struct LaneGroups {
   __m512i lane_group, lane_group_bytes, lane_group_word;
 };
 
-inline LaneGroups lane_groups(int64_t group_size) {
+inline LaneGroups make_lane_groups(int64_t group_size) {
   alignas(64) int32_t idx[16], bytes[16], word[16];
   for (int l = 0; l < 16; ++l) {
     idx[l] = group_size == 32 ? l / 4 : group_size == 64 ? l / 8 : 0;
@@ -69,6 +69,12 @@ inline LaneGroups lane_groups(int64_t group_size) {
     word[l] = static_cast<int32_t>(0x80808000u | static_cast<uint32_t>(idx[l]));
   }
   return LaneGroups{_mm512_load_si512(idx), _mm512_load_si512(bytes), _mm512_load_si512(word)};
+}
+
+// Built once per group-size class (32, 64, a multiple of 128): the per-chunk-of-rows calls only pick one.
+inline const LaneGroups& lane_groups(int64_t group_size) {
+  static const LaneGroups by_class[3] = {make_lane_groups(32), make_lane_groups(64), make_lane_groups(128)};
+  return by_class[group_size == 32 ? 0 : group_size == 64 ? 1 : 2];
 }
 
 // A row's chunk, unpacked (the prepared layout of linear_w4_int8.h, in registers).
@@ -246,7 +252,7 @@ void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* pre
 template <bool kOffsets, bool kPrepared>
 void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W4Activations& x, int64_t t0,
           int64_t t1, float* out, int64_t n) {
-  const LaneGroups lg = lane_groups(w.group_size);
+  const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
   for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
   for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
@@ -255,7 +261,7 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
 }  // namespace
 
 void w4_prepare_rows_vnni(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
-  const LaneGroups lg = lane_groups(w.group_size);
+  const LaneGroups& lg = lane_groups(w.group_size);
   const int64_t chunks = w4_chunks(w.k);
   for (int64_t r = 0; r < count; ++r) {
     for (int64_t c = 0; c < chunks; ++c) {

@@ -49,10 +49,16 @@ inline Chunk chunk_at(const W8Rows& w, int64_t c) {
   return Chunk{(__mmask64{1} << columns) - 1, static_cast<__mmask16>((1u << groups) - 1), c * kW8Chunk / gs};
 }
 
-inline __m512i lane_groups(int64_t group_size) {  // per lane, its group's index within the chunk
+inline __m512i make_lane_groups(int64_t group_size) {  // per lane, its group's index within the chunk
   alignas(64) int32_t idx[16];
   for (int l = 0; l < 16; ++l) idx[l] = group_size == 16 ? l / 4 : group_size == 32 ? l / 8 : 0;
   return _mm512_load_si512(idx);
+}
+
+// Built once per group-size class (16, 32, larger): the per-chunk-of-rows calls only pick one.
+inline __m512i lane_groups(int64_t group_size) {
+  static const __m512i by_class[3] = {make_lane_groups(16), make_lane_groups(32), make_lane_groups(64)};
+  return by_class[group_size == 16 ? 0 : group_size == 32 ? 1 : 2];
 }
 
 // A row's chunk, unpacked: the codes, the lanes' starting sums -128 x (lane's codes added), scales and offsets.
