@@ -6,7 +6,6 @@
 
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 
 namespace pagoda::cpu {
@@ -21,15 +20,28 @@ inline float hsum8(__m256 v) {
 }
 
 // A block of 32 activations as llama.cpp's Q8_0 quantizes it: scale d = amax / 127, values round(x * inv)
-// with inv = 1 / d (0 where d = 0).
-struct Q8BlockScale {
-  float d, inv;
+// with inv = 1 / d (0 where d = 0), rounded to nearest even (as lrintf). In AVX2 registers, with no library
+// calls: through libm's fmaxf and lrintf (legacy SSE code) this loop took as long as the W8 decode product on
+// an AVX-512 Xeon (docs/PERFORMANCE.md). A NaN input is ignored by the amax, as fmax ignores it.
+struct Q8Block {
+  float d;
+  alignas(32) int32_t v[32];
 };
-inline Q8BlockScale q8_block_scale(const float* x) {
-  float amax = 0.0f;
-  for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f;
-  return Q8BlockScale{d, d != 0.0f ? 1.0f / d : 0.0f};
+inline void q8_block(const float* x, Q8Block& out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 xs[4], amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    xs[i] = _mm256_loadu_ps(x + 8 * i);
+    amax = _mm256_max_ps(_mm256_andnot_ps(sign, xs[i]), amax);  // a NaN |x| gives amax (the second operand)
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const __m256 inv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  for (int i = 0; i < 4; ++i)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out.v + 8 * i), _mm256_cvtps_epi32(_mm256_mul_ps(xs[i], inv)));
+  out.d = d;
 }
 
 // The 32 codes of a 4-bit block from its 16 bytes (low nibble first), in column order: each byte widened to

@@ -42,16 +42,18 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.neg_sums.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0);
+  Q8Block q;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* src = x + t * k + b * kBlock;
-      const auto [d, inv] = q8_block_scale(src);
+      q8_block(src, q);
+      const float d = q.d;
       const int64_t chunk = t * chunks + b / 4, lane0 = (b % 4) * 4;
       uint8_t* bytes = s.bytes.data() + chunk * 128;
       for (int64_t lane = lane0; lane < lane0 + 4; ++lane) {
         int32_t sum = 0;
         for (int64_t j = 0; j < 8; ++j) {
-          const int32_t v = static_cast<int32_t>(std::lrintf(src[(lane - lane0) * 8 + j] * inv));
+          const int32_t v = q.v[(lane - lane0) * 8 + j];
           bytes[(j % 2) * 64 + lane * 4 + j / 2] = static_cast<uint8_t>(v + 128);
           sum += v;
         }

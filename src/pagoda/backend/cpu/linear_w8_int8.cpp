@@ -35,16 +35,18 @@ W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
   s.bytes.assign(static_cast<size_t>(num_tokens * chunks * kW8Chunk), 128);
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
+  Q8Block q;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* src = x + t * k + b * kBlock;
-      const auto [d, inv] = q8_block_scale(src);
+      q8_block(src, q);
+      const float d = q.d;
       const int64_t chunk = t * chunks + b / 2, lane0 = (b % 2) * 8;
       uint8_t* bytes = s.bytes.data() + chunk * kW8Chunk + (b % 2) * kBlock;
       for (int64_t lane = 0; lane < 8; ++lane) {
         int32_t sum = 0;
         for (int64_t j = 0; j < 4; ++j) {
-          const int32_t v = static_cast<int32_t>(std::lrintf(src[lane * 4 + j] * inv));
+          const int32_t v = q.v[lane * 4 + j];
           bytes[lane * 4 + j] = static_cast<uint8_t>(v + 128);
           sum += v;
         }
