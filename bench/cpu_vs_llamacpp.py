@@ -8,7 +8,8 @@ offline throughput. Writes the raw results as JSON and prints a table with the r
       --out bench/results/cpu-generate.json
 
 Each --model is NAME=PATH:PROMPT_TOKENS. Pagoda's prompt figure is prompt tokens / time to first token
-(prefill plus one sampling step); llama-bench's pp excludes sampling. Both use --threads.
+(prefill plus one sampling step); llama-bench's pp excludes sampling. Both use --threads. The engines alternate,
+one run each, --repetitions times; the table has the medians.
 """
 import argparse
 import datetime
@@ -30,8 +31,8 @@ def pagoda_generate(args, path, n_prompt, n_gen):
 
 
 def llama_bench(args, path, n_prompt, n_gen):
-    cmd = [args.llama_bench, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-t", str(args.threads), "-r",
-           str(args.repetitions), "-o", "json"]
+    cmd = [args.llama_bench, "-m", path, "-p", str(n_prompt), "-n", str(n_gen), "-t", str(args.threads), "-r", "1",
+           "-o", "json"]
     rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
@@ -70,13 +71,20 @@ def main():
         name, rest = spec.split("=", 1)
         path, n_prompt = rest.rsplit(":", 1)
         n_prompt = int(n_prompt)
-        pag = [pagoda_generate(a, path, n_prompt, a.n_gen) for _ in range(a.repetitions)]
+        # The two engines alternate, one run each per repetition: this VM's memory bandwidth drifts with its
+        # neighbours by tens of percent over minutes, which back-to-back blocks of runs would turn into ratios.
+        pag, lla = [], []
+        for _ in range(a.repetitions):
+            pag.append(pagoda_generate(a, path, n_prompt, a.n_gen))
+            lla.append(llama_bench(a, path, n_prompt, a.n_gen))
         pp, tg = statistics.median(x[0] for x in pag), statistics.median(x[1] for x in pag)
-        lpp, ltg, lcommit = llama_bench(a, path, n_prompt, a.n_gen)
+        lpp, ltg = statistics.median(x[0] for x in lla), statistics.median(x[1] for x in lla)
+        lcommit = lla[0][2]
+        pair_gen = statistics.median(p[1] / l[1] for p, l in zip(pag, lla))
         row = {"name": name, "path": path, "n_prompt": n_prompt, "n_gen": a.n_gen,
                "pagoda_prompt_tps": pp, "pagoda_gen_tps": tg, "llamacpp_prompt_tps": lpp, "llamacpp_gen_tps": ltg,
                "llamacpp_commit": lcommit, "prompt_ratio": pp / lpp, "gen_ratio": tg / ltg,
-               "pagoda_runs": pag}
+               "gen_ratio_median_of_pairs": pair_gen, "pagoda_runs": pag, "llamacpp_runs": [x[:2] for x in lla]}
         result["models"].append(row)
         print(f"{name:<16} {n_prompt:>5} {pp:>14.1f} {lpp:>13.1f} {pp / lpp:>6.2f} {tg:>14.1f} {ltg:>13.1f} {tg / ltg:>6.2f}")
         if name.startswith("stories"):
