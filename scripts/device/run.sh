@@ -167,10 +167,14 @@ PY
       # 64 x 4k decode; then (KV_PPL=1) perplexity of the trained tinystories-656k with each dtype
       l31=/tmp/pagoda-llama-3.1-8b
       mkdir -p $l31 && cp tests/data/models/llama-3-8b/* $l31/ && cp tests/data/models/llama-3.1-8b/config.json $l31/
-      M="-m $l31 --load-format dummy --device cuda"
+      # KV_EXTRA: more pagoda arguments (e.g. "--quantization fp8": FP8 weights, so KV is a larger share of a step);
+      # KV_CASES: which of the four runs (default all).
+      M="-m $l31 --load-format dummy --device cuda ${KV_EXTRA:-}"
+      cases=" ${KV_CASES:-b1_ctx128 b1_ctx8k b1_ctx32k b64_ctx4k} "
       for d in ${KV_DTYPES:-auto fp8}; do
         run_kv() {  # name, then the pagoda arguments
           local name=$1; shift
+          [[ "$cases" == *" $name "* ]] || return 0
           PAGODA_CUDA_STEP_TIMING=1 timeout 300 "$PAGODA" --log-level info bench latency $M --kv-cache-dtype $d "$@" --json \
             >"$OUT/kv_${d}_$name.json" 2>"$OUT/kv_${d}_$name.log"
           echo "$d $name rc=$? $(python3 -c "import json; d=json.load(open('$OUT/kv_${d}_$name.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence')" 2>&1 | tail -1) | $(grep -ho 'KV cache: .*' "$OUT/kv_${d}_$name.log" | head -1)"
@@ -220,6 +224,7 @@ PY
       for d in auto fp8; do
         run_kvw() {  # name, then the pagoda arguments
           local name=$1; shift
+          [[ "$cases" == *" $name "* ]] || return 0
           PAGODA_CUDA_STEP_TIMING=1 timeout 280 "$PAGODA" --log-level info bench latency $M --kv-cache-dtype $d "$@" --json \
             >"$OUT/kvw_${d}_$name.json" 2>"$OUT/kvw_${d}_$name.log"
           echo "$d $name rc=$? $(python3 -c "import json; d=json.load(open('$OUT/kvw_${d}_$name.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence,', round(d['decode_tokens_per_second']), 'tok/s')" 2>&1 | tail -1) | $(grep -ho 'GPU [0-9.]* ms each' "$OUT/kvw_${d}_$name.log" | tail -1)"
