@@ -408,10 +408,9 @@ void Engine::complete(LaunchedStep& step) {
 void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now) {
   const double now_s = seconds_between(started_at_, now);
   // What the step would have taken on the primary weights, relative to the fallback's (a latency on the
-  // fallback is judged as the primary set would have served it; on either set the ratio says which set is the
-  // faster at this load); 0 until both models can tell.
+  // fallback is judged as the primary set would have served it); 0 until both models can tell.
   double primary_ratio = 0;
-  if (step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps &&
+  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps &&
       fallback_step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps) {
     const StepShape shape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs};
     const double on_fallback = fallback_step_time_model_.predict(shape);

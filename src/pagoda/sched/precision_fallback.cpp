@@ -86,11 +86,6 @@ PrecisionFallback::PrecisionFallback(FallbackOptions options) : options_(options
 
 void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, double primary_ratio) {
   if (set != stats_.current) return;  // a step launched before the switch
-  if (primary_ratio > 0) {
-    ++ratio_count_;
-    const double weight = 1.0 / static_cast<double>(std::min<int64_t>(ratio_count_, std::max<int64_t>(options_.min_samples, 1)));
-    log_ratio_mean_ += (std::log(primary_ratio) - log_ratio_mean_) * weight;
-  }
   if (set == WeightSet::kPrimary) {
     window_.add(now_s, latency_s);
   } else if (primary_ratio > 0) {
@@ -101,25 +96,9 @@ void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, d
 bool PrecisionFallback::update(double now_s) {
   stats_.window_count = window_.count(now_s);
   stats_.window_p99_s = window_.quantile(now_s, 0.99);
-  const bool ratio_known = ratio_count_ >= options_.min_samples;
-  stats_.fallback_speedup = ratio_known ? std::exp(log_ratio_mean_) : 0;
-  const bool fallback_slower = ratio_known && log_ratio_mean_ < 0;
-  if (options_.tpot_target_s <= 0) return false;
-  if (stats_.current == WeightSet::kFallback && fallback_slower) {  // the slower set: back at once
-    stats_.current = WeightSet::kPrimary;
-    ++stats_.switches_to_primary;
-    switched_at_s_ = now_s;
-    window_.clear();
-    return true;
-  }
-  if (stats_.window_count < options_.min_samples) return false;
+  if (options_.tpot_target_s <= 0 || stats_.window_count < options_.min_samples) return false;
   if (stats_.current == WeightSet::kPrimary) {
     if (stats_.window_p99_s <= options_.tpot_target_s) return false;
-    if (fallback_slower) {
-      ++stats_.switches_declined;
-      window_.clear();  // judged again on a fresh window, not on every update
-      return false;
-    }
     stats_.current = WeightSet::kFallback;
     ++stats_.switches_to_fallback;
   } else {

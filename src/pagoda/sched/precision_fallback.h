@@ -9,11 +9,6 @@
 //                        that produced it) is at most kRecoverFraction of the target, after at least
 //                        min_dwell_s on the fallback.
 //
-// And, on either set, once the step-time models have given the primary / fallback ratio for min_samples
-// latencies (a running geometric mean over about the last min_samples): while it says the fallback is the
-// slower set at the load being served (ratio below 1: weight-only int8 and w4 at large batches on the GPU run
-// a bf16 dequantization scratch), the primary does not switch to it, and the fallback switches back at once.
-//
 // A window is judged only once it holds min_samples latencies, and it starts empty at each switch: latencies
 // of the other precision say nothing about this one. Going back is judged on a prediction of the primary set
 // at the load the fallback is serving, not on the fallback's own latencies, which are low precisely because
@@ -68,8 +63,6 @@ struct FallbackStats {
   uint64_t switches_to_primary = 0;
   double window_p99_s = 0;  // the P99 being judged: observed on the primary, predicted for the primary on the fallback
   int64_t window_count = 0;
-  double fallback_speedup = 0;    // the models' primary / fallback step time at the recent load; 0: not known yet
-  uint64_t switches_declined = 0;  // times the primary was over the target but the fallback was the slower set
 };
 
 class PrecisionFallback {
@@ -81,7 +74,7 @@ class PrecisionFallback {
   WeightSet current() const { return stats_.current; }
   // One output token's inter-token latency, observed at `now_s` after a step on `set`; `primary_ratio` is the
   // step-time models' predicted primary / fallback time for that step (0 when a model cannot tell yet: such a
-  // latency on the fallback is not counted, nor its ratio).
+  // latency on the fallback is not counted).
   void observe(double now_s, WeightSet set, double latency_s, double primary_ratio);
   // Applies the rule at `now_s`; true when the current set changed.
   bool update(double now_s);
@@ -92,8 +85,6 @@ class PrecisionFallback {
   FallbackOptions options_;
   LatencyWindow window_;
   double switched_at_s_ = 0;
-  double log_ratio_mean_ = 0;  // of primary_ratio, running over about the last min_samples latencies
-  int64_t ratio_count_ = 0;
   FallbackStats stats_;
 };
 

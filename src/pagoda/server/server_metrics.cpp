@@ -127,8 +127,6 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   static constexpr const char* kSwitchHelp = "Switches of the precision fallback, by direction.";
   fallback_to_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_fallback"));
   fallback_back_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_primary"));
-  // Windows over the target that did not switch because the step-time models said the fallback is slower.
-  fallback_declined_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("declined"));
   fallback_steps_ = &r.counter("pagoda:precision_fallback_steps_total", "Engine steps run on the fallback weights.", labels_);
 }
 
@@ -214,7 +212,6 @@ std::string ServerMetrics::render(const EngineStats& s) {
   fallback_p99_->set(s.fallback.window_p99_s);
   fallback_to_->set_total(static_cast<double>(s.fallback.switches_to_fallback));
   fallback_back_->set_total(static_cast<double>(s.fallback.switches_to_primary));
-  fallback_declined_->set_total(static_cast<double>(s.fallback.switches_declined));
   fallback_steps_->set_total(static_cast<double>(s.fallback_steps));
   // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
   std::map<std::string, int> blocks;

@@ -113,36 +113,6 @@ TEST(PrecisionFallback, GoesBackOnlyWhenThePrimaryIsPredictedWithinTheMargin) {
   EXPECT_NEAR(h.stats().window_p99_s, 0.024, 0.001);  // the prediction it judged, before the window cleared
 }
 
-// Weight-only int8 and w4 on the GPU are slower than bf16 at the batches of an overloaded server (measured:
-// docs/PERFORMANCE.md, goodput 0.79x and 0.82x of bf16 alone when the rule switched to them anyway).
-TEST(PrecisionFallback, NeverStaysOnOrSwitchesToASlowerFallback) {
-  PrecisionFallback f(options());
-  feed(f, 1.0, WeightSet::kPrimary, 0.050, 100);  // no ratio known yet: the rule switches
-  ASSERT_TRUE(f.update(1.0));
-  EXPECT_EQ(f.stats().fallback_speedup, 0);
-  // On the fallback the models say the primary would take 0.7 of the time: the fallback is the slower set.
-  feed(f, 1.5, WeightSet::kFallback, 0.070, 49, 0.7);
-  EXPECT_FALSE(f.update(1.5));  // fewer than min_samples ratios: not known yet
-  feed(f, 1.6, WeightSet::kFallback, 0.070, 1, 0.7);
-  // Back at once: within the dwell, and with the primary predicted at 49 ms, above the 32 ms margin.
-  EXPECT_TRUE(f.update(1.6));
-  EXPECT_EQ(f.current(), WeightSet::kPrimary);
-  EXPECT_NEAR(f.stats().fallback_speedup, 0.7, 1e-9);
-  // Still over the target on the primary: the slower fallback is declined, window after window.
-  for (double t = 2; t < 10; t += 1) {
-    feed(f, t, WeightSet::kPrimary, 0.050, 60, 0.7);
-    EXPECT_FALSE(f.update(t)) << t;
-  }
-  EXPECT_EQ(f.current(), WeightSet::kPrimary);
-  EXPECT_EQ(f.stats().switches_to_fallback, 1u);
-  EXPECT_EQ(f.stats().switches_declined, 8u);
-  // The load changes so that the fallback is the faster set: the next window over the target switches.
-  feed(f, 11, WeightSet::kPrimary, 0.050, 200, 1.5);
-  EXPECT_TRUE(f.update(11));
-  EXPECT_GT(f.stats().fallback_speedup, 1.0);
-  EXPECT_EQ(f.current(), WeightSet::kFallback);
-}
-
 TEST(PrecisionFallback, NoTargetNeverSwitches) {
   PrecisionFallback f(FallbackOptions{.tpot_target_s = 0, .window_s = 10, .min_samples = 1});
   feed(f, 1.0, WeightSet::kPrimary, 5.0, 1000);
