@@ -122,6 +122,79 @@ INSTANTIATE_TEST_SUITE_P(Forms, Int8BlockLinear,
                                   "_k" + std::to_string(info.param.k) + "_t" + std::to_string(info.param.tokens);
                          });
 
+// The activations' rounding, value by value and exactly: a weight whose row r picks column r (W8: code 1; W4:
+// code z + 1), scale 1, gives out[t, r] = d * round(x[t, r] / d) of x's block, which must be llama.cpp's
+// (d = amax / 127, values lrintf(x * (1 / d)): ties to even) on every level and through both the streamed
+// (few tokens) and the prepared (many tokens) paths. The inputs are the class that separates rounding rules:
+// exact ties of both signs, values just off a tie, a zero block, amax in the block's last place, tiny and large
+// magnitudes.
+TEST(Int8BlockLinearRounding, ActivationsRoundAsLlamaCppQ8_0OnEveryPath) {
+  constexpr int64_t k = 64, n = 64;
+  std::vector<float> x;
+  auto block = [&](float d, const std::vector<float>& steps) {  // 32 values of steps * d, steps padded with 0
+    for (int j = 0; j < 32; ++j) x.push_back(j < static_cast<int>(steps.size()) ? steps[static_cast<size_t>(j)] * d : 0.0f);
+  };
+  std::vector<float> ties, near;
+  for (int j = 0; j < 31; ++j) ties.push_back(static_cast<float>(j - 15) + 0.5f);  // -14.5 .. 15.5
+  ties.push_back(127.0f);                                                          // amax: d is exactly the unit
+  for (int j = 0; j < 31; ++j) near.push_back(static_cast<float>(j - 15) + 0.5f + (j % 2 ? 1e-3f : -1e-3f));
+  near.insert(near.begin(), -127.0f);
+  block(1.0f, ties);
+  block(0.5f, ties);
+  block(3.0e-5f, near);
+  block(1.0f, {});  // all zero: d = 0
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (int j = 0; j < 4 * 32; ++j) x.push_back(dist(rng) * (j < 64 ? 1e3f : 1e-3f));
+  const int64_t tokens = static_cast<int64_t>(x.size()) / k;  // 4
+  std::vector<float> expected(x.size());
+  for (int64_t b = 0; b < static_cast<int64_t>(x.size()) / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    const float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) expected[b * 32 + j] = static_cast<float>(std::lrintf(x[b * 32 + j] * inv)) * d;
+  }
+  // Many tokens (the prepared path): the same rows repeated.
+  std::vector<float> many;
+  for (int rep = 0; rep < 3; ++rep) many.insert(many.end(), x.begin(), x.end());
+
+  for (test::QuantForm form : {test::QuantForm::kInt8Symmetric, test::QuantForm::kInt4Zeros}) {
+    test::RandomQuantWeight rw(form, n, k, 32, 1);
+    Weight w = rw.weight;
+    w.activations = ActivationQuant::kInt8Block;
+    const bool int4 = form == test::QuantForm::kInt4Zeros;
+    for (int64_t i = 0; i < n * 2; ++i) w.scales.ptr<float>()[i] = 1.0f;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        if (int4) {
+          uint8_t& byte = w.data.ptr<uint8_t>()[r * k / 2 + c / 2];
+          const uint8_t code = c == r ? 9 : 8;
+          byte = static_cast<uint8_t>(c % 2 ? (byte & 0x0f) | (code << 4) : (byte & 0xf0) | code);
+        } else {
+          w.data.ptr<int8_t>()[r * k + c] = c == r ? 1 : 0;
+        }
+      }
+      if (int4) w.zeros.ptr<uint8_t>()[r * 2] = w.zeros.ptr<uint8_t>()[r * 2 + 1] = 8;
+    }
+    ASSERT_TRUE(int4 ? cpu::linear_w4_int8_supported(w) : cpu::linear_w8_int8_supported(w));
+    const cpu::Isa saved = cpu::active_isa();
+    for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+      if (cpu::set_active_isa(isa) != isa) continue;
+      for (const std::vector<float>* input : {&x, &many}) {
+        const int64_t t_count = static_cast<int64_t>(input->size()) / k;
+        std::vector<float> out(static_cast<size_t>(t_count * n), NAN);
+        cpu::linear_quant_f32(out.data(), input->data(), t_count, w);
+        for (int64_t t = 0; t < t_count; ++t)
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_EQ(out[t * n + r], expected[(t % tokens) * k + r])
+                << test::quant_form_name(form) << " " << cpu::isa_name(isa) << " tokens " << t_count << " token " << t
+                << " column " << r << " x " << (*input)[t * k + r];
+      }
+    }
+    cpu::set_active_isa(saved);
+  }
+}
+
 // Where the kernels do not apply (K not a multiple of 32, groups a lane would straddle, zero points on 8-bit
 // codes), the fp32 path computes the product from fp32 inputs.
 TEST(Int8BlockLinearShapes, ShapesTheKernelsDoNotTakeFallBackToFp32Inputs) {
