@@ -19,7 +19,7 @@ namespace pagoda {
 struct Weight {
   Tensor data;               // [N, K] (kInt4Group: [N, K/2]); norms [N]
   QuantScheme scheme = QuantScheme::kNone;
-  Tensor scales{};           // F32 [N, groups]
+  Tensor scales{};           // F32 [N, groups] (F16 or I8 in the CPU's compact forms: scales_base below)
   Tensor zeros{};            // [N, groups], or empty when symmetric (kInt8Channel) or with offsets
   Tensor offsets{};          // F32 [N, groups]: value = q * s - offset, instead of zeros (quant_scheme.h)
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
@@ -33,6 +33,10 @@ struct Weight {
                                      // for `pagoda inspect`; static storage; empty when stored as it is used
   // Set by the CUDA backend (Ops::prepare_weights) when data and scales hold the tensor-core GEMV's tile layout
   // (backend/mma_layout/quant_tiles.h) rather than rows: data U8 codes, scales F32 params, out_features N.
+  // Set by the CPU backend (Ops::prepare_weights: backend/cpu/compact_weights.h) for its compact forms: scales
+  // (and offsets) F16, or I8 codes times these F32 bases [N, K / 256]; and a kInt4Group weight with neither
+  // zeros nor offsets has the zero point 8 throughout.
+  Tensor scales_base{}, offsets_base{};
   bool tiled = false;
   bool tiled_offsets = false;  // the tiles' offsets form (value = q * s - m) rather than zeros
   int64_t out_features = 0;
@@ -48,12 +52,14 @@ struct Weight {
     if (!scales.empty()) w.scales = scales.rows(begin, count);
     if (!zeros.empty()) w.zeros = zeros.rows(begin, count);
     if (!offsets.empty()) w.offsets = offsets.rows(begin, count);
+    if (!scales_base.empty()) w.scales_base = scales_base.rows(begin, count);
+    if (!offsets_base.empty()) w.offsets_base = offsets_base.rows(begin, count);
     return w;
   }
-  // Bytes of data, scales, zeros, offsets and g_idx.
+  // Bytes of data, scales, zeros, offsets, g_idx and the compact forms' bases.
   int64_t nbytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx})
+    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx, &scales_base, &offsets_base})
       if (!t->empty()) n += t->nbytes();
     return n;
   }

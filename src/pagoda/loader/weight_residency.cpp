@@ -1,8 +1,10 @@
 // Copies mapped weights into owned, huge-page-advised buffers.
 #include "pagoda/loader/weight_residency.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <vector>
 
 namespace pagoda {
 namespace {
@@ -33,6 +35,27 @@ void copy_weights_into_memory(LoadedModel& m) {
     w->data.data = it->second;
   }
   m.mappings.clear();
+}
+
+int64_t release_unreferenced_storage(LoadedModel& m, const std::vector<const ModelWeights*>& also_in_use) {
+  std::vector<const char*> in_use;
+  std::vector<const ModelWeights*> sets = also_in_use;
+  sets.push_back(&m.weights);
+  for (const ModelWeights* set : sets)
+    for (const Weight* w : set->all())
+      for (const Tensor* t : {&w->data, &w->scales, &w->zeros, &w->offsets, &w->g_idx, &w->scales_base, &w->offsets_base})
+        if (!t->empty()) in_use.push_back(static_cast<const char*>(t->data));
+  std::sort(in_use.begin(), in_use.end());
+  int64_t freed = 0;
+  std::erase_if(m.owned, [&](const HostTensor& h) {
+    const auto* begin = static_cast<const char*>(h.view().data);
+    const auto* end = begin + h.view().nbytes();
+    const auto first = std::lower_bound(in_use.begin(), in_use.end(), begin);
+    const bool referenced = first != in_use.end() && *first < end;
+    if (!referenced) freed += h.view().nbytes();
+    return !referenced;
+  });
+  return freed;
 }
 
 }  // namespace pagoda

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "../model/golden_helpers.h"
+#include "pagoda/backend/cpu/compact_weights.h"
 
 namespace pagoda {
 namespace {
@@ -63,6 +64,35 @@ TEST(GgufKQuantGolden, MatchesLlamaCpp) {
     std::printf("[ measured ] %s: %d of %d llama.cpp greedy tokens are Pagoda's argmax, the rest near-ties\n",
                 name.c_str(), tokens - near_ties, tokens);
     EXPECT_LE(near_ties, tokens / 10) << "too many near-ties";
+  }
+}
+
+// What the engine computes with on the CPU: the linears in their compact forms (backend/cpu/compact_weights.h:
+// Q4_K, Q5_K, Q6_K scales as int8 codes times a base; Q5_0, Q8_0 in fp16), which give the loaded weights'
+// logits bit for bit, with fewer bytes.
+TEST(GgufKQuantGolden, CompactCpuFormsGiveTheSameLogits) {
+  const nlohmann::json refs = testing::read_json(data_path("models/gguf-kquant/llamacpp_refs.json"));
+  for (const auto& [name, ref] : refs["models"].items()) {
+    SCOPED_TRACE(name);
+    const LoadedModel m = load_model({.model_path = data_path("models/gguf-kquant/" + name + ".gguf"), .show_progress = false});
+    std::vector<HostTensor> storage;
+    const ModelWeights compact = cpu::compact_linears(m.weights, storage);
+    int64_t loaded_bytes = 0, compact_bytes = 0, compacted = 0;
+    for (size_t i = 0; i < compact.all().size(); ++i) {
+      const Weight& before = *m.weights.all()[i];
+      const Weight& after = *compact.all()[i];
+      loaded_bytes += before.nbytes();
+      compact_bytes += after.nbytes();
+      compacted += after.scales.data != before.scales.data;
+    }
+    EXPECT_GE(compacted, 2 * 7) << "every linear of both layers";
+    EXPECT_LT(compact_bytes, loaded_bytes);
+    std::printf("[ measured ] %s: %lld of the weights' bytes in the CPU's compact forms, %lld loaded\n", name.c_str(),
+                static_cast<long long>(compact_bytes), static_cast<long long>(loaded_bytes));
+    const auto ids = ref["generations"][0]["prompt_ids"].get<std::vector<TokenId>>();
+    for (int chunk : {3, 64})  // a few tokens a step (streamed rows) and the whole prompt (prepared rows)
+      EXPECT_EQ(testing::all_position_logits(m.config, compact, ids, chunk), testing::all_position_logits(m, ids, chunk))
+          << "steps of " << chunk << " tokens";
   }
 }
 

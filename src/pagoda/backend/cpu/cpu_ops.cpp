@@ -9,6 +9,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/kv/kv_fp8.h"
@@ -91,6 +92,10 @@ void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == n);
   if (w.quantized()) return cpu::linear_quant_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w);
   cpu::linear_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w.data.data, w.data.dtype, n, k);
+}
+
+ModelWeights CpuOps::prepare_weights(const ModelWeights& host, const ModelConfig&, bool, const ModelWeights*) {
+  return cpu::compact_linears(host, weight_storage_);
 }
 
 void CpuOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) {

@@ -45,6 +45,10 @@ class CpuOps final : public Ops {
   void qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache& cache, int layer, const ForwardBatch& batch,
                       const RopeParams& params) override;
   void gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) override;
+  // The linears the integer kernels read, in their compact forms (compact_weights.h), stored here; the rest
+  // are the host views as they are.
+  ModelWeights prepare_weights(const ModelWeights& host, const ModelConfig& config, bool show_progress,
+                               const ModelWeights* shared = nullptr) override;
 
  private:
   static void calibrate_fp8_layer_scales(KvCache& cache, int layer, Tensor k, Tensor v);
@@ -53,6 +57,7 @@ class CpuOps final : public Ops {
   size_t chunk_used_ = 0;
   size_t bytes_requested_ = 0;
   std::vector<Buffer> kv_storage_;
+  std::vector<HostTensor> weight_storage_;  // prepare_weights' compact arrays
   std::vector<float> fp8_pages_;  // an FP8 cache's pages of the current attention call, dequantized
   int64_t fp8_kv_scratch_bytes_ = 0;
   int num_threads_ = 0;  // --threads; 0: OpenMP's default (all cores)

@@ -7,6 +7,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+
+#include "pagoda/backend/cpu/group_values.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -49,6 +52,54 @@ inline void q8_block(const float* x, Q8Block& out) {
 inline __m256i int4_codes32(const uint8_t* bytes) {
   const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
   return _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi16(0x0f)), _mm256_slli_epi16(_mm256_srli_epi16(b, 4), 8));
+}
+
+// `count` bytes (1..8) from p as the low bytes of an integer, the rest 0: no call for any count (a memcpy of a
+// variable size is one), and one load for the counts whole chunks have.
+inline uint64_t load_low_bytes(const void* p, int64_t count) {
+  switch (count) {
+    case 8: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+    case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 1: return *static_cast<const uint8_t*>(p);
+    default: break;
+  }
+  uint64_t v = 0;
+  for (int64_t i = 0; i < count; ++i) v |= static_cast<uint64_t>(static_cast<const uint8_t*>(p)[i]) << (8 * i);
+  return v;
+}
+
+// The fp32 values of groups [g0, g0 + count) of row `row` (count 1..4, all under one base; at = row * groups +
+// g0), the lanes past count 0: the values the loader's fp32 arrays hold, from form F of group_values.h.
+template <GroupValues::Form F>
+inline __m128 load_group_values(const GroupValues& v, int64_t row, int64_t at, int64_t g0, int64_t count) {
+  if constexpr (F == GroupValues::Form::kF16) {
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(
+        load_low_bytes(static_cast<const uint16_t*>(v.values) + at, 2 * count))));
+  } else if constexpr (F == GroupValues::Form::kScaledI8) {
+    const __m128i codes = _mm_cvtepi8_epi32(_mm_cvtsi32_si128(static_cast<int32_t>(
+        load_low_bytes(static_cast<const int8_t*>(v.values) + at, count))));
+    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base[row * v.bases_per_row + (g0 >> v.base_shift)]));
+  } else {
+    const float* p = static_cast<const float*>(v.values) + at;
+    if (count == 4) return _mm_loadu_ps(p);
+    return _mm_maskload_ps(p, _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int32_t>(count)), _mm_setr_epi32(0, 1, 2, 3)));
+  }
+}
+
+// load_group_values for the AVX-512 files (AVX512BW and VL): each form one masked load, no branch, so the
+// streamed loops keep their accumulators in registers. `groups`: the first `count` bits. A template, so that
+// the AVX2 files, which never call it, compile no AVX-512 instruction.
+template <GroupValues::Form F>
+inline __m128 load_group_values_avx512(const GroupValues& v, int64_t row, int64_t at, int64_t g0, __mmask8 groups) {
+  if constexpr (F == GroupValues::Form::kF16) {
+    return _mm_cvtph_ps(_mm_maskz_loadu_epi16(groups, static_cast<const uint16_t*>(v.values) + at));
+  } else if constexpr (F == GroupValues::Form::kScaledI8) {
+    const __m128i codes = _mm_cvtepi8_epi32(_mm_maskz_loadu_epi8(groups, static_cast<const int8_t*>(v.values) + at));
+    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base[row * v.bases_per_row + (g0 >> v.base_shift)]));
+  } else {
+    return _mm_maskz_loadu_ps(groups, static_cast<const float*>(v.values) + at);
+  }
 }
 
 }  // namespace

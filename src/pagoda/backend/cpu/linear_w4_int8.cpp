@@ -15,9 +15,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
+#include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
@@ -122,7 +122,7 @@ struct Half {  // a half of a row's unpacked chunk
   __m256 s, m;
 };
 
-template <bool kOffsets>
+template <class P>  // a W4Form
 inline Half unpack_half(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch, int h) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2) + 32 * h;
   const int64_t valid = std::clamp<int64_t>(ch.code_bytes - 32 * h, 0, 32);
@@ -133,19 +133,24 @@ inline Half unpack_half(const W4Rows& w, const LaneGroups& lg, int64_t row, int6
   u.even = _mm256_and_si256(bytes, nibble);
   u.odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
   const int64_t at = row * w.groups + ch.group0;
-  if constexpr (!kOffsets) {
-    uint32_t z4 = 0;
-    std::memcpy(&z4, w.zeros + at, static_cast<size_t>(ch.groups));
-    const __m256i zb = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(z4)), lg.lane_group_bytes[h]);
+  if constexpr (!P::offsets) {
+    __m256i zb = _mm256_set1_epi8(kW4SymmetricZero);
+    if constexpr (P::zeros == W4Zeros::kPerGroup)
+      zb = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(load_low_bytes(w.zeros + at, ch.groups))),
+                               lg.lane_group_bytes[h]);
     u.even = _mm256_sub_epi8(u.even, zb);
     u.odd = _mm256_sub_epi8(u.odd, zb);
   }
   const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   u.start = _mm256_sub_epi32(_mm256_setzero_si256(),
                              sum8_int32(_mm256_maddubs_epi16(k128, u.even), _mm256_maddubs_epi16(k128, u.odd)));
-  const __m256i group_mask = first_dwords(ch.groups);
-  u.s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.scales + at, group_mask), lg.lane_group[h]);
-  if constexpr (kOffsets) u.m = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.offsets + at, group_mask), lg.lane_group[h]);
+  // The lanes' groups are the chunk's first 4 at most: the upper half of the 8 values is never read.
+  const auto lanes = [&](const GroupValues& v) {
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(load_group_values<P::values>(v, row, at, ch.group0, ch.groups)),
+                                    lg.lane_group[h]);
+  };
+  u.s = lanes(w.scales);
+  if constexpr (P::offsets) u.m = lanes(w.offsets);
   return u;
 }
 
@@ -162,25 +167,27 @@ inline Half load_prepared_half(const uint8_t* p, int h, bool offsets) {
 void prepare_rows_avx2(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
   const LaneGroups& lg = lane_groups(w.group_size);
   const int64_t chunks = w4_chunks(w.k);
-  for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      const Chunk ch = chunk_at(w, c);
-      uint8_t* dst = prepared + (r * chunks + c) * kW4PreparedBytes;
-      for (int h = 0; h < 2; ++h) {
-        const Half u = w.offsets != nullptr ? unpack_half<true>(w, lg, r0 + r, c, ch, h)
-                                            : unpack_half<false>(w, lg, r0 + r, c, ch, h);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * h), u.even);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 64 + 32 * h), u.odd);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 128 + 32 * h), u.start);
-        _mm256_store_ps(reinterpret_cast<float*>(dst + 192 + 32 * h), u.s);
-        if (w.offsets != nullptr) _mm256_store_ps(reinterpret_cast<float*>(dst + 256 + 32 * h), u.m);
+  with_w4_form(w, [&](auto form) {
+    using P = decltype(form);
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const Chunk ch = chunk_at(w, c);
+        uint8_t* dst = prepared + (r * chunks + c) * kW4PreparedBytes;
+        for (int h = 0; h < 2; ++h) {
+          const Half u = unpack_half<P>(w, lg, r0 + r, c, ch, h);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * h), u.even);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 64 + 32 * h), u.odd);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 128 + 32 * h), u.start);
+          _mm256_store_ps(reinterpret_cast<float*>(dst + 192 + 32 * h), u.s);
+          if constexpr (P::offsets) _mm256_store_ps(reinterpret_cast<float*>(dst + 256 + 32 * h), u.m);
+        }
       }
     }
-  }
+  });
 }
 
 // R rows from r0 x T tokens from t0, as linear_w4_vnni.cpp's tile(); two accumulators (halves) per pair.
-template <int R, int T, bool kOffsets, bool kPrepared>
+template <int R, int T, class P, bool kPrepared>
 inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                  const W4Activations& x, int64_t t0, float* out, int64_t n) {
   __m256 acc[R][T][2];
@@ -190,8 +197,8 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
     const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     for (int h = 0; h < 2; ++h) {
       for (int r = 0; r < R; ++r) {
-        const Half u = kPrepared ? load_prepared_half(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, h, kOffsets)
-                                 : unpack_half<kOffsets>(w, lg, r0 + r, c, ch, h);
+        const Half u = kPrepared ? load_prepared_half(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, h, P::offsets)
+                                 : unpack_half<P>(w, lg, r0 + r, c, ch, h);
         for (int t = 0; t < T; ++t) {
           const int64_t at = (t0 + t) * x.chunks + c;
           const uint8_t* bytes = x.bytes + at * 128 + 32 * h;
@@ -201,7 +208,7 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
           const __m256i ints = _mm256_add_epi32(
               u.start, sum8_int32(_mm256_maddubs_epi16(xe, u.even), _mm256_maddubs_epi16(xo, u.odd)));
           acc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(u.s, dx), acc[r][t][h]);
-          if constexpr (kOffsets)
+          if constexpr (P::offsets)
             acc[r][t][h] = _mm256_fnmadd_ps(u.m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc[r][t][h]);
         }
       }
@@ -211,32 +218,32 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
-template <int R, bool kOffsets, bool kPrepared>
+template <int R, class P, bool kPrepared>
 void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
-  if (t < t1) tile<R, 1, kOffsets, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
+  for (; t + 2 <= t1; t += 2) tile<R, 2, P, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
+  if (t < t1) tile<R, 1, P, kPrepared>(w, lg, prepared, r0, prep_r0, x, t, out, n);
 }
 
-template <bool kOffsets, bool kPrepared>
+// P: the weight's W4Form (the prepared rows hold the unpacked codes and fp32 scales whatever it was).
+template <class P, bool kPrepared>
 void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W4Activations& x, int64_t t0,
           int64_t t1, float* out, int64_t n) {
   const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 2 <= r0 + count; r += 2) rows_times_tokens<2, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
-  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  for (; r + 2 <= r0 + count; r += 2) rows_times_tokens<2, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
 }
 
 void rows_times_tokens_avx2(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
                             const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
-  const bool offsets = w.offsets != nullptr;
-  if (prepared != nullptr) {
-    return offsets ? rows<true, true>(w, prepared, r0, count, x, t0, t1, out, n)
-                   : rows<false, true>(w, prepared, r0, count, x, t0, t1, out, n);
+  using F = GroupValues::Form;
+  if (prepared != nullptr) {  // the prepared rows' form is fp32 whatever the weight's
+    return w.offsets ? rows<W4Form<W4Zeros::kOffsets, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n)
+                     : rows<W4Form<W4Zeros::kPerGroup, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n);
   }
-  return offsets ? rows<true, false>(w, prepared, r0, count, x, t0, t1, out, n)
-                 : rows<false, false>(w, prepared, r0, count, x, t0, t1, out, n);
+  with_w4_form(w, [&](auto form) { rows<decltype(form), false>(w, prepared, r0, count, x, t0, t1, out, n); });
 }
 
 }  // namespace
@@ -244,15 +251,13 @@ void rows_times_tokens_avx2(const W4Rows& w, const uint8_t* prepared, int64_t r0
 bool linear_w4_int8_supported(const Weight& w) {
   return w.scheme == QuantScheme::kInt4Group && w.g_idx.empty() && w.in_features % kBlock == 0 &&
          (w.group_size == 32 || w.group_size == 64 || (w.group_size > 0 && w.group_size % kW4Chunk == 0)) &&
-         w.zeros.empty() != w.offsets.empty() && (w.zeros.empty() || w.zeros.dtype == DType::kU8);
+         (w.zeros.empty() || (w.offsets.empty() && w.zeros.dtype == DType::kU8)) && group_values_readable(w);
 }
 
 void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight& w) {
   const int64_t k = w.in_features, n = w.num_rows();
-  const bool offsets = !w.offsets.empty();
-  const W4Rows rows{w.data.ptr<const uint8_t>(), w.scales.ptr<const float>(),
-                    offsets ? nullptr : w.zeros.ptr<const uint8_t>(), offsets ? w.offsets.ptr<const float>() : nullptr,
-                    k, w.scales.dim(1), w.group_size};
+  const W4Rows rows{w.data.ptr<const uint8_t>(), scale_values(w), w.zeros.empty() ? nullptr : w.zeros.ptr<const uint8_t>(),
+                    offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const W4Activations a = quantize_activations(x, num_tokens, k, calling_threads);
   const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "pagoda/backend/cpu/group_values.h"
 #include "pagoda/loader/model_weights.h"
 
 namespace pagoda::cpu {
@@ -11,11 +12,33 @@ namespace pagoda::cpu {
 // A 4-bit weight's arrays, as the integer kernels read them.
 struct W4Rows {
   const uint8_t* codes;  // [N, K / 2], low nibble first
-  const float* scales;   // [N, groups]
-  const uint8_t* zeros;  // [N, groups], or null with offsets
-  const float* offsets;  // [N, groups], or null with zeros
+  GroupValues scales;    // [N, groups]
+  const uint8_t* zeros;  // [N, groups]; null with offsets, or when every zero point is kW4SymmetricZero
+  GroupValues offsets;   // [N, groups], or none
   int64_t k, groups, group_size;
 };
+
+// The zero point of a 4-bit weight that keeps none (the CPU's compact form of GGUF Q4_0: compact_weights.h).
+constexpr int kW4SymmetricZero = 8;
+
+// How a 4-bit weight's codes meet zero: a zero point per group, kW4SymmetricZero throughout, or an offset per
+// group; with the form of its scales and offsets, what the kernels are instantiated for (with_w4_form).
+enum class W4Zeros : uint8_t { kPerGroup, kSymmetric, kOffsets };
+template <W4Zeros Z, GroupValues::Form F>
+struct W4Form {
+  static constexpr W4Zeros zeros = Z;
+  static constexpr GroupValues::Form values = F;
+  static constexpr bool offsets = Z == W4Zeros::kOffsets;
+};
+template <class Fn>
+void with_w4_form(const W4Rows& w, Fn&& fn) {
+  with_form(w.scales.form, [&](auto f) {
+    constexpr GroupValues::Form F = decltype(f)::value;
+    if (w.offsets) fn(W4Form<W4Zeros::kOffsets, F>{});
+    else if (w.zeros == nullptr) fn(W4Form<W4Zeros::kSymmetric, F>{});
+    else fn(W4Form<W4Zeros::kPerGroup, F>{});
+  });
+}
 
 // The kernels walk K in chunks of 128 columns (4 blocks of 32; a last partial chunk is padded with zeros),
 // each chunk as 16 lanes of 8 consecutive columns: lane l holds columns 8l..8l+7, which are the low and high
@@ -55,7 +78,8 @@ constexpr int64_t kW4PreparedBytes = 320;
 // depend neither on the batch nor on the machine.
 
 // Whether linear_w4_int8 takes `w`: an int4-group weight without act-order (g_idx), K a multiple of 32 and
-// groups of 32, 64 or a multiple of 128 (so no lane straddles two groups).
+// groups of 32, 64 or a multiple of 128 (so no lane straddles two groups); loaded, or in a compact form of
+// compact_weights.h.
 bool linear_w4_int8_supported(const Weight& w);
 
 // out [num_tokens, N] = x [num_tokens, K] · w [N, K]^T with x quantized to Q8_0 blocks first (llama.cpp's

@@ -35,8 +35,8 @@ constexpr int64_t kPrefetchBytes = 2048;  // ahead in each row's codes (decode s
 // Where a chunk's codes and groups are: its valid code bytes and groups as load masks, and its first group.
 struct Chunk {
   __mmask64 code_bytes;
-  __mmask16 groups;
-  int64_t group0;
+  __mmask8 groups;  // the chunk's groups (1 to 4) as a load mask
+  int64_t group0;   // its first group
 };
 
 // No division for whole chunks of the common group sizes (a divide per chunk cost as much as the chunk's
@@ -51,7 +51,7 @@ inline Chunk chunk_at(const W4Rows& w, int64_t c) {
   const int64_t blocks = w.k / 32 - 4 * c;
   const int64_t blocks_per_group = gs / 32;
   const int64_t groups = (blocks + blocks_per_group - 1) / blocks_per_group;  // 1 when a chunk is in one group
-  return Chunk{(__mmask64{1} << (16 * blocks)) - 1, static_cast<__mmask16>((1u << groups) - 1), c * kW4Chunk / gs};
+  return Chunk{(__mmask64{1} << (16 * blocks)) - 1, static_cast<__mmask8>((1u << groups) - 1), c * kW4Chunk / gs};
 }
 
 // Per lane, its group's index within the chunk (lane_group) and, as pshufb controls for the zero points'
@@ -93,26 +93,33 @@ inline void load_codes(const W4Rows& w, int64_t row, int64_t c, const Chunk& ch,
   odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
 }
 
-inline __m512 lane_params(const float* params, const LaneGroups& lg, int64_t at, const Chunk& ch) {
-  return _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, params + at)));
+template <GroupValues::Form F>
+inline __m512 lane_params(const GroupValues& v, const LaneGroups& lg, int64_t row, int64_t at, const Chunk& ch) {
+  return _mm512_permutexvar_ps(lg.lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(v, row, at, ch.group0, ch.groups)));
 }
 
-template <bool kOffsets>
+// The zero points of the chunk's groups, in the low bytes of a 128-bit register (the symmetric form: 8 in each).
+template <class P>
+inline __m128i chunk_zeros(const W4Rows& w, int64_t at, const Chunk& ch) {
+  if constexpr (P::zeros == W4Zeros::kSymmetric) return _mm_set1_epi8(kW4SymmetricZero);
+  else return _mm_maskz_loadu_epi8(ch.groups, w.zeros + at);
+}
+
+template <class P>  // a W4Form
 inline Unpacked unpack(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
   Unpacked u;
   load_codes(w, row, c, ch, u.even, u.odd);
   const int64_t at = row * w.groups + ch.group0;
-  if constexpr (!kOffsets) {
-    const __m128i z = _mm_maskz_loadu_epi8(ch.groups, w.zeros + at);
-    const __m512i zb = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(z), lg.lane_group_bytes);
+  if constexpr (!P::offsets) {
+    const __m512i zb = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(chunk_zeros<P>(w, at, ch)), lg.lane_group_bytes);
     u.even = _mm512_sub_epi8(u.even, zb);
     u.odd = _mm512_sub_epi8(u.odd, zb);
   }
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   u.start = _mm512_sub_epi32(_mm512_setzero_si512(),
                              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.even), k128, u.odd));
-  u.s = lane_params(w.scales, lg, at, ch);
-  if constexpr (kOffsets) u.m = lane_params(w.offsets, lg, at, ch);
+  u.s = lane_params<P::values>(w.scales, lg, row, at, ch);
+  if constexpr (P::offsets) u.m = lane_params<P::values>(w.offsets, lg, row, at, ch);
   return u;
 }
 
@@ -134,15 +141,15 @@ struct Streamed {
   __m512 s, m;
 };
 
-template <bool kOffsets>
+template <class P>
 inline Streamed stream(const W4Rows& w, const LaneGroups& lg, int64_t row, int64_t c, const Chunk& ch) {
   Streamed u;
   load_codes(w, row, c, ch, u.even, u.odd);
   const int64_t at = row * w.groups + ch.group0;
-  if constexpr (!kOffsets)
-    u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(ch.groups, w.zeros + at)), lg.lane_group_word);
-  u.s = lane_params(w.scales, lg, at, ch);
-  if constexpr (kOffsets) u.m = lane_params(w.offsets, lg, at, ch);
+  if constexpr (!P::offsets)
+    u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(chunk_zeros<P>(w, at, ch)), lg.lane_group_word);
+  u.s = lane_params<P::values>(w.scales, lg, row, at, ch);
+  if constexpr (P::offsets) u.m = lane_params<P::values>(w.offsets, lg, row, at, ch);
   return u;
 }
 
@@ -170,7 +177,7 @@ inline SignedToken signed_token_chunk(const W4Activations& x, int64_t t, int64_t
 }
 
 // R rows from r0 x T tokens from t0, the rows' chunks streamed from memory (a few tokens).
-template <int R, int T, bool kOffsets>
+template <int R, int T, class P>
 inline void streamed_tile(const W4Rows& w, const LaneGroups& lg, int64_t r0, const W4Activations& x, int64_t t0,
                           float* out, int64_t n) {
   __m512 acc[R][T];
@@ -178,15 +185,15 @@ inline void streamed_tile(const W4Rows& w, const LaneGroups& lg, int64_t r0, con
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     SignedToken v[T];
-    for (int t = 0; t < T; ++t) v[t] = signed_token_chunk<kOffsets>(x, t0 + t, c);
+    for (int t = 0; t < T; ++t) v[t] = signed_token_chunk<P::offsets>(x, t0 + t, c);
     const Chunk ch = chunk_at(w, c);
     for (int r = 0; r < R; ++r) {
-      const Streamed u = stream<kOffsets>(w, lg, r0 + r, c, ch);
+      const Streamed u = stream<P>(w, lg, r0 + r, c, ch);
       for (int t = 0; t < T; ++t) {
         __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.even, v[t].even), u.odd, v[t].odd);
-        if constexpr (!kOffsets) ints = _mm512_dpwssd_epi32(ints, u.zero, v[t].neg_sums);
+        if constexpr (!P::offsets) ints = _mm512_dpwssd_epi32(ints, u.zero, v[t].neg_sums);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, v[t].dx), acc[r][t]);
-        if constexpr (kOffsets) acc[r][t] = _mm512_fnmadd_ps(u.m, v[t].sdx, acc[r][t]);
+        if constexpr (P::offsets) acc[r][t] = _mm512_fnmadd_ps(u.m, v[t].sdx, acc[r][t]);
       }
     }
   }
@@ -236,26 +243,27 @@ inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, 
     }
 }
 
-template <int R, bool kOffsets, bool kPrepared>
+template <int R, class P, bool kPrepared>
 void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
   if constexpr (kPrepared) {
-    for (; t + 2 <= t1; t += 2) prepared_tile<R, 2, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
-    if (t < t1) prepared_tile<R, 1, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
+    for (; t + 2 <= t1; t += 2) prepared_tile<R, 2, P::offsets>(prepared, r0, prep_r0, x, t, out, n);
+    if (t < t1) prepared_tile<R, 1, P::offsets>(prepared, r0, prep_r0, x, t, out, n);
   } else {
-    for (; t + 2 <= t1; t += 2) streamed_tile<R, 2, kOffsets>(w, lg, r0, x, t, out, n);
-    if (t < t1) streamed_tile<R, 1, kOffsets>(w, lg, r0, x, t, out, n);
+    for (; t + 2 <= t1; t += 2) streamed_tile<R, 2, P>(w, lg, r0, x, t, out, n);
+    if (t < t1) streamed_tile<R, 1, P>(w, lg, r0, x, t, out, n);
   }
 }
 
-template <bool kOffsets, bool kPrepared>
+// P: the weight's W4Form (the prepared rows hold the unpacked codes and fp32 scales whatever it was).
+template <class P, bool kPrepared>
 void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W4Activations& x, int64_t t0,
           int64_t t1, float* out, int64_t n) {
   const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
-  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
 }
 
 }  // namespace
@@ -263,29 +271,30 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
 void w4_prepare_rows_vnni(const W4Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
   const LaneGroups& lg = lane_groups(w.group_size);
   const int64_t chunks = w4_chunks(w.k);
-  for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      const Chunk ch = chunk_at(w, c);
-      const Unpacked u = w.offsets != nullptr ? unpack<true>(w, lg, r0 + r, c, ch) : unpack<false>(w, lg, r0 + r, c, ch);
-      uint8_t* dst = prepared + (r * chunks + c) * kW4PreparedBytes;
-      _mm512_store_si512(dst, u.even);
-      _mm512_store_si512(dst + 64, u.odd);
-      _mm512_store_si512(dst + 128, u.start);
-      _mm512_store_ps(reinterpret_cast<float*>(dst + 192), u.s);
-      if (w.offsets != nullptr) _mm512_store_ps(reinterpret_cast<float*>(dst + 256), u.m);
+  with_w4_form(w, [&](auto form) {
+    using P = decltype(form);
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const Unpacked u = unpack<P>(w, lg, r0 + r, c, chunk_at(w, c));
+        uint8_t* dst = prepared + (r * chunks + c) * kW4PreparedBytes;
+        _mm512_store_si512(dst, u.even);
+        _mm512_store_si512(dst + 64, u.odd);
+        _mm512_store_si512(dst + 128, u.start);
+        _mm512_store_ps(reinterpret_cast<float*>(dst + 192), u.s);
+        if constexpr (P::offsets) _mm512_store_ps(reinterpret_cast<float*>(dst + 256), u.m);
+      }
     }
-  }
+  });
 }
 
 void w4_rows_times_tokens_vnni(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
                                const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
-  const bool offsets = w.offsets != nullptr;
-  if (prepared != nullptr) {
-    return offsets ? rows<true, true>(w, prepared, r0, count, x, t0, t1, out, n)
-                   : rows<false, true>(w, prepared, r0, count, x, t0, t1, out, n);
+  using F = GroupValues::Form;
+  if (prepared != nullptr) {  // the prepared rows' form is fp32 whatever the weight's
+    return w.offsets ? rows<W4Form<W4Zeros::kOffsets, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n)
+                     : rows<W4Form<W4Zeros::kPerGroup, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n);
   }
-  return offsets ? rows<true, false>(w, prepared, r0, count, x, t0, t1, out, n)
-                 : rows<false, false>(w, prepared, r0, count, x, t0, t1, out, n);
+  with_w4_form(w, [&](auto form) { rows<decltype(form), false>(w, prepared, r0, count, x, t0, t1, out, n); });
 }
 
 }  // namespace pagoda::cpu

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <vector>
 
+#include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/row_chunk_loop.h"
@@ -59,11 +60,10 @@ W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
 }
 
 // The AVX2 loops: a chunk as two halves of 8 lanes (columns 32h..32h+31, one block).
-inline __m256i first_dwords(int64_t count) {  // all ones in the first `count` dwords
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
-template <int R, int T, bool kOffsets>
+using Form = GroupValues::Form;
+
+template <int R, int T, bool kOffsets, Form F>
 inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x, int64_t t0,
                  float* out, int64_t n) {
   __m256 acc[R][T][2];
@@ -76,15 +76,18 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const bool whole = columns == kW8Chunk && (gs == 16 || gs == 32);
     const int64_t groups = whole ? kW8Chunk / gs : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
     const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
-    const __m256i group_mask = first_dwords(groups);
     for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
       for (int r = 0; r < R; ++r) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
         const __m256i magnitude = _mm256_abs_epi8(q);
         const int64_t g = (r0 + r) * w.groups + group0;
-        const __m256 s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.scales + g, group_mask), lane_group[h]);
+        const auto lanes = [&](const GroupValues& v) {  // the chunk's 4 groups at most: the upper half unread
+          return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(load_group_values<F>(v, r0 + r, g, group0, groups)),
+                                          lane_group[h]);
+        };
+        const __m256 s = lanes(w.scales);
         __m256 m;
-        if constexpr (kOffsets) m = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w.offsets + g, group_mask), lane_group[h]);
+        if constexpr (kOffsets) m = lanes(w.offsets);
         for (int t = 0; t < T; ++t) {
           const int64_t at = (t0 + t) * x.chunks + c;
           const __m256i values = _mm256_xor_si256(  // the signed values
@@ -102,12 +105,12 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
-template <int R, bool kOffsets>
+template <int R, bool kOffsets, Form F>
 void rows_times_tokens(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x,
                        int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets>(w, lane_group, r0, x, t, out, n);
-  for (; t < t1; ++t) tile<R, 1, kOffsets>(w, lane_group, r0, x, t, out, n);
+  for (; t + 2 <= t1; t += 2) tile<R, 2, kOffsets, F>(w, lane_group, r0, x, t, out, n);
+  for (; t < t1; ++t) tile<R, 1, kOffsets, F>(w, lane_group, r0, x, t, out, n);
 }
 
 void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
@@ -116,15 +119,18 @@ void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8
   for (int l = 0; l < 16; ++l) idx[l] = w.group_size == 16 ? l / 4 : w.group_size == 32 ? l / 8 : 0;
   const __m256i lane_group[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(idx)),
                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 8))};
-  int64_t r = r0;
-  for (; r + 2 <= r0 + count; r += 2) {
-    if (w.offsets != nullptr) rows_times_tokens<2, true>(w, lane_group, r, x, t0, t1, out, n);
-    else rows_times_tokens<2, false>(w, lane_group, r, x, t0, t1, out, n);
-  }
-  for (; r < r0 + count; ++r) {
-    if (w.offsets != nullptr) rows_times_tokens<1, true>(w, lane_group, r, x, t0, t1, out, n);
-    else rows_times_tokens<1, false>(w, lane_group, r, x, t0, t1, out, n);
-  }
+  with_form(w.scales.form, [&](auto form) {
+    constexpr Form F = decltype(form)::value;
+    int64_t r = r0;
+    for (; r + 2 <= r0 + count; r += 2) {
+      if (w.offsets) rows_times_tokens<2, true, F>(w, lane_group, r, x, t0, t1, out, n);
+      else rows_times_tokens<2, false, F>(w, lane_group, r, x, t0, t1, out, n);
+    }
+    for (; r < r0 + count; ++r) {
+      if (w.offsets) rows_times_tokens<1, true, F>(w, lane_group, r, x, t0, t1, out, n);
+      else rows_times_tokens<1, false, F>(w, lane_group, r, x, t0, t1, out, n);
+    }
+  });
 }
 
 }  // namespace
@@ -132,13 +138,12 @@ void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8
 bool linear_w8_int8_supported(const Weight& w) {
   const int64_t k = w.in_features, gs = w.group_size;
   return w.scheme == QuantScheme::kInt8Channel && w.g_idx.empty() && w.zeros.empty() && k % kBlock == 0 &&
-         (gs == 16 || gs == 32 || (gs > 0 && gs % kW8Chunk == 0) || gs == k);
+         (gs == 16 || gs == 32 || (gs > 0 && gs % kW8Chunk == 0) || gs == k) && group_values_readable(w);
 }
 
 void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight& w) {
   const int64_t k = w.in_features, n = w.num_rows();
-  const W8Rows rows{w.data.ptr<const int8_t>(), w.scales.ptr<const float>(),
-                    w.offsets.empty() ? nullptr : w.offsets.ptr<const float>(), k, w.scales.dim(1), w.group_size};
+  const W8Rows rows{w.data.ptr<const int8_t>(), scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const W8Activations a = quantize_activations(x, num_tokens, k, calling_threads);
   if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {

@@ -4,15 +4,16 @@
 
 #include <cstdint>
 
+#include "pagoda/backend/cpu/group_values.h"
 #include "pagoda/loader/model_weights.h"
 
 namespace pagoda::cpu {
 
 // An 8-bit weight's arrays, as the integer kernels read them.
 struct W8Rows {
-  const int8_t* codes;   // [N, K]
-  const float* scales;   // [N, groups]
-  const float* offsets;  // [N, groups], or null (symmetric)
+  const int8_t* codes;  // [N, K]
+  GroupValues scales;   // [N, groups]
+  GroupValues offsets;  // [N, groups], or none (symmetric)
   int64_t k, groups, group_size;
 };
 
@@ -41,7 +42,8 @@ struct W8Activations {
 // and the result hsum8(acc[0..7] + acc[8..15]). Each instruction-set level computes exactly this.
 
 // Whether linear_w8_int8 takes `w`: a kInt8Channel weight without zero points or act-order, K a multiple of
-// 32 and groups of 16, 32, a multiple of 64 or the whole row (so no lane straddles two groups).
+// 32 and groups of 16, 32, a multiple of 64 or the whole row (so no lane straddles two groups); loaded, or in a
+// compact form of compact_weights.h.
 bool linear_w8_int8_supported(const Weight& w);
 
 // out [num_tokens, N] = x [num_tokens, K] · w [N, K]^T with x quantized to Q8_0 blocks first. Every (row,

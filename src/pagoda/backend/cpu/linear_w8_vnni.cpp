@@ -29,9 +29,9 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 1024;  // ahead in each row's codes (decode streams them)
 
-struct Chunk {  // a chunk's valid code bytes and groups as load masks, and its first group
+struct Chunk {  // a chunk's valid code bytes and groups (1 to 4) as load masks, and its first group
   __mmask64 code_bytes;
-  __mmask16 groups;
+  __mmask8 groups;
   int64_t group0;
 };
 
@@ -46,7 +46,7 @@ inline Chunk chunk_at(const W8Rows& w, int64_t c) {
   }
   const int64_t columns = w.k - kW8Chunk * c;
   const int64_t groups = gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
-  return Chunk{(__mmask64{1} << columns) - 1, static_cast<__mmask16>((1u << groups) - 1), c * kW8Chunk / gs};
+  return Chunk{(__mmask64{1} << columns) - 1, static_cast<__mmask8>((1u << groups) - 1), c * kW8Chunk / gs};
 }
 
 inline __m512i make_lane_groups(int64_t group_size) {  // per lane, its group's index within the chunk
@@ -67,7 +67,9 @@ struct Unpacked {
   __m512 s, m;
 };
 
-template <bool kOffsets>
+using Form = GroupValues::Form;
+
+template <bool kOffsets, Form F>
 inline Unpacked unpack(const W8Rows& w, __m512i lane_group, int64_t row, int64_t c, const Chunk& ch) {
   const int8_t* codes = w.codes + row * w.k + c * kW8Chunk;
   _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
@@ -77,9 +79,11 @@ inline Unpacked unpack(const W8Rows& w, __m512i lane_group, int64_t row, int64_t
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
   const int64_t g = row * w.groups + ch.group0;
-  u.s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.scales + g)));
-  if constexpr (kOffsets)
-    u.m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(_mm_maskz_loadu_ps(ch.groups, w.offsets + g)));
+  const auto lanes = [&](const GroupValues& v) {
+    return _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(v, row, g, ch.group0, ch.groups)));
+  };
+  u.s = lanes(w.scales);
+  if constexpr (kOffsets) u.m = lanes(w.offsets);
   return u;
 }
 
@@ -94,7 +98,7 @@ inline Unpacked load_prepared(const uint8_t* p, bool offsets) {
 
 // R rows from r0 x T tokens from t0; the rows' chunks unpacked here (kPrepared false: a few tokens, the codes
 // streamed from memory by R rows at once) or read from `prepared` (rows from prep_r0).
-template <int R, int T, bool kOffsets, bool kPrepared>
+template <int R, int T, bool kOffsets, bool kPrepared, Form F>
 inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                  const W8Activations& x, int64_t t0, float* out, int64_t n) {
   __m512 acc[R][T];
@@ -112,7 +116,7 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
     const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     for (int r = 0; r < R; ++r) {
       const Unpacked u = kPrepared ? load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets)
-                                   : unpack<kOffsets>(w, lane_group, r0 + r, c, ch);
+                                   : unpack<kOffsets, F>(w, lane_group, r0 + r, c, ch);
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(u.start, xv[t], u.q);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, dx[t]), acc[r][t]);
@@ -128,22 +132,23 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
     }
 }
 
-template <int R, bool kOffsets, bool kPrepared>
+template <int R, bool kOffsets, bool kPrepared, Form F>
 void rows_times_tokens(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets, kPrepared>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
-  for (; t < t1; ++t) tile<R, 1, kOffsets, kPrepared>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
+  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets, kPrepared, F>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
+  for (; t < t1; ++t) tile<R, 1, kOffsets, kPrepared, F>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
 }
 
-template <bool kOffsets, bool kPrepared>
+// F: the form of the scales and offsets the rows are unpacked from (the prepared rows hold them in fp32).
+template <bool kOffsets, bool kPrepared, Form F>
 void rows(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
           int64_t t1, float* out, int64_t n) {
   const __m512i lane_group = lane_groups(w.group_size);
   int64_t r = r0;
   for (; r + 4 <= r0 + count; r += 4)
-    rows_times_tokens<4, kOffsets, kPrepared>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
-  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
+    rows_times_tokens<4, kOffsets, kPrepared, F>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
+  for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared, F>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
 }
 
 }  // namespace
@@ -151,29 +156,34 @@ void rows(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
 void w8_prepare_rows_vnni(const W8Rows& w, int64_t r0, int64_t count, uint8_t* prepared) {
   const __m512i lane_group = lane_groups(w.group_size);
   const int64_t chunks = w8_chunks(w.k);
-  for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      const Chunk ch = chunk_at(w, c);
-      const Unpacked u = w.offsets != nullptr ? unpack<true>(w, lane_group, r0 + r, c, ch)
-                                              : unpack<false>(w, lane_group, r0 + r, c, ch);
-      uint8_t* dst = prepared + (r * chunks + c) * kW8PreparedBytes;
-      _mm512_store_si512(dst, u.q);
-      _mm512_store_si512(dst + 64, u.start);
-      _mm512_store_ps(reinterpret_cast<float*>(dst + 128), u.s);
-      if (w.offsets != nullptr) _mm512_store_ps(reinterpret_cast<float*>(dst + 192), u.m);
+  with_form(w.scales.form, [&](auto form) {
+    constexpr Form F = decltype(form)::value;
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const Chunk ch = chunk_at(w, c);
+        const Unpacked u = w.offsets ? unpack<true, F>(w, lane_group, r0 + r, c, ch) : unpack<false, F>(w, lane_group, r0 + r, c, ch);
+        uint8_t* dst = prepared + (r * chunks + c) * kW8PreparedBytes;
+        _mm512_store_si512(dst, u.q);
+        _mm512_store_si512(dst + 64, u.start);
+        _mm512_store_ps(reinterpret_cast<float*>(dst + 128), u.s);
+        if (w.offsets) _mm512_store_ps(reinterpret_cast<float*>(dst + 192), u.m);
+      }
     }
-  }
+  });
 }
 
 void w8_rows_times_tokens_vnni(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
                                const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
-  const bool offsets = w.offsets != nullptr;
+  const bool offsets = static_cast<bool>(w.offsets);
   if (prepared != nullptr) {
-    return offsets ? rows<true, true>(w, prepared, r0, count, x, t0, t1, out, n)
-                   : rows<false, true>(w, prepared, r0, count, x, t0, t1, out, n);
+    return offsets ? rows<true, true, Form::kF32>(w, prepared, r0, count, x, t0, t1, out, n)
+                   : rows<false, true, Form::kF32>(w, prepared, r0, count, x, t0, t1, out, n);
   }
-  return offsets ? rows<true, false>(w, prepared, r0, count, x, t0, t1, out, n)
-                 : rows<false, false>(w, prepared, r0, count, x, t0, t1, out, n);
+  with_form(w.scales.form, [&](auto form) {
+    constexpr Form F = decltype(form)::value;
+    offsets ? rows<true, false, F>(w, prepared, r0, count, x, t0, t1, out, n)
+            : rows<false, false, F>(w, prepared, r0, count, x, t0, t1, out, n);
+  });
 }
 
 }  // namespace pagoda::cpu
