@@ -10,6 +10,8 @@
 //                                   min is not a multiple of the scale (and whose scale may be 0 with a
 //                                   non-zero min), so no integer, or even finite, zero point exists
 // Both are evaluated in fp32 in that order, so that values equal the format's own dequantization bit for bit.
+// The CPU backend may hold the same values in smaller arrays (backend/cpu/compact_weights.h): that is its own
+// prepared form, like the CUDA backend's tiles, not a form the loader makes.
 #pragma once
 
 #include <cstdint>

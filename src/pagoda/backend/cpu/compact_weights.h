@@ -3,12 +3,12 @@
 // and, for 4-bit codes, a U8 zero point: beside Q4_0's 4-bit codes that is 1.25 bits a weight where the file's
 // own blocks hold 0.5 (an fp16 scale, a fixed zero point); beside Q4_K's, 2 where the file holds 0.5; beside
 // Q6_K's, 2 where it holds 0.56. Decode streams every weight byte once per token, so those bytes are time.
-// CpuOps::prepare_weights repacks each linear the integer kernels take, array by array, into the smallest of
-// these forms that holds exactly the same fp32 values (group_values.h):
+// CpuOps::prepare_weights repacks each linear the integer kernels take into the first of these forms that
+// holds exactly the same fp32 values (group_values.h), its scales and offsets alike:
+//   kF16       every value converts to fp16 and back unchanged (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: fp16 in the
+//              file): 2 bytes a group
 //   kScaledI8  the values of every 256 columns are base * c, c an int8 (the k-quants: a super-block's d times a
 //              sub-block's scale): 1 byte a group and 4 per 256 columns
-//   kF16       every value converts to fp16 and back unchanged (Q4_0, Q5_0, Q8_0 and Q4_1's, Q5_1's offsets:
-//              fp16 in the file): 2 bytes a group
 //   as loaded  (fp32) otherwise
 // and drops a 4-bit weight's zero points when every one of them is 8 (Q4_0's). The kernels read each form and
 // compute the same bits as from the loaded weight.
