@@ -421,9 +421,14 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
     std::lock_guard lock(mutex_);
     if (pinned_weights_) return;  // the rule is not applied while a set is pinned
   }
+  const uint64_t declined = fallback_->stats().switches_declined;
   if (!fallback_->update(now_s)) return;
   const FallbackStats f = fallback_->stats();
-  if (f.current == WeightSet::kFallback) {
+  if (f.switches_declined > declined) {
+    spdlog::warn("precision fallback: the fallback weights' P99 inter-token latency {:.1f} ms is no lower than the "
+                 "primary's {:.1f} ms that made the switch: steps run on the primary weights, and stay there for {:.0f} s",
+                 1e3 * f.fallback_observed_p99_s, 1e3 * fallback_->primary_p99_at_switch_s(), f.cooldown_until_s - now_s);
+  } else if (f.current == WeightSet::kFallback) {
     spdlog::warn("precision fallback: P99 inter-token latency {:.1f} ms over {} tokens is above --slo-tpot-ms {:.1f}; "
                  "steps now run on the fallback weights",
                  1e3 * f.window_p99_s, f.window_count, 1e3 * fallback_->options().tpot_target_s);

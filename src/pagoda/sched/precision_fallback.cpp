@@ -80,7 +80,8 @@ void LatencyWindow::clear() {
   total_count_ = 0;
 }
 
-PrecisionFallback::PrecisionFallback(FallbackOptions options) : options_(options), window_(options.window_s) {
+PrecisionFallback::PrecisionFallback(FallbackOptions options)
+    : options_(options), window_(options.window_s), observed_(options.window_s) {
   if (options_.min_dwell_s < 0) options_.min_dwell_s = options_.window_s / 4;
 }
 
@@ -88,27 +89,47 @@ void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, d
   if (set != stats_.current) return;  // a step launched before the switch
   if (set == WeightSet::kPrimary) {
     window_.add(now_s, latency_s);
-  } else if (primary_ratio > 0) {
-    window_.add(now_s, latency_s * primary_ratio);
+    return;
   }
+  observed_.add(now_s, latency_s);
+  if (primary_ratio > 0) window_.add(now_s, latency_s * primary_ratio);
+}
+
+void PrecisionFallback::switch_to(WeightSet set, double now_s) {
+  stats_.current = set;
+  ++(set == WeightSet::kFallback ? stats_.switches_to_fallback : stats_.switches_to_primary);
+  switched_at_s_ = now_s;
+  window_.clear();
+  observed_.clear();
 }
 
 bool PrecisionFallback::update(double now_s) {
   stats_.window_count = window_.count(now_s);
   stats_.window_p99_s = window_.quantile(now_s, 0.99);
-  if (options_.tpot_target_s <= 0 || stats_.window_count < options_.min_samples) return false;
+  if (options_.tpot_target_s <= 0) return false;
   if (stats_.current == WeightSet::kPrimary) {
-    if (stats_.window_p99_s <= options_.tpot_target_s) return false;
-    stats_.current = WeightSet::kFallback;
-    ++stats_.switches_to_fallback;
-  } else {
-    if (now_s - switched_at_s_ < options_.min_dwell_s || stats_.window_p99_s > kRecoverFraction * options_.tpot_target_s)
+    if (stats_.window_count < options_.min_samples || stats_.window_p99_s <= options_.tpot_target_s ||
+        now_s < stats_.cooldown_until_s)
       return false;
-    stats_.current = WeightSet::kPrimary;
-    ++stats_.switches_to_primary;
+    primary_p99_at_switch_s_ = stats_.window_p99_s;
+    switch_to(WeightSet::kFallback, now_s);
+    return true;
   }
-  switched_at_s_ = now_s;
-  window_.clear();
+  if (now_s - switched_at_s_ < options_.min_dwell_s) return false;
+  // The measured check: the fallback's own P99 against the primary's that sent the steps here.
+  stats_.fallback_observed_p99_s = observed_.quantile(now_s, 0.99);
+  if (observed_.count(now_s) >= options_.min_samples && stats_.fallback_observed_p99_s >= primary_p99_at_switch_s_) {
+    ++stats_.switches_declined;
+    const double cooldown = cooldown_s_ > 0 ? cooldown_s_ : options_.window_s;
+    stats_.cooldown_until_s = now_s + cooldown;
+    cooldown_s_ = std::min(2 * cooldown, kMaxCooldownWindows * options_.window_s);
+    switch_to(WeightSet::kPrimary, now_s);
+    return true;
+  }
+  if (stats_.window_count < options_.min_samples || stats_.window_p99_s > kRecoverFraction * options_.tpot_target_s)
+    return false;
+  cooldown_s_ = 0;  // this episode helped: a later decline starts from one window again
+  switch_to(WeightSet::kPrimary, now_s);
   return true;
 }
 

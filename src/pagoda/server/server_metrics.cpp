@@ -127,6 +127,8 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   static constexpr const char* kSwitchHelp = "Switches of the precision fallback, by direction.";
   fallback_to_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_fallback"));
   fallback_back_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_primary"));
+  // Of to_primary: fallbacks observed no faster than the primary (sched/precision_fallback.h's measured check).
+  fallback_declined_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("declined"));
   fallback_steps_ = &r.counter("pagoda:precision_fallback_steps_total", "Engine steps run on the fallback weights.", labels_);
 }
 
@@ -212,6 +214,7 @@ std::string ServerMetrics::render(const EngineStats& s) {
   fallback_p99_->set(s.fallback.window_p99_s);
   fallback_to_->set_total(static_cast<double>(s.fallback.switches_to_fallback));
   fallback_back_->set_total(static_cast<double>(s.fallback.switches_to_primary));
+  fallback_declined_->set_total(static_cast<double>(s.fallback.switches_declined));
   fallback_steps_->set_total(static_cast<double>(s.fallback_steps));
   // Blocks per tenant now: every labelled tenant's series is rewritten (0 when it holds none).
   std::map<std::string, int> blocks;
