@@ -417,6 +417,10 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
     if (on_fallback > 0) primary_ratio = std::max(step_time_model_.predict(shape), 0.0) / on_fallback;
   }
   for (double latency : latencies) fallback_->observe(now_s, record.weights, latency, primary_ratio);
+  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps)
+    fallback_->observe_step(record.weights, record.execute_seconds,
+                            step_time_model_.predict({record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens,
+                                                      record.prefill_pairs}));
   {
     std::lock_guard lock(mutex_);
     if (pinned_weights_) return;  // the rule is not applied while a set is pinned
@@ -425,9 +429,9 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
   if (!fallback_->update(now_s)) return;
   const FallbackStats f = fallback_->stats();
   if (f.switches_declined > declined) {
-    spdlog::warn("precision fallback: the fallback weights' P99 inter-token latency {:.1f} ms is no lower than the "
-                 "primary's {:.1f} ms that made the switch: steps run on the primary weights, and stay there for {:.0f} s",
-                 1e3 * f.fallback_observed_p99_s, 1e3 * fallback_->primary_p99_at_switch_s(), f.cooldown_until_s - now_s);
+    spdlog::warn("precision fallback: the fallback weights' steps took {:.0f}% of the time the primary's step-time "
+                 "model predicts for them (not faster): steps run on the primary weights, and stay there for {:.0f} s",
+                 f.fallback_speedup > 0 ? 100 / f.fallback_speedup : 0.0, f.cooldown_until_s - now_s);
   } else if (f.current == WeightSet::kFallback) {
     spdlog::warn("precision fallback: P99 inter-token latency {:.1f} ms over {} tokens is above --slo-tpot-ms {:.1f}; "
                  "steps now run on the fallback weights",

@@ -80,8 +80,7 @@ void LatencyWindow::clear() {
   total_count_ = 0;
 }
 
-PrecisionFallback::PrecisionFallback(FallbackOptions options)
-    : options_(options), window_(options.window_s), observed_(options.window_s) {
+PrecisionFallback::PrecisionFallback(FallbackOptions options) : options_(options), window_(options.window_s) {
   if (options_.min_dwell_s < 0) options_.min_dwell_s = options_.window_s / 4;
 }
 
@@ -91,8 +90,16 @@ void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, d
     window_.add(now_s, latency_s);
     return;
   }
-  observed_.add(now_s, latency_s);
   if (primary_ratio > 0) window_.add(now_s, latency_s * primary_ratio);
+}
+
+void PrecisionFallback::observe_step(WeightSet set, double measured_s, double primary_predicted_s) {
+  if (set != WeightSet::kFallback || stats_.current != WeightSet::kFallback || !(primary_predicted_s > 0) ||
+      !(measured_s > 0))
+    return;
+  measured_s_ += measured_s;
+  primary_predicted_s_ += primary_predicted_s;
+  ++checked_steps_;
 }
 
 void PrecisionFallback::switch_to(WeightSet set, double now_s) {
@@ -100,7 +107,9 @@ void PrecisionFallback::switch_to(WeightSet set, double now_s) {
   ++(set == WeightSet::kFallback ? stats_.switches_to_fallback : stats_.switches_to_primary);
   switched_at_s_ = now_s;
   window_.clear();
-  observed_.clear();
+  measured_s_ = primary_predicted_s_ = 0;
+  checked_steps_ = 0;
+  if (set == WeightSet::kFallback) stats_.fallback_speedup = 0;  // the last episode's stays shown until the next
 }
 
 bool PrecisionFallback::update(double now_s) {
@@ -111,14 +120,13 @@ bool PrecisionFallback::update(double now_s) {
     if (stats_.window_count < options_.min_samples || stats_.window_p99_s <= options_.tpot_target_s ||
         now_s < stats_.cooldown_until_s)
       return false;
-    primary_p99_at_switch_s_ = stats_.window_p99_s;
     switch_to(WeightSet::kFallback, now_s);
     return true;
   }
   if (now_s - switched_at_s_ < options_.min_dwell_s) return false;
-  // The measured check: the fallback's own P99 against the primary's that sent the steps here.
-  stats_.fallback_observed_p99_s = observed_.quantile(now_s, 0.99);
-  if (observed_.count(now_s) >= options_.min_samples && stats_.fallback_observed_p99_s >= primary_p99_at_switch_s_) {
+  // The measured check: the fallback's steps against what the primary's model says the same steps take.
+  if (checked_steps_ >= kMinCheckSteps) stats_.fallback_speedup = primary_predicted_s_ / measured_s_;
+  if (checked_steps_ >= kMinCheckSteps && stats_.fallback_speedup <= 1.0) {
     ++stats_.switches_declined;
     const double cooldown = cooldown_s_ > 0 ? cooldown_s_ : options_.window_s;
     stats_.cooldown_until_s = now_s + cooldown;

@@ -9,18 +9,21 @@
 //                        that produced it) is at most kRecoverFraction of the target, after at least
 //                        min_dwell_s on the fallback.
 //
-//   and, measured: on the fallback, switch back at once ("declined") when its own observed P99, over a judged
-//                  window after min_dwell_s, is no lower than the primary's P99 that made the switch: the
-//                  fallback is not the faster set at this load (weight-only int8 / w4 at large batches on the
-//                  GPU). The primary then stays for a cool-down (window_s, doubling with each consecutive
-//                  decline up to kMaxCooldownWindows windows; reset by a fallback episode that helped).
+//   and, measured: on the fallback, switch back at once ("declined") when, after min_dwell_s and at least
+//                  kMinCheckSteps steps, the fallback's steps took at least as long in all as the primary's
+//                  step-time model predicts for the same steps: the fallback is not the faster set at this
+//                  load (weight-only int8 / w4 at large batches on the GPU). The primary then stays for a
+//                  cool-down (window_s, doubling with each consecutive decline up to kMaxCooldownWindows
+//                  windows; reset by a fallback episode that helped).
 //
 // A window is judged only once it holds min_samples latencies, and it starts empty at each switch: latencies
 // of the other precision say nothing about this one. Going back is judged on a prediction of the primary set
 // at the load the fallback is serving, not on the fallback's own latencies, which are low precisely because
 // it is the faster set: that is the hysteresis that keeps a steady load from flapping between the two. The
-// measured check is the guard on that prediction: whatever the models say, a set observed no faster is not
-// kept, and not taken again before the cool-down ends.
+// measured check guards that prediction: it compares the fallback's measured step times with the primary
+// model, which has learned from every step before the switch, over the same steps (so a load that grows
+// after the switch does not count against the fallback, as comparing the fallback's latencies with the
+// primary's before the switch did), and does not use the fallback's own model, fit on few steps of one shape.
 #pragma once
 
 #include <cstdint>
@@ -69,17 +72,20 @@ struct FallbackStats {
   WeightSet current = WeightSet::kPrimary;
   uint64_t switches_to_fallback = 0;
   uint64_t switches_to_primary = 0;
-  uint64_t switches_declined = 0;  // of switches_to_primary: fallbacks observed no faster (the measured check)
+  uint64_t switches_declined = 0;  // of switches_to_primary: fallbacks measured no faster (the measured check)
   double window_p99_s = 0;  // the P99 being judged: observed on the primary, predicted for the primary on the fallback
   int64_t window_count = 0;
-  double fallback_observed_p99_s = 0;  // on the fallback: its own observed P99 (the measured check)
-  double cooldown_until_s = 0;         // after a decline: no switch to the fallback before this time
+  // On the fallback: the primary model's predicted time for the fallback's steps over their measured time (above
+  // 1: the fallback is faster); 0 before kMinCheckSteps steps.
+  double fallback_speedup = 0;
+  double cooldown_until_s = 0;  // after a decline: no switch to the fallback before this time
 };
 
 class PrecisionFallback {
  public:
   static constexpr double kRecoverFraction = 0.8;
   static constexpr int kMaxCooldownWindows = 8;
+  static constexpr int64_t kMinCheckSteps = 32;
 
   explicit PrecisionFallback(FallbackOptions options);
 
@@ -88,10 +94,12 @@ class PrecisionFallback {
   // step-time models' predicted primary / fallback time for that step (0 when a model cannot tell yet: such a
   // latency on the fallback is not counted).
   void observe(double now_s, WeightSet set, double latency_s, double primary_ratio);
+  // One step run on `set`: its measured seconds and the primary step-time model's prediction for its shape
+  // (0 when the model cannot tell yet: not counted). On the fallback these feed the measured check.
+  void observe_step(WeightSet set, double measured_s, double primary_predicted_s);
   // Applies the rule at `now_s`; true when the current set changed.
   bool update(double now_s);
   FallbackStats stats() const { return stats_; }
-  double primary_p99_at_switch_s() const { return primary_p99_at_switch_s_; }
   const FallbackOptions& options() const { return options_; }
 
  private:
@@ -99,10 +107,11 @@ class PrecisionFallback {
 
   FallbackOptions options_;
   LatencyWindow window_;
-  LatencyWindow observed_;  // on the fallback: its latencies as observed (window_ holds them scaled to the primary)
   double switched_at_s_ = 0;
-  double primary_p99_at_switch_s_ = 0;  // the observed primary P99 that made the last switch to the fallback
-  double cooldown_s_ = 0;               // the next decline's cool-down; 0: window_s
+  // On the fallback since the switch: its steps' measured seconds, the primary model's for the same steps.
+  double measured_s_ = 0, primary_predicted_s_ = 0;
+  int64_t checked_steps_ = 0;
+  double cooldown_s_ = 0;  // the next decline's cool-down; 0: window_s
   FallbackStats stats_;
 };
 

@@ -1,8 +1,8 @@
 // The precision fallback's rule without a model (sched/precision_fallback.h): simulated inter-token latencies
 // and step-time ratios. The latency window against exact quantiles and as time slides; the switch to the
 // fallback once the P99 passes the target (not before a window is judged), the way back only on a primary
-// prediction within 80% of the target and after the dwell, no flapping under a steady load; a fallback observed
-// no faster than the primary declined, with a cool-down.
+// prediction within 80% of the target and after the dwell, no flapping under a steady load; a fallback whose
+// steps are measured no faster than the primary's model predicts declined, with a cool-down.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -114,21 +114,31 @@ TEST(PrecisionFallback, GoesBackOnlyWhenThePrimaryIsPredictedWithinTheMargin) {
   EXPECT_NEAR(h.stats().window_p99_s, 0.024, 0.001);  // the prediction it judged, before the window cleared
 }
 
-// The measured check: a fallback whose own P99 is no lower than the primary's that made the switch goes back
-// after the dwell, whatever the step-time models predict, and the primary stays for a cool-down that doubles
-// with each consecutive decline; a fallback that helps is kept and resets the cool-down.
-TEST(PrecisionFallback, DeclinesAFallbackObservedNoFasterAndWaitsBeforeTryingAgain) {
+// The measured check: a fallback whose steps take at least as long as the primary's model predicts for them
+// goes back after the dwell, whatever the latencies and the models' ratio say, and the primary stays for a
+// cool-down that doubles with each consecutive decline; a fallback measured faster is kept.
+void steps(PrecisionFallback& f, WeightSet set, double measured, double primary_predicted, int n) {
+  for (int i = 0; i < n; ++i) f.observe_step(set, measured, primary_predicted);
+}
+
+TEST(PrecisionFallback, DeclinesAFallbackMeasuredNoFasterAndWaitsBeforeTryingAgain) {
   PrecisionFallback f(options());  // window 20 s, dwell 2 s, 50 samples
   feed(f, 1.0, WeightSet::kPrimary, 0.050, 100);
+  steps(f, WeightSet::kPrimary, 0.050, 0.050, 40);  // steps on the primary are not the check's
   ASSERT_TRUE(f.update(1.0));
-  // Slower on the fallback (60 ms), though the models call the primary 1.5x slower still.
+  // The fallback's steps take 60 ms where the primary's model predicts 50: slower, though the two models'
+  // ratio (1.5) and so the latencies scaled by it say otherwise.
   feed(f, 1.5, WeightSet::kFallback, 0.060, 100, 1.5);
+  steps(f, WeightSet::kFallback, 0.060, 0.050, 31);
   EXPECT_FALSE(f.update(2.9));  // within the dwell
+  EXPECT_FALSE(f.update(3.0));  // 31 steps: fewer than kMinCheckSteps
+  steps(f, WeightSet::kFallback, 0.060, 0.050, 1);
+  steps(f, WeightSet::kFallback, 0.060, 0.0, 5);  // no prediction: not counted
   ASSERT_TRUE(f.update(3.1));
   EXPECT_EQ(f.current(), WeightSet::kPrimary);
   EXPECT_EQ(f.stats().switches_declined, 1u);
   EXPECT_EQ(f.stats().switches_to_primary, 1u);
-  EXPECT_NEAR(f.stats().fallback_observed_p99_s, 0.060, 0.002);
+  EXPECT_NEAR(f.stats().fallback_speedup, 0.05 / 0.06, 1e-9);
   EXPECT_DOUBLE_EQ(f.stats().cooldown_until_s, 3.1 + 20);
   // Still over the target on the primary, but cooling down: no switch until 23.1 s.
   for (double t = 4; t < 23; t += 1) {
@@ -138,21 +148,25 @@ TEST(PrecisionFallback, DeclinesAFallbackObservedNoFasterAndWaitsBeforeTryingAga
   feed(f, 23.2, WeightSet::kPrimary, 0.050, 10);
   ASSERT_TRUE(f.update(23.2));
   EXPECT_EQ(f.current(), WeightSet::kFallback);
-  // No faster again (50 ms, equal): declined, with twice the cool-down.
-  feed(f, 24.0, WeightSet::kFallback, 0.050, 100, 1.5);
+  EXPECT_EQ(f.stats().fallback_speedup, 0);  // the check starts over
+  // No faster again (equal): declined, with twice the cool-down.
+  steps(f, WeightSet::kFallback, 0.050, 0.050, 40);
   ASSERT_TRUE(f.update(25.3));
   EXPECT_EQ(f.stats().switches_declined, 2u);
   EXPECT_DOUBLE_EQ(f.stats().cooldown_until_s, 25.3 + 40);
 
-  // A faster fallback (30 ms against 50) is kept; it goes back on the primary's prediction alone.
+  // A faster fallback (30 ms steps where the primary would take 48) is kept while the load lasts, even with
+  // its latencies above the primary's before the switch (the load grew).
   PrecisionFallback g(options());
   feed(g, 1.0, WeightSet::kPrimary, 0.050, 100);
   ASSERT_TRUE(g.update(1.0));
   for (double t = 1.5; t < 10; t += 0.5) {
-    feed(g, t, WeightSet::kFallback, 0.030, 20, 1.6);  // 48 ms predicted on the primary: stays
+    feed(g, t, WeightSet::kFallback, 0.070, 20, 1.6);
+    steps(g, WeightSet::kFallback, 0.030, 0.048, 10);
     EXPECT_FALSE(g.update(t)) << t;
   }
   EXPECT_EQ(g.stats().switches_declined, 0u);
+  EXPECT_NEAR(g.stats().fallback_speedup, 1.6, 1e-9);
   EXPECT_EQ(g.current(), WeightSet::kFallback);
 }
 
