@@ -181,14 +181,19 @@ template <int R, int T, class P>
 inline void streamed_tile(const W4Rows& w, const LaneGroups& lg, int64_t r0, const W4Activations& x, int64_t t0,
                           float* out, int64_t n) {
   __m512 acc[R][T];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     SignedToken v[T];
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) v[t] = signed_token_chunk<P::offsets>(x, t0 + t, c);
     const Chunk ch = chunk_at(w, c);
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Streamed u = stream<P>(w, lg, r0 + r, c, ch);
+      #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u.even, v[t].even), u.odd, v[t].odd);
         if constexpr (!P::offsets) ints = _mm512_dpwssd_epi32(ints, u.zero, v[t].neg_sums);
@@ -197,7 +202,9 @@ inline void streamed_tile(const W4Rows& w, const LaneGroups& lg, int64_t r0, con
       }
     }
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m256 lo = _mm512_castps512_ps256(acc[r][t]);
       const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t]), 1));
@@ -221,13 +228,18 @@ template <int R, int T, bool kOffsets>
 inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W4Activations& x, int64_t t0,
                           float* out, int64_t n) {
   __m512 acc[R][T];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     Token v[T];
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) v[t] = token_chunk<kOffsets>(x, t0 + t, c);
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets);
+      #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(u.start, v[t].even, u.even), v[t].odd, u.odd);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, v[t].dx), acc[r][t]);
@@ -235,7 +247,9 @@ inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, 
       }
     }
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m256 lo = _mm512_castps512_ps256(acc[r][t]);
       const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t]), 1));

@@ -102,11 +102,14 @@ template <int R, int T, bool kOffsets, bool kPrepared, Form F>
 inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                  const W8Activations& x, int64_t t0, float* out, int64_t n) {
   __m512 acc[R][T];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     __m512i xv[T];
     __m512 dx[T], sdx[T];
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const int64_t at = (t0 + t) * x.chunks + c;
       xv[t] = _mm512_loadu_si512(x.bytes + at * 64);
@@ -114,9 +117,11 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
       if constexpr (kOffsets) sdx[t] = _mm512_loadu_ps(x.sdx + at * 16);
     }
     const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Unpacked u = kPrepared ? load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets)
                                    : unpack<kOffsets, F>(w, lane_group, r0 + r, c, ch);
+      #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(u.start, xv[t], u.q);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, dx[t]), acc[r][t]);
@@ -124,7 +129,9 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
       }
     }
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m256 lo = _mm512_castps512_ps256(acc[r][t]);
       const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t]), 1));
