@@ -409,18 +409,18 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
   const double now_s = seconds_between(started_at_, now);
   // What the step would have taken on the primary weights, relative to the fallback's (a latency on the
   // fallback is judged as the primary set would have served it); 0 until both models can tell.
-  double primary_ratio = 0;
-  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps &&
-      fallback_step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps) {
+  // The primary model's prediction for a step on the fallback also feeds the measured check (observe_step).
+  double on_primary = 0, primary_ratio = 0;
+  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps) {
     const StepShape shape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs};
-    const double on_fallback = fallback_step_time_model_.predict(shape);
-    if (on_fallback > 0) primary_ratio = std::max(step_time_model_.predict(shape), 0.0) / on_fallback;
+    on_primary = std::max(step_time_model_.predict(shape), 0.0);
+    if (fallback_step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps) {
+      const double on_fallback = fallback_step_time_model_.predict(shape);
+      if (on_fallback > 0) primary_ratio = on_primary / on_fallback;
+    }
   }
   for (double latency : latencies) fallback_->observe(now_s, record.weights, latency, primary_ratio);
-  if (record.weights == WeightSet::kFallback && step_time_model_.snapshot().num_steps >= BatchController::kMinModelSteps)
-    fallback_->observe_step(record.weights, record.execute_seconds,
-                            step_time_model_.predict({record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens,
-                                                      record.prefill_pairs}));
+  fallback_->observe_step(record.weights, record.execute_seconds, on_primary);
   {
     std::lock_guard lock(mutex_);
     if (pinned_weights_) return;  // the rule is not applied while a set is pinned

@@ -31,12 +31,12 @@ struct Weight {
   float input_scale = 0.0f;
   std::string_view source_format{};  // the checkpoint's own name for the format it was converted from ("Q4_K"),
                                      // for `pagoda inspect`; static storage; empty when stored as it is used
-  // Set by the CUDA backend (Ops::prepare_weights) when data and scales hold the tensor-core GEMV's tile layout
-  // (backend/mma_layout/quant_tiles.h) rather than rows: data U8 codes, scales F32 params, out_features N.
   // Set by the CPU backend (Ops::prepare_weights: backend/cpu/compact_weights.h) for its compact forms: scales
   // (and offsets) F16, or I8 codes times these F32 bases [N, K / 256]; and a kInt4Group weight with neither
   // zeros nor offsets has the zero point 8 throughout.
   Tensor scales_base{}, offsets_base{};
+  // Set by the CUDA backend (Ops::prepare_weights) when data and scales hold the tensor-core GEMV's tile layout
+  // (backend/mma_layout/quant_tiles.h) rather than rows: data U8 codes, scales F32 params, out_features N.
   bool tiled = false;
   bool tiled_offsets = false;  // the tiles' offsets form (value = q * s - m) rather than zeros
   int64_t out_features = 0;

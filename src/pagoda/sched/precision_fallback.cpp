@@ -125,8 +125,9 @@ bool PrecisionFallback::update(double now_s) {
   }
   if (now_s - switched_at_s_ < options_.min_dwell_s) return false;
   // The measured check: the fallback's steps against what the primary's model says the same steps take.
-  if (checked_steps_ >= kMinCheckSteps) stats_.fallback_speedup = primary_predicted_s_ / measured_s_;
-  if (checked_steps_ >= kMinCheckSteps && stats_.fallback_speedup <= 1.0) {
+  const bool checked = checked_steps_ >= kMinCheckSteps;
+  if (checked) stats_.fallback_speedup = primary_predicted_s_ / measured_s_;
+  if (checked && stats_.fallback_speedup <= 1.0) {
     ++stats_.switches_declined;
     const double cooldown = cooldown_s_ > 0 ? cooldown_s_ : options_.window_s;
     stats_.cooldown_until_s = now_s + cooldown;

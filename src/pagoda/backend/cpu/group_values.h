@@ -25,6 +25,8 @@ struct GroupValues {
   int base_shift = 0;            // kScaledI8: group g's base is g >> base_shift (kBaseColumns / group_size groups)
 
   explicit operator bool() const { return values != nullptr; }
+  // kScaledI8: the base of row `row`'s group g.
+  float base_of(int64_t row, int64_t g) const { return base[row * bases_per_row + (g >> base_shift)]; }
   static GroupValues f32(const float* v) { return GroupValues{Form::kF32, v}; }
 };
 

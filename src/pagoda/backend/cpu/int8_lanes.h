@@ -79,7 +79,7 @@ inline __m128 load_group_values(const GroupValues& v, int64_t row, int64_t at, i
   } else if constexpr (F == GroupValues::Form::kScaledI8) {
     const __m128i codes = _mm_cvtepi8_epi32(_mm_cvtsi32_si128(static_cast<int32_t>(
         load_low_bytes(static_cast<const int8_t*>(v.values) + at, count))));
-    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base[row * v.bases_per_row + (g0 >> v.base_shift)]));
+    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base_of(row, g0)));
   } else {
     const float* p = static_cast<const float*>(v.values) + at;
     if (count == 4) return _mm_loadu_ps(p);
@@ -87,16 +87,16 @@ inline __m128 load_group_values(const GroupValues& v, int64_t row, int64_t at, i
   }
 }
 
-// load_group_values for the AVX-512 files (AVX512BW and VL): each form one masked load, no branch, so the
-// streamed loops keep their accumulators in registers. `groups`: the first `count` bits. A template, so that
-// the AVX2 files, which never call it, compile no AVX-512 instruction.
+// load_group_values for the AVX-512 files (AVX512BW and VL): each form one masked load, no branch on the count
+// in the streamed loops. `groups`: the first `count` bits. A template, so that the AVX2 files, which never call
+// it, compile no AVX-512 instruction.
 template <GroupValues::Form F>
 inline __m128 load_group_values_avx512(const GroupValues& v, int64_t row, int64_t at, int64_t g0, __mmask8 groups) {
   if constexpr (F == GroupValues::Form::kF16) {
     return _mm_cvtph_ps(_mm_maskz_loadu_epi16(groups, static_cast<const uint16_t*>(v.values) + at));
   } else if constexpr (F == GroupValues::Form::kScaledI8) {
     const __m128i codes = _mm_cvtepi8_epi32(_mm_maskz_loadu_epi8(groups, static_cast<const int8_t*>(v.values) + at));
-    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base[row * v.bases_per_row + (g0 >> v.base_shift)]));
+    return _mm_mul_ps(_mm_cvtepi32_ps(codes), _mm_set1_ps(v.base_of(row, g0)));
   } else {
     return _mm_maskz_loadu_ps(groups, static_cast<const float*>(v.values) + at);
   }
