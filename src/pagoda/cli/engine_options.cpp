@@ -51,8 +51,11 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "within a priority the requests that can still make --slo-ttft-ms / --slo-tpot-ms; when KV "
                  "blocks run out, preempts the lowest priority with the most estimated remaining tokens, from "
                  "max_tokens and the tenant's observed output lengths, sparing requests already past --slo-ttft-ms "
-                 "/ --slo-tpot-ms)")
-      ->check(CLI::IsMember({"fcfs", "priority", "slo"}));
+                 "/ --slo-tpot-ms) or fair (decodes as priority; within a priority, prompt work goes first to the tenant "
+                 "that has had the fewest computed tokens divided by its --tenants-file weight, so tenants share the "
+                 "engine by weight and a light tenant is served at once while another floods; preempts from the "
+                 "tenant with the most)")
+      ->check(CLI::IsMember({"fcfs", "priority", "slo", "fair"}));
   cmd.add_option("--batch-controller", batch_controller,
                  "static (default: --max-num-batched-tokens every step) or adaptive (each step's budget from the "
                  "learned step time and --slo-tpot-ms / --slo-ttft-ms)")

@@ -6,6 +6,7 @@
 
 #include "pagoda/core/check.h"
 #include "pagoda/core/error.h"
+#include "pagoda/sched/fair_share.h"
 
 namespace pagoda {
 
@@ -13,7 +14,8 @@ SchedulingPolicy parse_scheduling_policy(std::string_view name) {
   if (name == "fcfs") return SchedulingPolicy::kFcfs;
   if (name == "priority") return SchedulingPolicy::kPriority;
   if (name == "slo") return SchedulingPolicy::kSlo;
-  throw Error(fmt::format("unknown scheduling policy '{}' (expected fcfs, priority or slo)", name));
+  if (name == "fair") return SchedulingPolicy::kFair;
+  throw Error(fmt::format("unknown scheduling policy '{}' (expected fcfs, priority, slo or fair)", name));
 }
 
 const char* to_string(SchedulingPolicy policy) {
@@ -21,12 +23,13 @@ const char* to_string(SchedulingPolicy policy) {
     case SchedulingPolicy::kFcfs: return "fcfs";
     case SchedulingPolicy::kPriority: return "priority";
     case SchedulingPolicy::kSlo: return "slo";
+    case SchedulingPolicy::kFair: return "fair";
   }
   return "?";
 }
 
 bool schedules_before(SchedulingPolicy policy, const Sequence& a, const Sequence& b) {
-  if (policy == SchedulingPolicy::kPriority || policy == SchedulingPolicy::kSlo) {
+  if (policy != SchedulingPolicy::kFcfs) {
     return std::tie(a.priority, a.arrival_index) < std::tie(b.priority, b.arrival_index);
   }
   return a.arrival_index < b.arrival_index;
@@ -72,6 +75,17 @@ size_t pick_preemption_victim(SchedulingPolicy policy, std::span<Sequence* const
       if (!past_slo(*candidates[i], context.slo, context.now)) unprotected.push_back(i);
     }
     return pick_by_remaining_work(candidates, unprotected.empty() ? all : unprotected, context);
+  }
+  if (policy == SchedulingPolicy::kFair) {
+    const auto key = [&](size_t i) {
+      const Sequence& s = *candidates[i];
+      const double service = context.fair_share ? context.fair_share->service(s.tenant.name) : 0.0;
+      return std::make_tuple(s.priority, service, s.arrival_index);
+    };
+    size_t victim = 0;
+    for (size_t i = 1; i < candidates.size(); ++i)
+      if (key(victim) < key(i)) victim = i;
+    return victim;
   }
   size_t victim = 0;
   for (size_t i = 1; i < candidates.size(); ++i) {

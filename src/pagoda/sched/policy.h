@@ -18,9 +18,11 @@ enum class SchedulingPolicy : uint8_t {
   kPriority,  // lower `priority` first, then arrival order
   kSlo,       // served as kPriority; preempts by remaining work, sparing requests past their SLO (below); admits
               // within a priority those not past their SLO first (Scheduler::admission_order)
+  kFair,      // decodes as kPriority; prompt work (admissions and prompt chunks) within a priority by the tenants'
+              // weighted service (fair_share.h, Scheduler::schedule_fair); preempts from the tenant with the most
 };
 
-// "fcfs", "priority" or "slo"; throws pagoda::Error otherwise.
+// "fcfs", "priority", "slo" or "fair"; throws pagoda::Error otherwise.
 SchedulingPolicy parse_scheduling_policy(std::string_view name);
 const char* to_string(SchedulingPolicy policy);
 
@@ -34,8 +36,11 @@ struct PolicyOrder {
 };
 
 // What the slo policy's victim choice reads besides the candidates (fcfs and priority ignore it).
+class FairShare;
+
 struct PreemptionContext {
   const OutputLengthStats* output_lengths = nullptr;  // null: remaining work from max_tokens alone
+  const FairShare* fair_share = nullptr;              // fair: the tenants' service (null: all equal)
   SloTargets slo{};                                   // zeros: no request is protected
   double now = 0;                                     // seconds, the clock of Sequence::submitted_s
   int max_model_len = INT_MAX;
@@ -51,6 +56,8 @@ bool past_slo(const Sequence& seq, const SloTargets& slo, double now);
 // slo: among the candidates not past their SLO (all of them when every one is), the lowest priority (the
 // largest value); within it the most estimated remaining decode steps (estimated_remaining_steps: max_tokens
 // minus the tokens generated, capped by the tenant's observed output lengths); then the latest arrival.
+// fair: the lowest priority; within it a sequence of the tenant with the most service (fair_share.h); then the
+// latest arrival.
 size_t pick_preemption_victim(SchedulingPolicy policy, std::span<Sequence* const> candidates,
                               const PreemptionContext& context = {});
 

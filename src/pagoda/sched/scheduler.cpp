@@ -5,8 +5,10 @@
 #include <chrono>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <tuple>
+#include <unordered_map>
 #include <fmt/format.h>
 
 #include "pagoda/core/check.h"
@@ -38,7 +40,9 @@ BlockManagerOptions checked(const SchedulerConfig& config, const BlockManagerOpt
 }  // namespace
 
 Scheduler::Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options, Clock clock)
-    : config_(config), block_manager_(checked(config, kv_options)), clock_(std::move(clock)), waiting_(PolicyOrder{config.policy}) {}
+    : config_(config), block_manager_(checked(config, kv_options)), clock_(std::move(clock)), waiting_(PolicyOrder{config.policy}) {
+  if (config.policy == SchedulingPolicy::kFair) fair_.emplace(config.policy);
+}
 
 double Scheduler::steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -78,7 +82,8 @@ void Scheduler::add(SequenceRequest request) {
     if (added) tenant_names_.push_back(seq->tenant.name);
     seq->blocks.set_tenant(it->second);
   }
-  waiting_.insert(seq.get());
+  if (fair_) fair_->added(*seq);
+  enqueue(seq.get());
   seqs_.emplace(seq_id, std::move(seq));
 }
 
@@ -132,9 +137,14 @@ StepPlan Scheduler::schedule(int token_budget) {
   plan.finished = std::move(finished_since_plan_);
   finished_since_plan_.clear();
   TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens));
-  schedule_running(budget, plan);
-  // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
-  if (plan.preempted.empty() && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
+  held_until_.reset();
+  if (fair_) {
+    schedule_fair(budget, plan);
+  } else {
+    schedule_running(budget, plan);
+    // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
+    if (plan.preempted.empty() && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
+  }
   plan.num_scheduled_tokens = budget.num_used();
   // Periodic prefixes due soon come back from the host tier after this step's own blocks are taken.
   block_manager_.prefetch(clock_(), kMaxPrefetchBlocksPerStep);
@@ -151,7 +161,8 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
     }
     const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
     PAGODA_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
-    if (!reserve_blocks(i, seq.num_computed_tokens + num_new, plan)) {
+    if (!reserve_blocks(seq, seq.num_computed_tokens + num_new, plan,
+                        [&] { return std::vector<Sequence*>(running_.begin() + static_cast<ptrdiff_t>(i), running_.end()); })) {
       // It preempted itself. Under fcfs and priority the sequences after it would have been victims first,
       // so none is left (or, past its tenant's cap, they wait for the next step); the slo policy's victim
       // may come before others, which go on: running_[i] is the next one now.
@@ -164,26 +175,101 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
   }
 }
 
-bool Scheduler::reserve_blocks(size_t index, int num_tokens, StepPlan& plan) {
-  Sequence& seq = *running_[index];
-  // Only sequences not yet planned this step are candidates; running_ is in policy order, so under fcfs
-  // and priority the victim is the last one (of its tenant, or of the tenants above their share), `seq`
-  // itself when nothing else is left.
+bool Scheduler::reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, const Candidates& candidates) {
+  // Only sequences not yet planned this step are candidates; under fcfs and priority the victim is the last
+  // of them in policy order (of its tenant, or of the tenants above their share), `seq` itself when nothing
+  // else is left.
   while (over_tenant_cap(seq, num_tokens)) {
-    std::vector<Sequence*> own;  // seq first, then its tenant's later ones
-    for (size_t i = index; i < running_.size(); ++i)
-      if (running_[i]->tenant.name == seq.tenant.name) own.push_back(running_[i]);
+    std::vector<Sequence*> own;  // the tenant's candidates, seq among them
+    for (Sequence* s : candidates())
+      if (s->tenant.name == seq.tenant.name) own.push_back(s);
     Sequence& victim = *own[policy_victim(own)];
     preempt(victim, plan);
     if (&victim == &seq) return false;
   }
   while (!block_manager_.allocate(seq.blocks, num_tokens)) {
-    const std::span<Sequence* const> candidates = std::span(running_).subspan(index);
-    Sequence& victim = *candidates[pick_victim(candidates)];
+    const std::vector<Sequence*> among = candidates();
+    Sequence& victim = *among[pick_victim(among)];
     preempt(victim, plan);
     if (&victim == &seq) return false;
   }
   return true;
+}
+
+void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
+  // Decodes, in policy order; running sequences with prompt (or recomputed) tokens left wait for the second part.
+  const auto still_running = [](const Sequence* s) { return s->status == SeqStatus::kRunning; };
+  const std::vector<Sequence*> order(running_);  // preemptions change running_
+  std::vector<Sequence*> prompts;                // set aside, in policy order
+  for (size_t k = 0; k < order.size() && !budget.exhausted(); ++k) {
+    Sequence& seq = *order[k];
+    // Preempted this step, or about to finish (update() finishes it when its last token arrives).
+    if (!still_running(&seq) || placeholders_reach_length_limit(seq, config_.max_model_len)) continue;
+    if (seq.num_tokens_with_placeholders() - seq.num_computed_tokens > 1) {
+      prompts.push_back(&seq);
+      continue;
+    }
+    const auto unplanned = [&] {  // the prompts set aside and the rest of the running sequences
+      std::vector<Sequence*> out;
+      std::copy_if(prompts.begin(), prompts.end(), std::back_inserter(out), still_running);
+      std::copy_if(order.begin() + static_cast<ptrdiff_t>(k), order.end(), std::back_inserter(out), still_running);
+      return out;
+    };
+    if (!reserve_blocks(seq, seq.num_computed_tokens + 1, plan, unplanned)) continue;
+    add_to_plan(plan, seq, 1);
+    budget.take(1);
+  }
+  std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
+
+  // Prompt work, tenant by tenant in order of (priority, finish tag, arrival) of each tenant's next sequence.
+  const bool window_holds = prompts.empty() && plan.preempted.empty() && hold_new_requests(budget, plan);
+  bool admitting = !window_holds;
+  std::unordered_map<std::string, bool> capped;  // tenants whose waiting sequences wait for this step
+  while (!budget.exhausted()) {
+    admitting = admitting && plan.preempted.empty() && num_running() < config_.max_num_seqs;
+    // Each tenant's next sequence: its first running prompt (policy order), or its first waiting one.
+    std::unordered_map<std::string, Sequence*> heads;
+    const auto offer = [&](const std::string& tenant, Sequence* seq) {
+      auto [it, added] = heads.try_emplace(tenant, seq);
+      if (!added && schedules_before(config_.policy, *seq, *it->second)) it->second = seq;
+    };
+    for (Sequence* seq : prompts) offer(seq->tenant.name, seq);
+    if (admitting) {
+      fair_->for_each_waiting_tenant([&](const std::string& tenant, const FairShare::Queue& queue) {
+        if (!capped.contains(tenant)) offer(tenant, *queue.begin());
+      });
+    }
+    // Weighted fair queueing's finish tag: the tenant's service once this chunk is computed.
+    Sequence* next = nullptr;
+    const auto key = [&](const Sequence* s) {
+      const int chunk = budget.chunk_for(s->num_tokens_with_placeholders() - s->num_computed_tokens);
+      return std::make_tuple(s->priority, fair_->service(s->tenant.name) + chunk / static_cast<double>(s->tenant.weight),
+                             s->arrival_index);
+    };
+    for (const auto& [tenant, seq] : heads)
+      if (!next || key(seq) < key(next)) next = seq;
+    if (!next) break;
+    Sequence& seq = *next;
+    if (seq.status == SeqStatus::kRunning) {
+      std::erase(prompts, &seq);
+      const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
+      const bool reserved = reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, [&] {
+        std::vector<Sequence*> out{&seq};  // and the prompts not planned yet
+        std::copy_if(prompts.begin(), prompts.end(), std::back_inserter(out), still_running);
+        return out;
+      });
+      std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
+      if (!reserved) continue;
+      add_to_plan(plan, seq, num_new);
+      budget.take(num_new);
+      continue;
+    }
+    switch (admit(seq, budget, plan)) {
+      case Admission::kAdmitted: break;
+      case Admission::kSkipped: capped[seq.tenant.name] = true; break;
+      case Admission::kNoBlocks: admitting = false; break;
+    }
+  }
 }
 
 int Scheduler::quota_blocks(double amount) const {
@@ -215,6 +301,7 @@ bool Scheduler::over_tenant_cap(const Sequence& seq, int num_tokens) const {
 }
 
 size_t Scheduler::policy_victim(std::span<Sequence* const> candidates) const {
+  if (fair_) return pick_preemption_victim(config_.policy, candidates, PreemptionContext{.fair_share = &*fair_});
   if (config_.policy != SchedulingPolicy::kSlo) return pick_preemption_victim(config_.policy, candidates);
   return pick_preemption_victim(config_.policy, candidates,
                                 PreemptionContext{.output_lengths = &output_lengths_, .slo = config_.slo,
@@ -323,7 +410,7 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   }
   seq.num_computed_tokens = hit.num_tokens;
   seq.status = SeqStatus::kRunning;
-  waiting_.erase(&seq);
+  dequeue(&seq);
   insert_running(&seq);
   add_to_plan(plan, seq, num_new);
   budget.take(num_new);
@@ -339,7 +426,7 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan) {
   ++seq.num_preemptions;
   ++num_preemptions_;
   erase_running(&seq);
-  waiting_.insert(&seq);
+  enqueue(&seq);
   plan.preempted.push_back(seq.seq_id);
 }
 
@@ -376,15 +463,26 @@ std::vector<SequenceOutput> Scheduler::update(const StepPlan& plan, std::span<co
 void Scheduler::finish(Sequence& seq, FinishReason reason) {
   block_manager_.free(seq.blocks);
   if (reason != FinishReason::kAborted) output_lengths_.record(seq.tenant.name, seq.num_output_tokens());
+  if (fair_) fair_->finished(seq);
   if (seq.status == SeqStatus::kRunning) {
     erase_running(&seq);
   } else {
-    waiting_.erase(&seq);
+    dequeue(&seq);
   }
   seq.status = SeqStatus::kFinished;
   seq.finish_reason = reason;
   finished_since_plan_.push_back(seq.seq_id);
   seqs_.erase(seq.seq_id);  // destroys seq
+}
+
+void Scheduler::enqueue(Sequence* seq) {
+  waiting_.insert(seq);
+  if (fair_) fair_->enqueue(seq);
+}
+
+void Scheduler::dequeue(Sequence* seq) {
+  waiting_.erase(seq);
+  if (fair_) fair_->dequeue(seq);
 }
 
 void Scheduler::insert_running(Sequence* seq) {
@@ -405,6 +503,7 @@ void Scheduler::add_to_plan(StepPlan& plan, Sequence& seq, int num_tokens) {
   PAGODA_CHECK(num_placeholder_inputs <= 1, "sequence {}: {} placeholder inputs", seq.seq_id, num_placeholder_inputs);
   seq.num_computed_tokens = end;
   if (samples) ++seq.num_output_placeholders;
+  if (fair_) fair_->charge(seq, num_tokens);
   // Publish the blocks this step fills now, not after the step: every layer stores all new K/V before
   // any attention reads them, so a sequence admitted later in this same step may already share them.
   // A block whose last token is a placeholder waits for update(). (A step that fails drops the prefix
@@ -443,6 +542,15 @@ std::string Scheduler::check_invariants() const {
       if (seq->blocks.num_blocks() > block_manager_.num_blocks_for(seq->num_tokens_with_placeholders())) {
         return fmt::format("sequence {} holds more blocks than its tokens need", seq_id);
       }
+    }
+  }
+  if (fair_) {
+    size_t queued = 0;
+    fair_->for_each_waiting_tenant([&](const std::string&, const FairShare::Queue& q) { queued += q.size(); });
+    if (queued != waiting_.size()) return fmt::format("{} sequences in tenant queues, {} waiting", queued, waiting_.size());
+    for (Sequence* s : waiting_) {
+      const FairShare::Queue* q = fair_->waiting(s->tenant.name);
+      if (!q || !q->contains(s)) return fmt::format("waiting sequence {} is not in its tenant's queue", s->seq_id);
     }
   }
   for (const auto& [seq_id, seq] : seqs_) {

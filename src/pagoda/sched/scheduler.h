@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pagoda/kv/block_manager.h"
+#include "pagoda/sched/fair_share.h"
 #include "pagoda/sched/policy.h"
 #include "pagoda/sched/scheduler_config.h"
 #include "pagoda/sched/sequence.h"
@@ -53,12 +54,13 @@ class Scheduler {
   // Plans one step. Running sequences first (policy order): each gets its uncomputed tokens
   // (placeholders included), as far as the token budget allows; if its blocks cannot grow, running
   // sequences are preempted (the policy's victim among it and those after it, possibly itself: the last in
-  // policy order for fcfs and priority; slo: policy.h). A sequence whose
+  // policy order for fcfs and priority; slo and fair: policy.h). A sequence whose
   // placeholders already reach max_tokens or max_model_len is left out. Then, if nothing was preempted,
   // waiting sequences are admitted in policy order while the budget, max_num_seqs and free blocks allow,
   // each starting after its prefix-cache hit. Admission stops at the first that does not fit (no
-  // skipping ahead). Planned tokens count as computed from now on, and each sampling entry adds a
-  // placeholder. Call it with at most one earlier plan not yet passed to update().
+  // skipping ahead). The fair policy plans the running sequences' decodes so, then shares the rest of the
+  // budget among prompt work (schedule_fair). Planned tokens count as computed from now on, and each sampling
+  // entry adds a placeholder. Call it with at most one earlier plan not yet passed to update().
   StepPlan schedule();
   // The same with this step's token budget instead of max_num_batched_tokens (the batch controller's).
   StepPlan schedule(int token_budget);
@@ -111,6 +113,8 @@ class Scheduler {
   bool has_unfinished() const { return !seqs_.empty(); }
   // Output lengths of the sequences finished by length or stop, per tenant (the slo policy's estimate).
   const OutputLengthStats& output_lengths() const { return output_lengths_; }
+  // The fair policy's tenant service and queues; null under the other policies.
+  const FairShare* fair_share() const { return fair_ ? &*fair_ : nullptr; }
   uint64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
   const BlockManager& block_manager() const { return block_manager_; }
@@ -122,11 +126,12 @@ class Scheduler {
   std::string check_invariants() const;
 
  private:
-  // Capacity decision: gives `seq` (running_[index]) blocks for num_tokens positions, preempting among
-  // it and the sequences after it in running_ (not yet planned this step) until they fit, by the policy's
-  // victim rule (sequences of tenants above their share first; within its tenant's cap by preempting the
-  // tenant's own). False when `seq` itself had to be preempted.
-  bool reserve_blocks(size_t index, int num_tokens, StepPlan& plan);
+  // Capacity decision: gives `seq` blocks for num_tokens positions, preempting among candidates() (the running
+  // sequences not yet planned this step, `seq` among them) until they fit, by the policy's victim rule
+  // (sequences of tenants above their share first; within its tenant's cap by preempting the tenant's own).
+  // False when `seq` itself had to be preempted.
+  using Candidates = std::function<std::vector<Sequence*>()>;
+  bool reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, const Candidates& candidates);
   // Tenant quotas (tenant_kv.h), in blocks.
   int quota_blocks(double amount) const;
   int tenant_blocks(const std::string& tenant) const;  // held by the tenant's running sequences
@@ -136,6 +141,14 @@ class Scheduler {
   size_t pick_victim(std::span<Sequence* const> candidates) const;
   void schedule_running(TokenBudget& budget, StepPlan& plan);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
+  // The fair policy's step: the running sequences with one token to compute (decodes) in policy order, then,
+  // repeatedly, the prompt work (a running sequence's next prompt or recompute chunk, or admitting a waiting
+  // sequence) of the tenant whose next sequence has the lowest (priority, finish tag, arrival), where the
+  // finish tag is the tenant's service plus the sequence's chunk (as much of its pending tokens as the budget
+  // has left) divided by the tenant's weight; its service is charged as each chunk is planned, until the budget, the sequence slots or the blocks run out. Within a tenant,
+  // sequences go in policy order. Admissions stop once the step preempted or a sequence found no blocks; a
+  // tenant at its cap admits nothing more this step.
+  void schedule_fair(TokenBudget& budget, StepPlan& plan);
   // The TTL batching window (SchedulerConfig::batch_wait_seconds): true, and held_until_ set, when this step
   // admits no waiting request because the step has no prompt tokens yet and the waiting requests are all new
   // (never run), fewer than the step could take (their prompt tokens short of the budget left, their number
@@ -155,6 +168,8 @@ class Scheduler {
   void preempt(Sequence& seq, StepPlan& plan);
   // The policy's victim among `candidates` (pick_preemption_victim with this scheduler's context).
   size_t policy_victim(std::span<Sequence* const> candidates) const;
+  void enqueue(Sequence* seq);  // into waiting_ (and the fair policy's tenant queue)
+  void dequeue(Sequence* seq);
   // Frees blocks, records the output length (unless aborted), forgets the sequence.
   void finish(Sequence& seq, FinishReason reason);
   void insert_running(Sequence* seq);
@@ -176,6 +191,7 @@ class Scheduler {
   uint64_t next_arrival_index_ = 0;
   uint64_t num_preemptions_ = 0;
   OutputLengthStats output_lengths_;
+  std::optional<FairShare> fair_;  // the fair policy only
   bool tenant_quotas_ = false;  // some request so far had a tenant share or cap
   std::vector<std::string> tenant_names_;              // by tenant index
   std::unordered_map<std::string, int> tenant_index_;  // the configured tenants: bounded

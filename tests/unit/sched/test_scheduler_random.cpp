@@ -3,7 +3,8 @@
 // every request that is not aborted finishes with exactly the tokens the fake model sampled for it,
 // also with async scheduling (each step planned before the previous step's tokens are applied).
 // The slo policy's runs add tenants whose outputs stop at different lengths (its remaining-work estimate)
-// and SLO targets on a simulated clock (its protection of requests already late).
+// and SLO targets on a simulated clock (its protection of requests already late). The fair policy's runs give
+// the tenants different weights.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -95,7 +96,11 @@ TEST_P(SchedulerRandomTest, EveryRequestFinishesAndInvariantsHold) {
       const SeqId id = next_id++;
       const std::string salt = uniform(0, 5) == 0 ? "tenant-x" : "";
       SequenceRequest request = test::make_request(id, prompt, max_tokens, uniform(0, 3), salt);
-      if (p.tenants) request.tenant.name = std::vector<std::string>{"", "chat", "batch"}[uniform(0, 2)];
+      if (p.tenants) {
+        const int t = uniform(0, 2);
+        request.tenant.name = std::vector<std::string>{"", "chat", "batch"}[t];
+        if (p.policy == SchedulingPolicy::kFair) request.tenant.weight = std::vector<float>{1.0f, 2.0f, 0.25f}[t];
+      }
       const std::string tenant = request.tenant.name;
       try {
         s.add(std::move(request));
@@ -222,7 +227,12 @@ std::vector<SimParams> sims() {
       SimParams{.seed = 11, .policy = SchedulingPolicy::kSlo, .tenants = true,
                 .slo = {.ttft_seconds = 0.05, .tpot_seconds = 0.02}},
       SimParams{.seed = 12, .policy = SchedulingPolicy::kSlo, .num_blocks = 19, .max_num_seqs = 3,
-                .max_num_batched_tokens = 5, .tenants = true, .slo = {.ttft_seconds = 0.1, .tpot_seconds = 0.015}}};
+                .max_num_batched_tokens = 5, .tenants = true, .slo = {.ttft_seconds = 0.1, .tpot_seconds = 0.015}},
+      // The fair policy: weighted tenants, then a pool small enough to preempt often.
+      SimParams{.seed = 13, .policy = SchedulingPolicy::kFair, .tenants = true},
+      SimParams{.seed = 14, .policy = SchedulingPolicy::kFair, .num_blocks = 12, .block_size = 8, .tenants = true},
+      SimParams{.seed = 15, .policy = SchedulingPolicy::kFair, .num_blocks = 19, .max_num_seqs = 3,
+                .max_num_batched_tokens = 5, .tenants = true}};
   std::vector<SimParams> out;
   for (bool async_scheduling : {false, true}) {
     for (SimParams p : base) {
@@ -236,7 +246,7 @@ std::vector<SimParams> sims() {
 INSTANTIATE_TEST_SUITE_P(Sims, SchedulerRandomTest, ::testing::ValuesIn(sims()), [](const auto& info) {
   return "seed" + std::to_string(info.param.seed) + (info.param.async_scheduling ? "_async" : "_sync") +
          (info.param.eviction == EvictionPolicyKind::kLruK ? "_lruk" : "") +
-         (info.param.policy == SchedulingPolicy::kSlo ? "_slo" : "");
+         (info.param.policy == SchedulingPolicy::kSlo ? "_slo" : info.param.policy == SchedulingPolicy::kFair ? "_fair" : "");
 });
 
 }  // namespace

@@ -1,0 +1,180 @@
+// The fair scheduling policy: FairShare's weighted service counters and their raise for idle tenants, and the
+// scheduler sharing prompt work among tenants by weight (a light tenant's prompt is not stuck behind a flood's
+// chunks; backlogged tenants get computed tokens in proportion to their weights), each against fcfs on the
+// same trace so that the test tells the policies apart.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pagoda/sched/fair_share.h"
+#include "pagoda/sched/scheduler.h"
+#include "sched_test_util.h"
+
+namespace pagoda {
+namespace {
+
+constexpr SchedulingPolicy kFair = SchedulingPolicy::kFair;
+
+Sequence make_seq(uint64_t arrival, const std::string& tenant, float weight, int priority = 0) {
+  SequenceRequest r = test::make_request(arrival, test::iota_tokens(4), 4, priority);
+  r.tenant.name = tenant;
+  r.tenant.weight = weight;
+  return Sequence(std::move(r), arrival);
+}
+
+SequenceRequest tenant_request(SeqId id, const std::string& tenant, float weight, int prompt_len, int max_tokens,
+                               int priority = 0) {
+  // Distinct tokens per request: no prefix hits between them.
+  SequenceRequest r = test::make_request(id, test::iota_tokens(prompt_len, static_cast<TokenId>(id * 1000)), max_tokens,
+                                         priority);
+  r.tenant.name = tenant;
+  r.tenant.weight = weight;
+  return r;
+}
+
+// Plans and applies one step (synchronously); returns the plan's tokens per sequence.
+std::map<SeqId, int> step(Scheduler& s) {
+  const StepPlan plan = s.schedule();
+  test::expect_plan_valid(s, plan);
+  std::map<SeqId, int> tokens;
+  for (const ScheduledSequence& e : plan.seqs) tokens[e.seq_id] = e.num_tokens;
+  s.update(plan, test::fake_sample(plan));
+  EXPECT_EQ(s.check_invariants(), "");
+  return tokens;
+}
+
+TEST(FairShare, ChargesComputedTokensDividedByTheTenantsWeight) {
+  FairShare f(kFair);
+  const Sequence a = make_seq(0, "a", 0.5f), b = make_seq(1, "b", 2.0f), none = make_seq(2, "", 1.0f);
+  f.added(a);
+  f.added(b);
+  f.added(none);
+  f.charge(a, 10);
+  f.charge(b, 10);
+  f.charge(none, 3);
+  EXPECT_DOUBLE_EQ(f.service("a"), 20.0);
+  EXPECT_DOUBLE_EQ(f.service("b"), 5.0);
+  EXPECT_DOUBLE_EQ(f.service(""), 3.0);
+  EXPECT_DOUBLE_EQ(f.service("never seen"), 0.0);
+}
+
+TEST(FairShare, AnIdleTenantIsRaisedToTheLeastServiceOfTheActiveOnes) {
+  FairShare f(kFair);
+  const Sequence a = make_seq(0, "a", 1.0f), b = make_seq(1, "b", 1.0f), c = make_seq(2, "c", 1.0f);
+  f.added(a);
+  f.added(b);
+  f.charge(a, 100);
+  f.charge(b, 40);
+  f.added(c);  // idle until now: no credit for the time it asked for nothing
+  EXPECT_DOUBLE_EQ(f.service("c"), 40.0);
+  // A second sequence of an active tenant changes nothing.
+  const Sequence c2 = make_seq(3, "c", 1.0f);
+  f.added(c2);
+  EXPECT_DOUBLE_EQ(f.service("c"), 40.0);
+  // A tenant ahead of the active ones keeps its own service.
+  f.finished(a);
+  f.charge(b, 200);  // b at 240
+  f.charge(c, 100);  // c at 140
+  f.added(a);
+  EXPECT_DOUBLE_EQ(f.service("a"), 140.0);  // raised from 100 to min(240, 140)
+  f.finished(b);
+  f.charge(c, 500);  // c at 640
+  f.added(b);
+  EXPECT_DOUBLE_EQ(f.service("b"), 240.0);  // already above min(a 140, c 640)
+  // Everyone idle: a newcomer starts where the last active tenant left off.
+  for (const Sequence* s : {&a, &b, &c, &c2}) f.finished(*s);
+  const Sequence d = make_seq(4, "d", 1.0f);
+  f.added(d);
+  EXPECT_DOUBLE_EQ(f.service("d"), 640.0);
+}
+
+TEST(FairShare, PreemptsFromTheTenantWithTheMostServiceWithinTheLowestPriority) {
+  FairShare f(kFair);
+  Sequence heavy = make_seq(0, "heavy", 1.0f), light = make_seq(1, "light", 1.0f), light2 = make_seq(2, "light", 1.0f);
+  Sequence low = make_seq(3, "light", 1.0f, /*priority=*/1);
+  for (const Sequence* s : {&heavy, &light, &light2, &low}) f.added(*s);
+  f.charge(heavy, 50);
+  f.charge(light, 10);
+  std::vector<Sequence*> candidates{&heavy, &light, &light2};
+  const PreemptionContext context{.fair_share = &f};
+  EXPECT_EQ(pick_preemption_victim(kFair, candidates, context), 0u) << "the heavy tenant's, though it came first";
+  EXPECT_EQ(pick_preemption_victim(SchedulingPolicy::kFcfs, candidates), 2u) << "fcfs: the latest";
+  candidates.push_back(&low);
+  EXPECT_EQ(pick_preemption_victim(kFair, candidates, context), 3u) << "the lowest priority first";
+}
+
+// A flooding tenant's long prompt is mid-prefill when a light tenant's short prompt arrives: under fair the light
+// prompt is computed in the very next step, beside the flood's chunk; under fcfs it waits for the flood's chunks.
+TEST(FairPolicy, ALightTenantsPromptIsNotQueuedBehindAFloodsChunks) {
+  for (const SchedulingPolicy policy : {kFair, SchedulingPolicy::kFcfs}) {
+    SCOPED_TRACE(to_string(policy));
+    Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                        .max_num_batched_tokens = 32, .max_model_len = 256, .policy = policy});
+    for (SeqId id = 1; id <= 3; ++id) s.add(tenant_request(id, "noisy", 0.3f, 100, 4));
+    EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 32}}));
+    s.add(tenant_request(10, "light", 0.8f, 8, 4));
+    const std::map<SeqId, int> second = step(s);
+    if (policy == kFair) {
+      EXPECT_EQ(second, (std::map<SeqId, int>{{1, 24}, {10, 8}})) << "the light prompt whole, the flood the rest";
+    } else {
+      EXPECT_EQ(second, (std::map<SeqId, int>{{1, 32}}));
+    }
+  }
+}
+
+// Two tenants keep prompts waiting, weights 3 and 1, the lighter one's first: while both are backlogged, fair
+// computes their prompt tokens 3:1 (to within one chunk); fcfs serves the first arrivals only.
+TEST(FairPolicy, BackloggedTenantsGetPromptTokensInProportionToTheirWeights) {
+  for (const SchedulingPolicy policy : {kFair, SchedulingPolicy::kFcfs}) {
+    SCOPED_TRACE(to_string(policy));
+    Scheduler s = test::make_scheduler({.num_blocks = 1024, .block_size = 4, .max_num_seqs = 16,
+                                        .max_num_batched_tokens = 16, .max_model_len = 256, .policy = policy});
+    SeqId id = 1;
+    for (int i = 0; i < 20; ++i) s.add(tenant_request(id++, "one", 1.0f, 64, 1));
+    for (int i = 0; i < 20; ++i) s.add(tenant_request(id++, "three", 3.0f, 64, 1));
+    std::map<std::string, int> computed;
+    for (int n = 0; n < 40; ++n) {
+      for (const auto& [seq_id, tokens] : step(s)) {
+        const Sequence* seq = s.find(seq_id);
+        computed[seq ? seq->tenant.name : (seq_id <= 20 ? "one" : "three")] += tokens;
+      }
+    }
+    EXPECT_EQ(computed["one"] + computed["three"], 40 * 16);
+    if (policy == kFair) {
+      // 640 tokens: 480 and 160 exactly in proportion; a chunk (16) either way at most.
+      EXPECT_NEAR(computed["three"], 480, 16);
+      EXPECT_NEAR(computed["one"], 160, 16);
+      EXPECT_NEAR(s.fair_share()->service("three"), s.fair_share()->service("one"), 16.0);
+    } else {
+      EXPECT_EQ(computed["one"], 640);
+    }
+  }
+}
+
+// Priority ranks before service: a light tenant's prompt at a lower priority (a larger value) waits for the
+// heavy tenant's prompt work at priority 0.
+TEST(FairPolicy, PriorityComesBeforeService) {
+  Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                      .max_num_batched_tokens = 32, .max_model_len = 256, .policy = kFair});
+  s.add(tenant_request(1, "heavy", 0.3f, 100, 4, /*priority=*/0));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 32}}));
+  s.add(tenant_request(2, "light", 0.8f, 8, 4, /*priority=*/1));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 32}}));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 32}}));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 4}, {2, 8}}));
+}
+
+// Decodes are planned before any prompt work, whatever the tenants' service.
+TEST(FairPolicy, DecodesGoBeforePromptWork) {
+  Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                      .max_num_batched_tokens = 16, .max_model_len = 256, .policy = kFair});
+  s.add(tenant_request(1, "heavy", 0.1f, 8, 8));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}}));  // heavy's service is now 80
+  s.add(tenant_request(2, "light", 1.0f, 64, 4));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 1}, {2, 15}}));
+}
+
+}  // namespace
+}  // namespace pagoda
