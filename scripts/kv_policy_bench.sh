@@ -3,7 +3,7 @@
 # with the benchmark's tenants file, then the same `pagoda bench serve --dataset multi-tenant` (same seed),
 # and a table of prefix-cache hit rate and TTFT per policy, overall and for the weighted, periodic and noisy
 # tenants. Policies (POLICIES): lru, lru-k (K = 2; lru-k3 for K = 3), each + host tier (lru-k+host), and
-# + prefetch (lru-k+host+prefetch).
+# + prefetch (lru-k+host+prefetch); a suffix @SCHED adds --scheduling-policy SCHED (lru-k+host@fair).
 #
 #   OUT=bench/results/DIR PAGODA=build/cpu/bin/pagoda SERVE_ARGS="--model M ..." BENCH_ARGS="..." \
 #     HOST_MEMORY=64MiB scripts/kv_policy_bench.sh
@@ -20,9 +20,12 @@ mkdir -p "$OUT"
 # shellcheck disable=SC2086
 "$PAGODA" bench serve --dataset multi-tenant $BENCH_ARGS --mt-write-tenants-file "$OUT/tenants.json" >/dev/null
 
-for policy in $POLICIES; do
-  tag=${policy//+/_}
+for entry in $POLICIES; do
+  policy=${entry%%@*}
+  tag=${entry//+/_}
+  tag=${tag//@/_}
   args=(--tenants-file "$OUT/tenants.json")
+  [ "$policy" != "$entry" ] && args+=(--scheduling-policy "${entry#*@}")
   case $policy in
     lru-k[0-9]*) k=${policy#lru-k}; args+=(--kv-eviction lru-k --lru-k "${k%%+*}") ;;  # lru-k3: K = 3
     lru-k*) args+=(--kv-eviction lru-k) ;;
@@ -41,7 +44,7 @@ for policy in $POLICIES; do
     sleep 0.5
   done
   # shellcheck disable=SC2086
-  "$PAGODA" bench serve --port "$PORT" --dataset multi-tenant --seed 0 --label "$policy" $BENCH_ARGS \
+  "$PAGODA" bench serve --port "$PORT" --dataset multi-tenant --seed 0 --label "$entry" $BENCH_ARGS \
     --json "$OUT/bench-$tag.json" >"$OUT/bench-$tag.txt"
   curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^pagoda:(prefix_cache|kv_host|kv_prefetch)" >"$OUT/metrics-$tag.txt" || true
   kill -TERM $server
@@ -57,7 +60,7 @@ def pick(tenants, kind, name=None):
 print("| policy | hit rate, all | TTFT median / P99, all (ms) | tenant-0 (weight 0.8): hit rate, P99 TTFT | periodic: hit rate, P99 TTFT | noisy: P99 TTFT |")
 print("| --- | --- | --- | --- | --- | --- |")
 for p in policies:
-    r = json.load(open(f"{out}/bench-{p.replace('+', '_')}.json"))["multi_tenant"]
+    r = json.load(open(f"{out}/bench-{p.replace('+', '_').replace('@', '_')}.json"))["multi_tenant"]
     o, t0 = r["overall"], pick(r["tenants"], "ordinary", "tenant-0")
     per, noisy = pick(r["tenants"], "periodic"), pick(r["tenants"], "noisy")
     hit = lambda t: f'{t["prefix_cache_hit_rate"]:.3f}' if t and t["prefix_cache_hit_rate"] is not None else "-"
