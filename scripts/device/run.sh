@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-hit-cost] [kv-wide] [fuzz]
+#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -205,6 +205,25 @@ PY
         timeout 540 scripts/kv_policy_bench.sh >"$OUT/kv_tier.txt" 2>&1
       note "kv-tier: rc=$? $OUT/kv_tier.txt"
       tail -8 "$OUT/kv_tier.txt"
+      ;;
+    kv-sched)  # the scheduling policies on issue #16's multi-tenant workload under pressure (the 24-tenant settings
+      # of docs/PERFORMANCE.md, LRU-K + host tier): fcfs, priority and fair (KV_SCHED_POLICIES), then the weighted
+      # tenant alone (tenant-0 without the others and the noisy flood: its unloaded TTFT); KV_SCHED_SERVE_EXTRA adds
+      # server options (e.g. --max-num-batched-tokens 512)
+      serve="--model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 --kv-cache-memory 1536MiB --max-num-seqs 64 ${KV_SCHED_SERVE_EXTRA:-}"
+      mt="--prefix-len 1024 --random-input-len 128 --random-output-len 64 --ignore-eos"
+      OUT_DIR="$OUT/kv_sched" PAGODA="$PAGODA" PORT=18795 HOST_MEMORY=8GiB SERVE_ARGS="$serve" \
+        POLICIES="${KV_SCHED_POLICIES:-lru-k+host lru-k+host@priority lru-k+host@fair}" \
+        BENCH_ARGS="--mt-tenants 24 $mt --num-prompts 400 --request-rate 10" timeout 420 scripts/kv_policy_bench.sh >"$OUT/kv_sched.txt" 2>&1
+      note "kv-sched: rc=$? $OUT/kv_sched.txt"
+      tail -5 "$OUT/kv_sched.txt"
+      if [ -z "${KV_SCHED_SKIP_UNLOADED:-}" ]; then
+        OUT_DIR="$OUT/kv_sched_unloaded" PAGODA="$PAGODA" PORT=18795 HOST_MEMORY=8GiB SERVE_ARGS="$serve" POLICIES="lru-k+host" \
+          BENCH_ARGS="--mt-tenants 1 --mt-noisy-share 0 $mt --num-prompts 60 --request-rate 2" timeout 150 scripts/kv_policy_bench.sh \
+          >"$OUT/kv_sched_unloaded.txt" 2>&1
+        note "kv-sched unloaded: rc=$? $OUT/kv_sched_unloaded.txt"
+        tail -3 "$OUT/kv_sched_unloaded.txt"
+      fi
       ;;
     kv-hit-cost)  # a prefix served from the host KV tier against recomputing it, by prefix length (bench/host_hit_cost.py)
       timeout 400 python3 bench/host_hit_cost.py --pagoda "$PAGODA" --json "$OUT/kv_hit_cost.json" -- \
