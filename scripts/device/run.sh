@@ -168,7 +168,7 @@ PY
       l31=/tmp/pagoda-llama-3.1-8b
       mkdir -p $l31 && cp tests/data/models/llama-3-8b/* $l31/ && cp tests/data/models/llama-3.1-8b/config.json $l31/
       # KV_EXTRA: more pagoda arguments (e.g. "--quantization fp8": FP8 weights, so KV is a larger share of a step);
-      # KV_CASES: which of the four runs (default all).
+      # KV_CASES: which runs (default the first four; b1_ctx8k_of128k and b1_ctx32k_of128k: graphs for 131,072 keys).
       M="-m $l31 --load-format dummy --device cuda ${KV_EXTRA:-}"
       cases=" ${KV_CASES:-b1_ctx128 b1_ctx8k b1_ctx32k b64_ctx4k} "
       for d in ${KV_DTYPES:-auto fp8}; do
@@ -183,6 +183,9 @@ PY
         run_kv b1_ctx8k --batch-size 1 --input-len 8000 --output-len 256 --num-iters 2 --max-model-len 8448
         run_kv b1_ctx32k --batch-size 1 --input-len 32000 --output-len 256 --num-iters 1 --max-model-len 32768
         run_kv b64_ctx4k --batch-size 64 --max-num-seqs 64 --input-len 4096 --output-len 128 --num-iters 1 --max-model-len 4352
+        # The same contexts with the graphs of Llama-3.1's whole 131,072-token context (what `serve` captures by default)
+        run_kv b1_ctx8k_of128k --batch-size 1 --input-len 8000 --output-len 256 --num-iters 2 --max-model-len 131072
+        run_kv b1_ctx32k_of128k --batch-size 1 --input-len 32000 --output-len 256 --num-iters 1 --max-model-len 131072
       done | tee "$OUT/kv.txt"
       if [ "${KV_PPL:-1}" = 1 ]; then
         for d in ${KV_DTYPES:-auto fp8}; do

@@ -11,6 +11,8 @@
 // codes in registers (qk_tile_fp8, pv_tile_fp8: no bf16 tile, no extra barrier) and applies the keys'
 // scales to scores and probabilities. Being lighter on shared memory, FP8 runs four blocks an SM when
 // the grid is large.
+#include <cstdlib>
+
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -23,13 +25,30 @@ namespace {
 // num_spans, D] fp32, then ml [num_seqs, num_heads, num_spans] float2 (running max in log2 units, sum of
 // exp2). num_spans <= num_splits, so paged_attention_decode_workspace_bytes covers it.
 //
-// The span is the host's (graph-safe) unless the sequence is long: past kDecodeLongContext keys a block
-// takes at least kDecodeLongSpan of them, so half as many blocks do twice the work each and the merge reads
-// half as many partials. Batch 1 on the H200 (Llama-3-8B, graph split for 4,096 keys): 64-key spans are
-// faster at 128 keys of context (4.29 vs 4.35 ms a step), 128-key spans at 2,048 (4.45 vs 4.55 ms).
+// Each sequence's span comes from its own length, on the device (graph-safe): the span decode_spans would pick
+// for a grid sized for this sequence (its keys over up to `wanted` blocks, whole partitions), or longer where
+// the grid has fewer spans than that. A graph captured for a long max_model_len thus spreads a shorter
+// sequence over as many blocks as a graph sized for it would (before, every sequence took the span of the
+// longest: at batch 1 with 131,072-key graphs an 8k context ran on 4 blocks a head instead of 63). Past
+// kDecodeLongContext keys a block takes at least kDecodeLongSpan of them, so half as many blocks do twice the
+// work each and the merge reads half as many partials. Batch 1 on the H200 (Llama-3-8B, graph split for
+// 4,096 keys): 64-key spans are faster at 128 keys of context (4.29 vs 4.35 ms a step), 128-key spans at
+// 2,048 (4.45 vs 4.55 ms).
 constexpr int kDecodeLongContext = 512;
 constexpr int kDecodeLongSpan = 2 * kDecodePartitionTokens;
-__device__ __forceinline__ int sequence_span(int seq_len, int span) {
+struct SpanRule {
+  int span;    // keys a block covers for the longest sequence the grid serves (decode_spans)
+  int wanted;  // blocks per (sequence, KV head row tile) that fill the GPU; 0: every sequence takes `span`
+};
+__device__ __forceinline__ int sequence_span(int seq_len, SpanRule rule, int num_spans) {
+  int span = rule.span;
+  if (rule.wanted > 0 && seq_len > 0) {
+    constexpr int kP = kDecodePartitionTokens;
+    const int parts = (seq_len + kP - 1) / kP;
+    const int blocks = min(parts, rule.wanted);
+    const int fits_grid = ((seq_len + num_spans - 1) / num_spans + kP - 1) / kP;  // so that num_spans cover it
+    span = max((parts + blocks - 1) / blocks, fits_grid) * kP;
+  }
   return seq_len > kDecodeLongContext ? max(span, kDecodeLongSpan) : span;
 }
 template <int D>
@@ -56,7 +75,7 @@ constexpr size_t decode_smem_bytes() {
 
 template <int D, int kStages, bool kFp8, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, int span, float* ws_acc, float2* ws_ml) {
+    decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, SpanRule rule, float* ws_acc, float2* ws_ml) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= decode_smem_bytes<D, kStages, kFp8>() - kDecodeRows * kLd * sizeof(bf16),
@@ -76,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int rows = min(kDecodeRows, (kvh + 1) * group - head0);
   const int token = p.query_start[s];
   const int seq_len = p.seq_lens[s];
-  span = sequence_span(seq_len, span);
+  const int span = sequence_span(seq_len, rule, num_spans);
   const int k_begin = split * span;
   bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
   if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
@@ -238,13 +257,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // Combines the spans of one (sequence, head). grid = (num_heads, num_seqs), D / 2 threads.
 template <int D>
 __global__ void __launch_bounds__(D / 2)
-    decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, int span, const float* ws_acc,
+    decode_merge_kernel(const __grid_constant__ PagedAttentionParams p, int num_spans, SpanRule rule, const float* ws_acc,
                         const float2* ws_ml) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int h = blockIdx.x;
   const int s = blockIdx.y;
   const int seq_len = p.seq_lens[s];
-  span = sequence_span(seq_len, span);
+  const int span = sequence_span(seq_len, rule, num_spans);
   // Spans that hold keys; the others were never written.
   const int n = min(num_spans, (max(seq_len, 0) + span - 1) / span);
   if (n == 1) return;  // its one block wrote the output
@@ -299,10 +318,20 @@ __global__ void __launch_bounds__(D / 2)
 // host values only (graph-safe). Coverage, for the longest sequence the split count allows (L = num_splits
 // * kDecodePartitionTokens keys): sequences up to kDecodeLongContext keys take `span`-key blocks, longer
 // ones blocks of sequence_span(), so num_spans is the larger of the two counts they need. (A graph for
-// 4,096 keys at batch 1 launches 32 blocks a head instead of 64: at 2 blocks an SM, one wave.)
+// 4,096 keys at batch 1 launches 32 blocks a head instead of 64: at 2 blocks an SM, one wave.) Shorter
+// sequences are spread by sequence_span() from `wanted`. PAGODA_DECODE_SPAN_OF_LONGEST=1 gives every sequence
+// the longest one's span instead (the rule before 2026-12-03, kept for A/B measurements).
 struct DecodeSpans {
-  int num_spans, span;
+  int num_spans;
+  SpanRule rule;
 };
+bool span_of_longest() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGODA_DECODE_SPAN_OF_LONGEST");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
 DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int target_blocks = decode_target_blocks();
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
@@ -312,21 +341,21 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const auto spans_for = [](int64_t keys, int span_keys) { return static_cast<int>((keys + span_keys - 1) / span_keys); };
   const int num_spans = std::max(spans_for(std::min<int64_t>(longest, kDecodeLongContext), span),
                                  spans_for(longest, std::max(span, kDecodeLongSpan)));
-  return {num_spans, span};
+  return {num_spans, SpanRule{span, span_of_longest() ? 0 : wanted}};
 }
 
 template <int D, int kStages, bool kFp8, int kMinBlocks = 2>
-void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
+void launch_decode_blocks(const PagedAttentionParams& p, dim3 grid, SpanRule rule, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   constexpr size_t smem = decode_smem_bytes<D, kStages, kFp8>();
   allow_smem(decode_tc_kernel<D, kStages, kFp8, kMinBlocks>, smem, configured);
   launch_kernel(kFp8 ? "paged_attention_decode (tensor cores, fp8 kv)" : "paged_attention_decode (tensor cores)",
-                decode_tc_kernel<D, kStages, kFp8, kMinBlocks>, grid, kThreads, smem, stream, p, span, ws_acc, ws_ml);
+                decode_tc_kernel<D, kStages, kFp8, kMinBlocks>, grid, kThreads, smem, stream, p, rule, ws_acc, ws_ml);
 }
 
 template <int D, bool kFp8>
-void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, float* ws_acc, float2* ws_ml,
+void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, SpanRule rule, float* ws_acc, float2* ws_ml,
                           cudaStream_t stream) {
   const DeviceLimits limits = device_limits();
   const auto fits = [&](size_t bytes) { return bytes <= static_cast<size_t>(limits.max_smem_per_block); };
@@ -339,7 +368,7 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, fl
     return n * (bytes + 1024) <= static_cast<size_t>(limits.max_smem_per_block) + 1024;
   };
   if (blocks <= limits.num_sms && fits(decode_smem_bytes<D, kDeep, kFp8>())) {
-    launch_decode_blocks<D, kDeep, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+    launch_decode_blocks<D, kDeep, kFp8>(p, grid, rule, ws_acc, ws_ml, stream);
     return;
   }
   // FP8 KV, more blocks than two per SM hold: four blocks of two stages each. Its warps spend more of a
@@ -348,16 +377,16 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, int span, fl
   // at 2k context, one wave of blocks, the deeper pipeline is the faster; docs/PERFORMANCE.md).
   if constexpr (kFp8) {
     if (blocks > 2 * static_cast<int64_t>(limits.num_sms) && n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
-      launch_decode_blocks<D, kDecodeStagesManyFp8, true, 4>(p, grid, span, ws_acc, ws_ml, stream);
+      launch_decode_blocks<D, kDecodeStagesManyFp8, true, 4>(p, grid, rule, ws_acc, ws_ml, stream);
       return;
     }
   }
   if (kWide != kWideSmall && n_per_sm(decode_smem_bytes<D, kWide, kFp8>(), 2)) {
-    launch_decode_blocks<D, kWide, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+    launch_decode_blocks<D, kWide, kFp8>(p, grid, rule, ws_acc, ws_ml, stream);
   } else if (fits(decode_smem_bytes<D, kWideSmall, kFp8>())) {
-    launch_decode_blocks<D, kWideSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+    launch_decode_blocks<D, kWideSmall, kFp8>(p, grid, rule, ws_acc, ws_ml, stream);
   } else {
-    launch_decode_blocks<D, kDecodeStagesSmall, kFp8>(p, grid, span, ws_acc, ws_ml, stream);
+    launch_decode_blocks<D, kDecodeStagesSmall, kFp8>(p, grid, rule, ws_acc, ws_ml, stream);
   }
 }
 
@@ -374,13 +403,13 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
   }
   const dim3 grid(spans.num_spans, p.num_kv_heads * row_tiles, p.num_seqs);
   if (p.k_fp8 != nullptr) {
-    launch_decode_stages<D, true>(p, grid, spans.span, ws_acc, ws_ml, stream);
+    launch_decode_stages<D, true>(p, grid, spans.rule, ws_acc, ws_ml, stream);
   } else {
-    launch_decode_stages<D, false>(p, grid, spans.span, ws_acc, ws_ml, stream);
+    launch_decode_stages<D, false>(p, grid, spans.rule, ws_acc, ws_ml, stream);
   }
   if (spans.num_spans > 1) {
     launch_kernel("paged_attention_decode (merge)", decode_merge_kernel<D>, dim3(p.num_heads, p.num_seqs), D / 2, 0,
-                  stream, p, spans.num_spans, spans.span, static_cast<const float*>(ws_acc), static_cast<const float2*>(ws_ml));
+                  stream, p, spans.num_spans, spans.rule, static_cast<const float*>(ws_acc), static_cast<const float2*>(ws_ml));
   }
 }
 

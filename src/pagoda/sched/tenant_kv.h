@@ -1,5 +1,6 @@
 // TenantKv: what the scheduler and the KV pool know of a request's tenant (`--tenants-file`): its weight in
-// LRU-K eviction, a share of the pool guaranteed against other tenants, and a cap on what it may hold.
+// LRU-K eviction and fair scheduling, a share of the pool guaranteed against other tenants, and a cap on what it
+// may hold.
 // Shares and caps are fractions of the pool (<= 1) or token counts (> 1); 0 means none.
 //   cap:   a tenant's running sequences never hold more blocks than its cap: a waiting request of a tenant
 //          at its cap waits (others are admitted past it), and a running one that would grow past it
@@ -15,7 +16,8 @@ namespace pagoda {
 
 struct TenantKv {
   std::string name;     // empty: no tenant, no quota
-  float weight = 1.0f;  // in (0, inf): a larger weight keeps the tenant's cached blocks longer (LRU-K)
+  float weight = 1.0f;  // in (0, inf): a larger weight keeps the tenant's cached blocks longer (LRU-K), and is a
+                        // larger share of the engine under the fair policy (fair_share.h)
   double kv_share = 0;
   double kv_cap = 0;
 

@@ -14,7 +14,7 @@ struct Tenant {
   std::string name;
   int max_concurrent_requests = 0;     // 0: unlimited
   double max_requests_per_second = 0;  // API requests a second, as a token bucket with that burst; 0: unlimited
-  float weight = 1.0f;                 // in eviction (LRU-K)
+  float weight = 1.0f;                 // in eviction (LRU-K) and --scheduling-policy fair
   double kv_share = 0, kv_cap = 0;     // fractions of the KV pool (<= 1) or tokens; 0: none
   bool share_prefixes = false;         // prefix-cache hits across tenants that all set it
   int priority = 0;                    // added to each request's priority (--scheduling-policy priority: lower first)

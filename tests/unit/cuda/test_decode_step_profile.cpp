@@ -161,7 +161,10 @@ TEST(DecodeStepProfile, AttentionBf16VsFp8Kv) {
   struct Case { const char* name; int batch, ctx, max_model_len; };
   const Case cases[] = {{"b1 ctx 128", 1, 128, 4096},    {"b1 ctx 2048", 1, 2048, 4096},
                         {"b1 ctx 8000", 1, 8000, 8448},  {"b1 ctx 32000", 1, 32000, 32768},
-                        {"b64 ctx 4096", 64, 4096, 4352}, {"b256 ctx 1024", 256, 1024, 4096}};
+                        {"b64 ctx 4096", 64, 4096, 4352}, {"b256 ctx 1024", 256, 1024, 4096},
+                        // Graphs captured for Llama-3.1's 131,072-token context, replayed at shorter ones.
+                        {"b1 2048 of 128k", 1, 2048, 131072}, {"b1 8000 of 128k", 1, 8000, 131072},
+                        {"b1 32000 of 128k", 1, 32000, 131072}};
   cudaStream_t s;
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::printf("[ profile ] %-16s %12s %10s %12s %10s %8s\n", "attention", "bf16 us", "bf16 GB/s", "fp8 us", "fp8 GB/s",

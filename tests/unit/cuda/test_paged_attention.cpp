@@ -479,16 +479,22 @@ TEST_P(PagedAttentionDecode, WideBatchOfLongContexts) {
 }
 
 // Batch-1-like long contexts (Llama-3 heads, head_dim 128 and 64): dozens of spans per sequence, so the
-// merge folds several batches of spans, with the split counts of graphs for 8k and 16k max_model_len.
+// merge folds several batches of spans, with the split counts of graphs for 8k, 16k and 128k max_model_len
+// (each sequence's span comes from its own length: a 128k graph spreads these over as many blocks as an 8k
+// one), and one sequence alone.
 TEST_P(PagedAttentionDecode, LongContextsMergeManySpans) {
   PAGODA_SKIP_WITHOUT_GPU();
   uint32_t seed = 470;
   for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{32, 8, 64, 16}}) {
-    const Batch b = make_batch(shape, {{8001, 1}, {3000, 1}, {0, 1}, {6500, 1}}, seed++, GetParam());
-    const std::vector<double> ref = reference(b);
-    for (const int max_model_len : {8048, 16384}) {
-      expect_matches(b, run_decode(b, kernels::decode_num_splits(max_model_len)), ref,
-                     "decode, long contexts, graph for " + std::to_string(max_model_len) + ", " + describe(shape));
+    for (const std::vector<Seq>& seqs : {std::vector<Seq>{{8001, 1}, {3000, 1}, {0, 1}, {6500, 1}}, std::vector<Seq>{{8001, 1}},
+                                         std::vector<Seq>{{700, 1}}}) {
+      const Batch b = make_batch(shape, seqs, seed++, GetParam());
+      const std::vector<double> ref = reference(b);
+      for (const int max_model_len : {8048, 16384, 131072}) {
+        expect_matches(b, run_decode(b, kernels::decode_num_splits(max_model_len)), ref,
+                       "decode, " + std::to_string(seqs.size()) + " long contexts, graph for " +
+                           std::to_string(max_model_len) + ", " + describe(shape));
+      }
     }
   }
 }

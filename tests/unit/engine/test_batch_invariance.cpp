@@ -4,7 +4,7 @@
 // caching changes no output while its counters show the sharing. With an FP8 KV cache (stories260K) the
 // same holds: a token's codes depend on nothing but its own K and V, so preemption's recomputation and
 // shared prefix blocks give the same values (the references, from fp32 caches, are not compared there).
-// The same outputs under the adaptive batch controller, the slo scheduling policy and a host KV tier.
+// The same outputs under the adaptive batch controller, the slo and fair scheduling policies and a host KV tier.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -148,6 +148,26 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
       EXPECT_EQ(together[i].finish_reason, solo[i].finish_reason) << "request " << i;
     }
     EXPECT_GT(slo.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
+  }
+  {
+    // The fair policy reorders prompt work by tenant (three tenants, weights 2, 1 and 0.25) and preempts from the
+    // tenant with the most service; each request keeps the outputs it has alone.
+    SCOPED_TRACE("fair scheduling policy");
+    LLM fair(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
+                        .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype,
+                        .policy = SchedulingPolicy::kFair});
+    std::vector<GenerateRequest> tenanted = requests;
+    for (size_t i = 0; i < tenanted.size(); ++i) {
+      const int t = static_cast<int>(i % 3);
+      tenanted[i].tenant.name = std::vector<std::string>{"a", "b", "c"}[t];
+      tenanted[i].tenant.weight = std::vector<float>{2.0f, 1.0f, 0.25f}[t];
+    }
+    const std::vector<CompletionOutput> together = fair.generate(tenanted);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+      EXPECT_EQ(together[i].finish_reason, solo[i].finish_reason) << "request " << i;
+    }
+    EXPECT_GT(fair.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
   }
   for (EvictionPolicyKind eviction : {EvictionPolicyKind::kLru, EvictionPolicyKind::kLruK}) {
     // A host KV tier under the same pressure: evicted blocks (preempted sequences' among them) are copied out
