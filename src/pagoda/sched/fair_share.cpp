@@ -29,9 +29,16 @@ void FairShare::finished(const Sequence& seq) {
   if (--num_active_ == 0) idle_floor_ = std::max(idle_floor_, t.service);
 }
 
-void FairShare::enqueue(Sequence* seq) { tenant(seq->tenant.name).waiting.insert(seq); }
+void FairShare::enqueue(Sequence* seq) {
+  tenant(seq->tenant.name).waiting.insert(seq);
+  waiting_tenants_.insert(seq->tenant.name);
+}
 
-void FairShare::dequeue(Sequence* seq) { tenant(seq->tenant.name).waiting.erase(seq); }
+void FairShare::dequeue(Sequence* seq) {
+  Queue& queue = tenant(seq->tenant.name).waiting;
+  queue.erase(seq);
+  if (queue.empty()) waiting_tenants_.erase(seq->tenant.name);
+}
 
 void FairShare::charge(const Sequence& seq, int num_tokens) {
   tenant(seq.tenant.name).service += num_tokens / static_cast<double>(seq.tenant.weight);

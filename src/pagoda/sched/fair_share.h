@@ -42,11 +42,10 @@ class FairShare {
   // Tokens / weight computed for the tenant so far, after raises (0 for a tenant not seen).
   double service(const std::string& tenant) const;
   const Queue* waiting(const std::string& tenant) const;  // null when the tenant has none waiting
-  // Tenant names with waiting sequences.
+  // f(name, queue) for each tenant with waiting sequences (only those are walked).
   template <typename F>
   void for_each_waiting_tenant(F&& f) const {
-    for (const auto& [name, t] : tenants_)
-      if (!t.waiting.empty()) f(name, t.waiting);
+    for (const std::string& name : waiting_tenants_) f(name, tenants_.at(name).waiting);
   }
 
  private:
@@ -60,6 +59,7 @@ class FairShare {
 
   SchedulingPolicy order_;
   std::unordered_map<std::string, Tenant> tenants_;
+  std::set<std::string> waiting_tenants_;  // names of the tenants whose queue is not empty
   int num_active_ = 0;    // tenants with unfinished sequences
   double idle_floor_ = 0;  // the service of the last tenant to go idle when none was left active
 };

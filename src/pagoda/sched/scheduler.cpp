@@ -9,6 +9,7 @@
 #include <limits>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <fmt/format.h>
 
 #include "pagoda/core/check.h"
@@ -224,7 +225,7 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
   // Prompt work, tenant by tenant in order of (priority, finish tag, arrival) of each tenant's next sequence.
   const bool window_holds = prompts.empty() && plan.preempted.empty() && hold_new_requests(budget, plan);
   bool admitting = !window_holds;
-  std::unordered_map<std::string, bool> capped;  // tenants whose waiting sequences wait for this step
+  std::unordered_set<std::string> capped;  // tenants at their KV cap: their waiting sequences wait for the next step
   while (!budget.exhausted()) {
     admitting = admitting && plan.preempted.empty() && num_running() < config_.max_num_seqs;
     // Each tenant's next sequence: its first running prompt (policy order), or its first waiting one.
@@ -266,7 +267,7 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
     }
     switch (admit(seq, budget, plan)) {
       case Admission::kAdmitted: break;
-      case Admission::kSkipped: capped[seq.tenant.name] = true; break;
+      case Admission::kSkipped: capped.insert(seq.tenant.name); break;
       case Admission::kNoBlocks: admitting = false; break;
     }
   }

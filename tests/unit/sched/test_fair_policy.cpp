@@ -166,6 +166,20 @@ TEST(FairPolicy, PriorityComesBeforeService) {
   EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 4}, {2, 8}}));
 }
 
+// A tenant at its KV cap admits nothing more this step; other tenants' requests are admitted past it.
+TEST(FairPolicy, ATenantAtItsCapWaitsAndOthersGoPastIt) {
+  Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                      .max_num_batched_tokens = 64, .max_model_len = 256, .policy = kFair});
+  for (SeqId id : {1, 2}) {  // each may hold the cap alone; the first takes it whole at once
+    SequenceRequest r = tenant_request(id, "capped", 1.0f, id == 1 ? 5 : 4, id == 1 ? 3 : 4);
+    r.tenant.kv_cap = 8;  // tokens: two blocks
+    s.add(std::move(r));
+  }
+  s.add(tenant_request(3, "free", 1.0f, 12, 4));  // its finish tag (12) after the capped second's (5 + 4)
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 5}, {3, 12}}));
+  EXPECT_EQ(s.find(2)->status, SeqStatus::kWaiting);
+}
+
 // Decodes are planned before any prompt work, whatever the tenants' service.
 TEST(FairPolicy, DecodesGoBeforePromptWork) {
   Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
