@@ -61,7 +61,7 @@ tsan: deps
 # What CI runs after `make test`: both sanitizer suites.
 # What .ci/run adds last: the same under ThreadSanitizer without the model-heavy unit tests (batch invariance and the
 # tiny-llama3-hf scenarios: one thread's arithmetic, 2,507 of the 2,577 test-seconds of the engine and server unit
-# tests under TSan on 2 cores; docs/RELIABILITY.md). Measured on 2 cores: 13 min to build cold, 8 min to run
+# tests under TSan on 2 cores; docs/RELIABILITY.md). Measured on 2 cores: about 14 min to build cold, 8 min to run
 # (43 s the unit tests, 7 min the server's e2e suites).
 TSAN_CI_EXCLUDE := BatchInvariance|TinyLlama3|tiny-llama3-hf
 tsan-ci: deps

@@ -211,8 +211,8 @@ PY
       ;;
     kv-sched)  # the scheduling policies on issue #16's multi-tenant workload under pressure (the 24-tenant settings
       # of docs/PERFORMANCE.md, LRU-K + host tier): fcfs, priority and fair (KV_SCHED_POLICIES), then the weighted
-      # tenant alone (tenant-0 without the others and the noisy flood: its unloaded TTFT); KV_SCHED_SERVE_EXTRA adds
-      # server options (e.g. --max-num-batched-tokens 512)
+      # tenant alone (tenant-0 without the others and the noisy flood: its unloaded TTFT; KV_SCHED_SKIP_UNLOADED=1
+      # skips it); KV_SCHED_SERVE_EXTRA adds server options (e.g. --max-num-batched-tokens 512)
       serve="--model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 --kv-cache-memory 1536MiB --max-num-seqs 64 ${KV_SCHED_SERVE_EXTRA:-}"
       mt="--prefix-len 1024 --random-input-len 128 --random-output-len 64 --ignore-eos"
       OUT_DIR="$OUT/kv_sched" PAGODA="$PAGODA" PORT=18795 HOST_MEMORY=8GiB SERVE_ARGS="$serve" \

@@ -40,8 +40,9 @@ struct SpanRule {
   int span;       // keys a block covers for the longest sequence the grid serves (decode_spans)
   int wanted;     // blocks per (sequence, KV head row tile) that fill the GPU; 0: every sequence takes `span`
 };
-// ceil(a / b) for 0 < a, b < 2^16 by a correctly rounded float division: exact, since a non-integer a / b is at
-// least 1 / b above the integer below it and the rounding moves it by at most a / b * 2^-24 < 1 / b. Integer
+// ceil(a / b) for 0 < a, b < 2^24 (a is a count of 64-key partitions) by a correctly rounded float division:
+// exact, since a non-integer a / b is at least 1 / b above the integer below it and the rounding moves it by at
+// most a / b * 2^-24 < 1 / b. Integer
 // divisions by a variable cost dozens of instructions on the critical path of these small kernels: computed in
 // every block and merge, they made the batch-1 kernel and its merge 0.9 us slower at 128 keys (H200); now they
 // are only computed where a sequence needs more than one partition a block.

@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include <algorithm>
-#include <iterator>
 #include <limits>
 #include <tuple>
 #include <unordered_map>
@@ -153,33 +152,45 @@ StepPlan Scheduler::schedule(int token_budget) {
   return plan;
 }
 
-void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan) {
-  for (size_t i = 0; i < running_.size() && !budget.exhausted();) {
-    Sequence& seq = *running_[i];
-    if (placeholders_reach_length_limit(seq, config_.max_model_len)) {
-      ++i;  // update() finishes it when its last token arrives
+void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan, std::vector<Sequence*>* prompts) {
+  const std::vector<Sequence*> order(running_);  // preemptions change running_
+  for (size_t k = 0; k < order.size() && !budget.exhausted(); ++k) {
+    Sequence& seq = *order[k];
+    // Preempted earlier in this step, or about to finish (update() finishes it when its last token arrives).
+    if (seq.status != SeqStatus::kRunning || placeholders_reach_length_limit(seq, config_.max_model_len)) continue;
+    const int pending = seq.num_tokens_with_placeholders() - seq.num_computed_tokens;
+    PAGODA_CHECK(pending > 0, "running sequence {} has nothing to compute", seq.seq_id);
+    if (prompts != nullptr && pending > 1) {
+      prompts->push_back(&seq);
       continue;
     }
-    const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
-    PAGODA_CHECK(num_new > 0, "running sequence {} has nothing to compute", seq.seq_id);
-    if (!reserve_blocks(seq, seq.num_computed_tokens + num_new, plan,
-                        [&] { return std::vector<Sequence*>(running_.begin() + static_cast<ptrdiff_t>(i), running_.end()); })) {
+    const int num_new = budget.chunk_for(pending);
+    const std::span<Sequence* const> set_aside = prompts != nullptr ? std::span<Sequence* const>(*prompts) : std::span<Sequence* const>{};
+    if (!reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, std::span(order).subspan(k + 1), set_aside)) {
       // It preempted itself. Under fcfs and priority the sequences after it would have been victims first,
-      // so none is left (or, past its tenant's cap, they wait for the next step); the slo policy's victim
-      // may come before others, which go on: running_[i] is the next one now.
-      if (config_.policy != SchedulingPolicy::kSlo) break;
+      // so none is left (or, past its tenant's cap, they wait for the next step); the slo and fair policies'
+      // victim may come before others, which go on.
+      if (config_.policy == SchedulingPolicy::kFcfs || config_.policy == SchedulingPolicy::kPriority) break;
       continue;
     }
     add_to_plan(plan, seq, num_new);
     budget.take(num_new);
-    ++i;
   }
+  if (prompts != nullptr) std::erase_if(*prompts, [](const Sequence* s) { return s->status != SeqStatus::kRunning; });
 }
 
-bool Scheduler::reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, const Candidates& candidates) {
+bool Scheduler::reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, std::span<Sequence* const> unplanned,
+                               std::span<Sequence* const> more_unplanned) {
   // Only sequences not yet planned this step are candidates; under fcfs and priority the victim is the last
   // of them in policy order (of its tenant, or of the tenants above their share), `seq` itself when nothing
   // else is left.
+  const auto candidates = [&] {  // seq, then the others still running
+    std::vector<Sequence*> out{&seq};
+    for (const std::span<Sequence* const> group : {unplanned, more_unplanned})
+      for (Sequence* s : group)
+        if (s != &seq && s->status == SeqStatus::kRunning) out.push_back(s);
+    return out;
+  };
   while (over_tenant_cap(seq, num_tokens)) {
     std::vector<Sequence*> own;  // the tenant's candidates, seq among them
     for (Sequence* s : candidates())
@@ -199,37 +210,19 @@ bool Scheduler::reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, co
 
 void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
   // Decodes, in policy order; running sequences with prompt (or recomputed) tokens left wait for the second part.
+  std::vector<Sequence*> prompts;  // set aside, in policy order; removed once planned or preempted
+  schedule_running(budget, plan, &prompts);
   const auto still_running = [](const Sequence* s) { return s->status == SeqStatus::kRunning; };
-  const std::vector<Sequence*> order(running_);  // preemptions change running_
-  std::vector<Sequence*> prompts;                // set aside, in policy order
-  for (size_t k = 0; k < order.size() && !budget.exhausted(); ++k) {
-    Sequence& seq = *order[k];
-    // Preempted this step, or about to finish (update() finishes it when its last token arrives).
-    if (!still_running(&seq) || placeholders_reach_length_limit(seq, config_.max_model_len)) continue;
-    if (seq.num_tokens_with_placeholders() - seq.num_computed_tokens > 1) {
-      prompts.push_back(&seq);
-      continue;
-    }
-    const auto unplanned = [&] {  // the prompts set aside and the rest of the running sequences
-      std::vector<Sequence*> out;
-      std::copy_if(prompts.begin(), prompts.end(), std::back_inserter(out), still_running);
-      std::copy_if(order.begin() + static_cast<ptrdiff_t>(k), order.end(), std::back_inserter(out), still_running);
-      return out;
-    };
-    if (!reserve_blocks(seq, seq.num_computed_tokens + 1, plan, unplanned)) continue;
-    add_to_plan(plan, seq, 1);
-    budget.take(1);
-  }
-  std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
 
   // Prompt work, tenant by tenant in order of (priority, finish tag, arrival) of each tenant's next sequence.
   const bool window_holds = prompts.empty() && plan.preempted.empty() && hold_new_requests(budget, plan);
   bool admitting = !window_holds;
   std::unordered_set<std::string> capped;  // tenants at their KV cap: their waiting sequences wait for the next step
+  std::unordered_map<std::string, Sequence*> heads;  // per tenant its next sequence, rebuilt for each pick
   while (!budget.exhausted()) {
     admitting = admitting && plan.preempted.empty() && num_running() < config_.max_num_seqs;
     // Each tenant's next sequence: its first running prompt (policy order), or its first waiting one.
-    std::unordered_map<std::string, Sequence*> heads;
+    heads.clear();
     const auto offer = [&](const std::string& tenant, Sequence* seq) {
       auto [it, added] = heads.try_emplace(tenant, seq);
       if (!added && schedules_before(config_.policy, *seq, *it->second)) it->second = seq;
@@ -254,11 +247,7 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
     if (seq.status == SeqStatus::kRunning) {
       std::erase(prompts, &seq);
       const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
-      const bool reserved = reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, [&] {
-        std::vector<Sequence*> out{&seq};  // and the prompts not planned yet
-        std::copy_if(prompts.begin(), prompts.end(), std::back_inserter(out), still_running);
-        return out;
-      });
+      const bool reserved = reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, prompts);
       std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
       if (!reserved) continue;
       add_to_plan(plan, seq, num_new);

@@ -126,12 +126,12 @@ class Scheduler {
   std::string check_invariants() const;
 
  private:
-  // Capacity decision: gives `seq` blocks for num_tokens positions, preempting among candidates() (the running
-  // sequences not yet planned this step, `seq` among them) until they fit, by the policy's victim rule
-  // (sequences of tenants above their share first; within its tenant's cap by preempting the tenant's own).
-  // False when `seq` itself had to be preempted.
-  using Candidates = std::function<std::vector<Sequence*>()>;
-  bool reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, const Candidates& candidates);
+  // Capacity decision: gives `seq` blocks for num_tokens positions, preempting among it and the sequences of
+  // `unplanned` and `more_unplanned` still running (those not yet planned this step) until they fit, by the
+  // policy's victim rule (sequences of tenants above their share first; within its tenant's cap by preempting
+  // the tenant's own). False when `seq` itself had to be preempted.
+  bool reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, std::span<Sequence* const> unplanned,
+                      std::span<Sequence* const> more_unplanned = {});
   // Tenant quotas (tenant_kv.h), in blocks.
   int quota_blocks(double amount) const;
   int tenant_blocks(const std::string& tenant) const;  // held by the tenant's running sequences
@@ -139,15 +139,19 @@ class Scheduler {
   bool over_tenant_cap(const Sequence& seq, int num_tokens) const;
   // The index in `candidates` to preempt: among sequences of tenants above their share if there are any.
   size_t pick_victim(std::span<Sequence* const> candidates) const;
-  void schedule_running(TokenBudget& budget, StepPlan& plan);
+  // The running sequences in policy order, each its pending tokens as far as the budget allows. With `prompts`
+  // (the fair policy), those with more than one token pending are appended there instead of planned (and stay
+  // candidates for preemption); on return it holds those still running.
+  void schedule_running(TokenBudget& budget, StepPlan& plan, std::vector<Sequence*>* prompts = nullptr);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
   // The fair policy's step: the running sequences with one token to compute (decodes) in policy order, then,
   // repeatedly, the prompt work (a running sequence's next prompt or recompute chunk, or admitting a waiting
   // sequence) of the tenant whose next sequence has the lowest (priority, finish tag, arrival), where the
   // finish tag is the tenant's service plus the sequence's chunk (as much of its pending tokens as the budget
-  // has left) divided by the tenant's weight; its service is charged as each chunk is planned, until the budget, the sequence slots or the blocks run out. Within a tenant,
-  // sequences go in policy order. Admissions stop once the step preempted or a sequence found no blocks; a
-  // tenant at its cap admits nothing more this step.
+  // has left; for a waiting sequence, counted before its prefix hit, which is looked up only on admission)
+  // divided by the tenant's weight; its service is charged as each chunk is planned, until the budget, the
+  // sequence slots or the blocks run out. Within a tenant, sequences go in policy order. Admissions stop once
+  // the step preempted or a sequence found no blocks; a tenant at its cap admits nothing more this step.
   void schedule_fair(TokenBudget& budget, StepPlan& plan);
   // The TTL batching window (SchedulerConfig::batch_wait_seconds): true, and held_until_ set, when this step
   // admits no waiting request because the step has no prompt tokens yet and the waiting requests are all new

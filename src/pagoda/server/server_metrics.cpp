@@ -127,8 +127,11 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   static constexpr const char* kSwitchHelp = "Switches of the precision fallback, by direction.";
   fallback_to_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_fallback"));
   fallback_back_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("to_primary"));
-  // Of to_primary: fallbacks measured no faster than the primary (sched/precision_fallback.h's measured check).
-  fallback_declined_ = &r.counter("pagoda:precision_fallback_switches_total", kSwitchHelp, direction("declined"));
+  // Of the switches to_primary, those made by the measured check (sched/precision_fallback.h): its own name, so
+  // that summing the switches over their direction counts each once.
+  fallback_declined_ = &r.counter("pagoda:precision_fallback_declined_total",
+                                  "Switches back to the primary weights because the fallback's steps measured no faster.",
+                                  labels_);
   fallback_steps_ = &r.counter("pagoda:precision_fallback_steps_total", "Engine steps run on the fallback weights.", labels_);
 }
 

@@ -180,13 +180,15 @@ TEST(FairPolicy, ATenantAtItsCapWaitsAndOthersGoPastIt) {
   EXPECT_EQ(s.find(2)->status, SeqStatus::kWaiting);
 }
 
-// Decodes are planned before any prompt work, whatever the tenants' service.
+// Decodes are planned before any prompt work, whatever the tenants' service: here the decode's finish tag
+// (160 + 1 / 0.05 = 180) is behind the light prompt's (160 + 16 = 176), and the prompt would take the whole budget.
 TEST(FairPolicy, DecodesGoBeforePromptWork) {
   Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
                                       .max_num_batched_tokens = 16, .max_model_len = 256, .policy = kFair});
-  s.add(tenant_request(1, "heavy", 0.1f, 8, 8));
-  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}}));  // heavy's service is now 80
-  s.add(tenant_request(2, "light", 1.0f, 64, 4));
+  s.add(tenant_request(1, "heavy", 0.05f, 8, 8));
+  EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}}));
+  EXPECT_NEAR(s.fair_share()->service("heavy"), 160.0, 1e-4);  // 8 / 0.05f
+  s.add(tenant_request(2, "light", 1.0f, 64, 4));  // raised to heavy's 160
   EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 1}, {2, 15}}));
 }
 

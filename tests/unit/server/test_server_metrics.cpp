@@ -89,5 +89,22 @@ TEST(ServerMetrics, HostTierAndTenantBlockSeries) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
 }
 
+// The precision fallback's switches: one series per direction, and the declined ones (a subset of to_primary)
+// under their own name, so that a sum over `direction` counts every switch once.
+TEST(ServerMetrics, FallbackSwitchesAreCountedOnceByDirection) {
+  ServerMetrics m("model");
+  EngineStats stats;
+  stats.fallback.switches_to_fallback = 3;
+  stats.fallback.switches_to_primary = 3;
+  stats.fallback.switches_declined = 2;
+  const std::string text = m.render(stats);
+  EXPECT_NE(text.find("pagoda:precision_fallback_switches_total{model_name=\"model\",direction=\"to_fallback\"} 3"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("pagoda:precision_fallback_switches_total{model_name=\"model\",direction=\"to_primary\"} 3"),
+            std::string::npos);
+  EXPECT_NE(text.find("pagoda:precision_fallback_declined_total{model_name=\"model\"} 2"), std::string::npos);
+  EXPECT_EQ(text.find("direction=\"declined\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pagoda::server
