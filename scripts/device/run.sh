@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
+#   scripts/device/run.sh [tests] [gtest] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -149,6 +149,20 @@ PY
         done
       done
       note "sweep: sweep_*.json"
+      ;;
+    gtest)  # test_cuda --gtest_filter=GTEST_FILTER with PAGODA_PROFILE=1 under each environment in GTEST_ENVS ("A=1;B=2");
+      # prints the result lines and the tables' lines that match GTEST_GREP
+      IFS=';' read -ra envs <<<"${GTEST_ENVS:-}"
+      [ ${#envs[@]} -eq 0 ] && envs=("")
+      i=0
+      for e in "${envs[@]}"; do
+        i=$((i + 1))
+        env $e PAGODA_PROFILE=1 timeout 300 device_bundle/bin/test_cuda --gtest_filter="${GTEST_FILTER:-*}" >"$OUT/gtest_$i.log" 2>&1
+        echo "[${e:-as is}] rc=$?"
+        grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gtest_$i.log" | head -20
+        grep -E "^\[ [a-z]+ *\]" "$OUT/gtest_$i.log" | grep -E "${GTEST_GREP:-.}" | head -80
+      done
+      note "gtest: gtest_*.log"
       ;;
     profile)  # DecodeStepProfile (kernels alone, batch 1) under each environment in PROFILE_ENVS ("A=1;B=2")
       IFS=';' read -ra envs <<<"${PROFILE_ENVS:-}"

@@ -13,16 +13,10 @@
 #include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
+
 namespace {
 
 using bf16 = __nv_bfloat16;
-
-// What the kernel does with each output row (or pair of rows: then R is even and pairs sit in one warp).
-enum class Epilogue {
-  kPlain,  // out [T, N] = the products, rounded to bf16
-  kSilu,   // rows 2j, 2j + 1 = gate_j, up_j: out [T, N / 2] = silu_pair
-  kRope,   // QKV with Q/K rows paired (qkv_rope_pairs): RoPE, then q_out and the KV cache (QkvRopeOutput)
-};
 
 // The SwiGLU epilogue: bf16(silu(g) * u) of the two products rounded to bf16, exactly what a bf16 GEMM
 // followed by silu_mul computes.

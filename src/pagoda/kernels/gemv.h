@@ -24,6 +24,13 @@ void skinny_gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16
 void skinny_gemm_silu(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up, int num_tokens,
                       int intermediate, int k, cudaStream_t stream);
 
+// What a decode GEMM does with each output row, or pair of rows (gemm_epilogue.cuh).
+enum class Epilogue {
+  kPlain,  // out [T, N] = the products, rounded to bf16
+  kSilu,   // rows 2j, 2j + 1 = gate_j, up_j: out [T, N / 2] = silu_pair
+  kRope,   // QKV with Q/K rows paired (qkv_rope_pairs): RoPE, then q_out and the KV cache (QkvRopeOutput)
+};
+
 // Where the QKV GEMM with RoPE (skinny_gemm_qkv_rope) puts its results; the arrays as for qkv_rope_store.
 struct QkvRopeOutput {
   __nv_bfloat16* q_out = nullptr;    // [T, num_heads, head_dim], rotated

@@ -35,6 +35,7 @@
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemv.h"
+#include "pagoda/kernels/quant_gemv_one_token.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -410,6 +411,7 @@ void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_toke
 template <Epilogue E>
 void dispatch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
               cudaStream_t stream) {
+  if (num_tokens == 1 && quant_gemv_one_token_takes(x, m)) return quant_gemv_one_token(E, out, rope, x, m, stream);
   switch (m.shape.codes) {
     case TileCodes::kU4: return dispatch_codes<TileCodes::kU4, E>(out, x, m, num_tokens, rope, stream);
     case TileCodes::kI8: return dispatch_codes<TileCodes::kI8, E>(out, x, m, num_tokens, rope, stream);
@@ -469,14 +471,18 @@ __global__ void dequantize_tiles_kernel(bf16* __restrict__ out, const Tiles w) {
 
 }  // namespace
 
-// Runs the kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again): out rows,
-// x rows and the RoPE arrays move with the pass.
+// Runs the kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again), as even as
+// they come (17 tokens: 9 + 8, not 16 + 1, so that a pass of one token, whose kernel rounds differently, runs only
+// when the step has one token: a graph padded to 24 then gives the tokens of the eager 17): out rows, x rows and
+// the RoPE arrays move with the pass.
 template <Epilogue E>
 void run_passes(bf16* out, int64_t out_row, const bf16* x, const QuantMatrix& w, int num_tokens, QkvRopeOutput rope,
                 cudaStream_t stream) {
   constexpr int kPassTokens = 16;
-  for (int t0 = 0; t0 < num_tokens; t0 += kPassTokens) {
-    const int n = std::min(kPassTokens, num_tokens - t0);
+  const int passes = (num_tokens + kPassTokens - 1) / kPassTokens;
+  const int per_pass = (num_tokens + passes - 1) / passes;
+  for (int t0 = 0; t0 < num_tokens; t0 += per_pass) {
+    const int n = std::min(per_pass, num_tokens - t0);
     QkvRopeOutput o = rope;
     if constexpr (E == Epilogue::kRope) {
       o.q_out += static_cast<int64_t>(t0) * o.num_heads * o.head_dim;

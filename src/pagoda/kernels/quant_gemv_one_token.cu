@@ -1,0 +1,323 @@
+// The 4-bit decode GEMV at one token (quant_gemv_one_token.h). At batch 1 a W4 model streams about 0.56 bytes a
+// weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
+// must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's general kernel (any T,
+// any code width) spends about 150 instructions a chunk (Nsight Compute, docs/PERFORMANCE.md); this one:
+//  - x lives in shared memory, loaded once per block after the PDL wait, permuted by chunk so that a lane reads
+//    its 16 activations of a chunk as two 16-byte words; the block also sums x over each segment of columns
+//    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row);
+//  - a code becomes bf16 as 128 + q in one LOP3 per pair (no subtraction): the group's constant comes out at
+//    the segment's end, acc += s * sum((128 + q) x) - m' * sum(x), with m' = s (128 + z) in the zeros form and
+//    m + 128 s in the offsets form (quant_tiles.h). The fp32 sums then carry 128 x beside (q - z) x: about 2^-17
+//    of sum |x| s, far below the bf16 rounding of the output;
+//  - each lane keeps the code vectors of the next kDepth chunks in flight in registers (no ring, no waits);
+//    the params of a round of kDepth chunks come a round ahead through a two-slot ring in shared memory
+//    (cp.async); the first ones are issued before the PDL wait;
+//  - two chains of MMA sums (even and odd k-steps), summed at each segment's end.
+// A warp owns a tile of 16 rows and a slice of K (whole segments); the warps of a block that share a tile
+// add their sums in shared memory, as in quant_gemv.cu. Lanes of quads p > 0 multiply token 0's activations
+// too (their MMA columns are never stored), so no lane needs a zero fragment.
+// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes, Llama-3-8B's W4 g128 layer; docs/PERFORMANCE.md):
+// 72 instructions a chunk; QKV 7.65 us, O 5.90, gate-up 19.7, down 12.3 (3.4 TB/s on gate-up), where the general
+// kernel takes 8.38, 6.25, 28.4 and 14.5. The loads into buf must not sit behind a branch: with one, the compiler
+// copied the loaded registers from round to round, each copy waited for its load, and gate-up took 28 us. Tried
+// and slower: bulk L2 prefetches of the rounds ahead (gate-up 22.9 us one round ahead, 23.1 two).
+#include "pagoda/kernels/quant_gemv_one_token.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/gemm_epilogue.cuh"
+#include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/quant_codes.cuh"
+#include "pagoda/kernels/weight_loads.cuh"
+
+namespace pagoda::kernels {
+namespace {
+
+constexpr int kWarps = 8;                // per block (K cut in up to 8 slices; blocks of 4 warps: slower)
+constexpr int kWarpsPerSm = 16;          // __launch_bounds__: 2 blocks
+constexpr int kMinChunksPerSlice = 8;    // a K slice is at least this many chunks (512 columns)
+
+constexpr int kDepth = 8;                // chunks in flight per lane (4 registers each): a round
+
+// Segments of a round, whose params share a slot of the ring.
+__host__ __device__ constexpr int round_segments(int seg_steps) { return kDepth * 4 / seg_steps; }
+
+// Shared memory of a block: x [K] bf16 permuted by chunk, each warp's params ring [warps][2 slots][round
+// segments][16] float2, the slices' sums [warps][2][32] fp32, then the segment sums [segments] fp32.
+size_t shared_bytes(int64_t k, int64_t segments, int warps, int seg_steps) {
+  return static_cast<size_t>(k) * 2 + static_cast<size_t>(warps) * 2 * round_segments(seg_steps) * kTileRows * 8 +
+         static_cast<size_t>(warps) * 2 * 32 * 4 + static_cast<size_t>(segments) * 4;
+}
+
+// The sum of four bf16 (two bf16x2 words) in fp32.
+__device__ __forceinline__ float sum4(uint2 b) {
+  return (__uint_as_float(b.x << 16) + __uint_as_float(b.x & 0xffff0000u)) +
+         (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
+}
+
+// A k-step's 8 codes (one word, quant_tiles.h's register order) as bf16 128 + q.
+__device__ __forceinline__ void fragment_128(uint32_t (&a)[4], uint32_t w) {
+  a[0] = and_or(w, 0x000f000fu, 0x43004300u);
+  a[1] = and_or(w >> 4, 0x000f000fu, 0x43004300u);
+  a[2] = and_or(w >> 8, 0x000f000fu, 0x43004300u);
+  a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
+}
+
+// SEG: k-steps (16 columns) per segment, 2, 4 or 8. param_stride: float2s from one segment's params to the
+// next (16: a group per segment; 0: per row). Block: warps / splits tiles, each cut into `splits` slices.
+template <int SEG, Epilogue E>
+__global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
+    w4_one_token_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int splits, int segments,
+                        int param_stride, const QkvRopeOutput rope) {
+  constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
+  constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
+  constexpr int G = round_segments(SEG);              // segments of a round (kDepth chunks)
+  constexpr int kPieces = G * kTileRows * 8 / 16;     // 16-byte pieces of a round's params
+  extern __shared__ __align__(16) unsigned char shared[];
+  constexpr int warps = kWarps;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  bf16* xs = reinterpret_cast<bf16*>(shared);
+  float2* ring = reinterpret_cast<float2*>(shared + static_cast<size_t>(w.k) * 2) + warp * 2 * G * kTileRows;
+  float* partials = reinterpret_cast<float*>(shared + static_cast<size_t>(w.k) * 2) + warps * 2 * G * kTileRows * 2;
+  float* seg_sums = partials + warps * 2 * 32;
+
+  const int p = lane / 4, t = lane % 4;  // fragment row and column group
+  const int slice = warp % splits;
+  const int tile_index = static_cast<int>(blockIdx.x) * (warps / splits) + warp / splits;
+  const int tile = min(tile_index, w.tiles - 1);  // past the last tile: recompute it, store nothing
+  const int units = w.chunks / kSegChunks;
+  const int c_begin = static_cast<int>(static_cast<int64_t>(units) * slice / splits) * kSegChunks;
+  const int c_end = static_cast<int>(static_cast<int64_t>(units) * (slice + 1) / splits) * kSegChunks;
+  const int seg_begin = c_begin * kChunkSegs / kSegChunks, seg_end = c_end * kChunkSegs / kSegChunks;
+  const uint4* codes = w.codes + static_cast<int64_t>(tile) * w.chunks * 32 + lane;
+  const float2* params = w.params + static_cast<int64_t>(tile) * w.groups * kTileRows;
+
+  // The params of the round from segment `first` into ring slot `slot`: piece i is positions 2(i % 8), 2(i % 8)
+  // + 1 of segment first + i / 8 (nothing past the slice). One cp.async group a round.
+  auto issue_params = [&](int first, int slot) {
+#pragma unroll
+    for (int i = lane; i < kPieces; i += 32) {
+      const int seg = first + i / 8;
+      if (seg < seg_end)
+        copy_weights_async16(ring + (slot * G + i / 8) * kTileRows + 2 * (i % 8),
+                             params + static_cast<int64_t>(seg) * param_stride + 2 * (i % 8));
+    }
+    copy_async_commit();
+  };
+  // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
+  uint4 buf[kDepth];
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i)
+    buf[i] = c_begin + i < c_end ? load_weights(codes + static_cast<int64_t>(c_begin + i) * 32) : uint4{};
+  issue_params(seg_begin, 0);
+  pdl_grid_sync();
+
+  // x into shared memory, permuted by chunk so that lane t's columns of a chunk are contiguous: columns 16 s +
+  // 4 t .. + 3 of k-step s go to x_s[64 c + 16 t + 4 s]. Lane l of a warp reads 8 columns (16 bytes), a warp 256,
+  // and kBatch reads are in flight before any is used (each is an L2 round trip); the 2 SEG lanes of a segment
+  // then sum it.
+  constexpr int kBatch = 4;
+  const int vectors = w.k / 8;
+  for (int base = warp * 32; base < vectors; base += warps * 32 * kBatch) {  // warp-uniform (the shuffles)
+    const int v0 = base + lane;
+    uint4 xv[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int v = v0 + b * warps * 32;
+      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x) + v) : uint4{};
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int v = v0 + b * warps * 32;
+      if (v < vectors) {  // chunk v / 8, k-step (v % 8) / 2, column groups 2 (v % 2) and 2 (v % 2) + 1
+        bf16* dst = xs + 64 * (v / 8) + 4 * ((v % 8) / 2) + 32 * (v % 2);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(xv[b].x, xv[b].y);
+        *reinterpret_cast<uint2*>(dst + 16) = make_uint2(xv[b].z, xv[b].w);
+      }
+      float f = sum4(make_uint2(xv[b].x, xv[b].y)) + sum4(make_uint2(xv[b].z, xv[b].w));
+#pragma unroll
+      for (int offset = 1; offset < 2 * SEG; offset *= 2) f += __shfl_xor_sync(0xffffffffu, f, offset);
+      if (v < vectors && lane % (2 * SEG) == 0) seg_sums[v / (2 * SEG)] = f;
+    }
+  }
+  __syncthreads();
+
+  const bool offsets = w.offsets;
+  float acc_lo = 0.0f, acc_hi = 0.0f;  // token 0 in the lanes of t = 0: rows p (lo) and p + 8 (hi)
+  float part[2][4];                     // two chains of sums: even and odd k-steps
+#pragma unroll
+  for (int s = 0; s < 2; ++s) part[s][0] = part[s][1] = part[s][2] = part[s][3] = 0.0f;
+  int seg = seg_begin;
+  const float2* slot_params = ring;  // the current round's slot
+  // The segment in chains [first, first + count) ends: scaled into the accumulators with the params of the
+  // round's segment j.
+  auto end_segment = [&](int j, int first, int count) {
+    float s_lo = 0.0f, s_hi = 0.0f;
+#pragma unroll
+    for (int i = first; i < first + count; ++i) {
+      s_lo += part[i][0];
+      s_hi += part[i][2];
+      part[i][0] = part[i][1] = part[i][2] = part[i][3] = 0.0f;
+    }
+    const float2 lo = slot_params[j * kTileRows + p], hi = slot_params[j * kTileRows + p + 8];
+    const float xsum = seg_sums[seg];
+    const float m_lo = offsets ? fmaf(128.0f, lo.x, lo.y) : lo.x * (128.0f + lo.y);
+    const float m_hi = offsets ? fmaf(128.0f, hi.x, hi.y) : hi.x * (128.0f + hi.y);
+    acc_lo += fmaf(lo.x, s_lo, -m_lo * xsum);
+    acc_hi += fmaf(hi.x, s_hi, -m_hi * xsum);
+    ++seg;
+  };
+
+  // A round: the next round's params are asked for, and this round's must have landed.
+  auto begin_round = [&](int c, int slot) {
+    issue_params(seg + G, slot ^ 1);
+    copy_async_wait<1>();  // this round's params have landed (this lane's copies) ...
+    __syncwarp();          // ... and every lane's; all are done with the slot of the round before
+    slot_params = ring + slot * G * kTileRows;
+  };
+  // Chunk `chunk`, the round's i-th: its codes v times x, and the segments that end in it.
+  auto multiply_chunk = [&](const uint4& v, int chunk, int i) {
+    const uint4* xc = reinterpret_cast<const uint4*>(xs + 64 * chunk + 16 * t);
+    const uint4 x01 = xc[0], x23 = xc[1];
+    uint32_t a[4];
+    fragment_128(a, v.x);
+    mma_bf16(part[0], a, x01.x, x01.y);
+    fragment_128(a, v.y);
+    mma_bf16(part[1], a, x01.z, x01.w);
+    if constexpr (SEG == 2) end_segment(2 * i, 0, 2);
+    fragment_128(a, v.z);
+    mma_bf16(part[0], a, x23.x, x23.y);
+    fragment_128(a, v.w);
+    mma_bf16(part[1], a, x23.z, x23.w);
+    if constexpr (SEG == 2) {
+      end_segment(2 * i + 1, 0, 2);
+    } else if ((i + 1) % kSegChunks == 0) {
+      end_segment(i / kSegChunks, 0, 2);
+    }
+  };
+  int c = c_begin, slot = 0;
+  for (; c + kDepth <= c_end; c += kDepth, slot ^= 1) {  // whole rounds; warp-uniform
+    begin_round(c, slot);
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      const uint4 v = buf[i];
+      // The chunk a round ahead, or the slice's last again: no branch around the load, so that buf keeps its
+      // registers from round to round.
+      buf[i] = load_weights(codes + static_cast<int64_t>(min(c + i + kDepth, c_end - 1)) * 32);
+      multiply_chunk(v, c + i, i);
+    }
+    __syncwarp();  // every lane is done with this slot before the next round's copies into it
+  }
+  if (c < c_end) {  // a last, partial round (whole segments): its codes are in buf
+    begin_round(c, slot);
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      if (c + i >= c_end) break;  // warp-uniform
+      multiply_chunk(buf[i], c + i, i);
+    }
+  }
+  copy_async_wait<0>();
+
+  if (splits > 1) {  // uniform over the block: slice 0 adds the others' sums, in slice order
+    partials[(warp * 2) * 32 + lane] = acc_lo;
+    partials[(warp * 2 + 1) * 32 + lane] = acc_hi;
+    __syncthreads();
+    if (slice != 0) return;
+    acc_lo = acc_hi = 0.0f;
+    for (int sl = 0; sl < splits; ++sl) {
+      acc_lo += partials[((warp + sl) * 2) * 32 + lane];
+      acc_hi += partials[((warp + sl) * 2 + 1) * 32 + lane];
+    }
+  }
+  if (tile_index >= w.tiles || t != 0) return;
+  // Lane (p, 0) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for token 0.
+  const int row = tile * kTileRows + 2 * p;
+  if constexpr (E == Epilogue::kPlain) {
+    store_rows<E>(out, rope, w.n, 0, row, acc_lo, 0.0f);
+    store_rows<E>(out, rope, w.n, 0, row + 1, acc_hi, 0.0f);
+  } else {
+    store_rows<E>(out, rope, w.n, 0, row, acc_lo, acc_hi);
+  }
+}
+
+// k-steps per segment for this matrix (0: the kernel does not take it).
+int segment_steps(const QuantTilesShape& s) {
+  if (s.codes != TileCodes::kU4 || s.k <= 0 || s.k % kTileChunkCols != 0) return 0;
+  if (s.group_size >= s.k) return s.k % 128 == 0 ? 8 : 4;  // per row: any segment
+  if (s.group_size == 32 || s.group_size == 64 || s.group_size == 128) return static_cast<int>(s.group_size / 16);
+  return 0;
+}
+
+int max_shared_bytes() {
+  static const int bytes = [] {
+    int device = 0, optin = 0;
+    cuda_check(cudaGetDevice(&device), "quant_gemv_one_token", __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "quant_gemv_one_token",
+               __FILE__, __LINE__);
+    return optin;
+  }();
+  return bytes;
+}
+
+template <int SEG, Epilogue E>
+void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, cudaStream_t stream) {
+  auto* kernel = w4_one_token_kernel<SEG, E>;
+  constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;
+  static const bool configured = [kernel] {  // all the shared memory a block may have, and little L1 (x is shared)
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()),
+               "quant_gemv_one_token", __FILE__, __LINE__);
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+               "quant_gemv_one_token", __FILE__, __LINE__);
+    return true;
+  }();
+  (void)configured;
+  const Tiles w = tiles_of(m);
+  constexpr int warps = kWarps;
+  const int segments = w.k / (16 * SEG);
+  const int splits = one_wave_splits(w.tiles, w.chunks / kSegChunks, warps, kWarpsPerSm / warps,
+                                     kMinChunksPerSlice / kSegChunks);
+  const int64_t tiles_per_block = warps / splits;
+  const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
+  const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
+  launch_kernel("quant_gemv_one_token", kernel, static_cast<unsigned>(blocks), warps * 32,
+                shared_bytes(w.k, segments, warps, SEG), stream, out, x, w, splits, segments, param_stride, rope);
+}
+
+template <Epilogue E>
+void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, cudaStream_t stream) {
+  switch (segment_steps(m.shape)) {
+    case 2: return launch<2, E>(out, rope, x, m, stream);
+    case 4: return launch<4, E>(out, rope, x, m, stream);
+    case 8: return launch<8, E>(out, rope, x, m, stream);
+    default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_one_token: shape not supported", __FILE__, __LINE__);
+  }
+}
+
+}  // namespace
+
+bool quant_gemv_one_token_takes(const void* x, const QuantMatrix& w) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PAGODA_QUANT_ONE_TOKEN");
+    return !(v && *v == '0');
+  }();
+  const int steps = segment_steps(w.shape);
+  return enabled && steps > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params &&
+         w.shape.tiles() < (int64_t{1} << 31) &&
+         shared_bytes(w.shape.k, w.shape.k / (16 * steps), kWarps, steps) <= static_cast<size_t>(max_shared_bytes());
+}
+
+void quant_gemv_one_token(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,
+                          cudaStream_t stream) {
+  switch (epilogue) {
+    case Epilogue::kPlain: return dispatch<Epilogue::kPlain>(out, rope, x, w, stream);
+    case Epilogue::kSilu: return dispatch<Epilogue::kSilu>(out, rope, x, w, stream);
+    case Epilogue::kRope: return dispatch<Epilogue::kRope>(out, rope, x, w, stream);
+  }
+}
+
+}  // namespace pagoda::kernels
