@@ -108,13 +108,13 @@ PY
       ;;
     quant-bench)  # Llama-3-8B-shaped dummy weights in each kind (QUANT_KINDS, default "none awq int8 fp8"): decode
       # tok/s per sequence by batch size (QUANT_BATCHES, default "1 16 64 256"; 128-token prompts, 64 new tokens);
-      # QUANT_EXTRA: more pagoda options (e.g. "--quantize-lm-head fp8")
+      # QUANT_EXTRA: more pagoda options (e.g. "--quantize-lm-head fp8"); QUANT_INPUT_LEN: the prompts' length (128)
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096"
       for kind in ${QUANT_KINDS:-none awq int8 fp8}; do
         for b in ${QUANT_BATCHES:-1 16 64 256}; do
           out=$OUT/qbench_${kind}_b$b
           timeout 150 "$PAGODA" --log-level info bench latency $M --quantization $kind ${QUANT_EXTRA:-} --batch-size $b --max-num-seqs $b \
-            --input-len 128 --output-len ${QUANT_OUTPUT_LEN:-64} --num-iters 1 --json >"$out.json" 2>"$out.log"
+            --input-len ${QUANT_INPUT_LEN:-128} --output-len ${QUANT_OUTPUT_LEN:-64} --num-iters 1 --json >"$out.json" 2>"$out.log"
           echo "$kind batch $b rc=$? $(python3 -c "import json; d=json.load(open('$out.json')); print(round(d['decode_tokens_per_second_per_sequence'], 1), 'tok/s per sequence,', round(d['decode_tokens_per_second_per_sequence'] * $b), 'tok/s')" 2>&1 | tail -1) $(grep -ho 'weights on the GPU: [0-9.]* GiB' "$out.log")"
         done
       done | tee "$OUT/quant_bench.txt"

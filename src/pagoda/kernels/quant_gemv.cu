@@ -35,7 +35,7 @@
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemv.h"
-#include "pagoda/kernels/quant_gemv_one_token.h"
+#include "pagoda/kernels/quant_gemv_few_tokens.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -411,7 +411,7 @@ void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_toke
 template <Epilogue E>
 void dispatch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
               cudaStream_t stream) {
-  if (num_tokens == 1 && quant_gemv_one_token_takes(x, m)) return quant_gemv_one_token(E, out, rope, x, m, stream);
+  if (quant_gemv_few_tokens_takes(x, m, num_tokens)) return quant_gemv_few_tokens(E, out, rope, x, m, num_tokens, stream);
   switch (m.shape.codes) {
     case TileCodes::kU4: return dispatch_codes<TileCodes::kU4, E>(out, x, m, num_tokens, rope, stream);
     case TileCodes::kI8: return dispatch_codes<TileCodes::kI8, E>(out, x, m, num_tokens, rope, stream);
@@ -472,8 +472,8 @@ __global__ void dequantize_tiles_kernel(bf16* __restrict__ out, const Tiles w) {
 }  // namespace
 
 // Runs the kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again), as even as
-// they come (17 tokens: 9 + 8, not 16 + 1, so that a pass of one token, whose kernel rounds differently, runs only
-// when the step has one token: a graph padded to 24 then gives the tokens of the eager 17): out rows, x rows and
+// they come (17 tokens: 9 + 8, not 16 + 1, so that a pass of 1 to 4 tokens, whose kernel rounds differently, runs
+// only when the step has that few: a graph padded to 24 then gives the tokens of the eager 17): out rows, x rows and
 // the RoPE arrays move with the pass.
 template <Epilogue E>
 void run_passes(bf16* out, int64_t out_row, const bf16* x, const QuantMatrix& w, int num_tokens, QkvRopeOutput rope,

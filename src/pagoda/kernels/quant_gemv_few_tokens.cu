@@ -1,10 +1,10 @@
-// The 4-bit decode GEMV at one token (quant_gemv_one_token.h). At batch 1 a W4 model streams about 0.56 bytes a
+// The 4-bit decode GEMV at 1 to 4 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams about 0.56 bytes a
 // weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
 // must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's general kernel (any T,
 // any code width) spends about 150 instructions a chunk (Nsight Compute, docs/PERFORMANCE.md); this one:
 //  - x lives in shared memory, loaded once per block after the PDL wait, permuted by chunk so that a lane reads
 //    its 16 activations of a chunk as two 16-byte words; the block also sums x over each segment of columns
-//    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row);
+//    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row), per token;
 //  - a code becomes bf16 as 128 + q in one LOP3 per pair (no subtraction): the group's constant comes out at
 //    the segment's end, acc += s * sum((128 + q) x) - m' * sum(x), with m' = s (128 + z) in the zeros form and
 //    m + 128 s in the offsets form (quant_tiles.h). The fp32 sums then carry 128 x beside (q - z) x: about 2^-17
@@ -14,14 +14,17 @@
 //    (cp.async); the first ones are issued before the PDL wait;
 //  - two chains of MMA sums (even and odd k-steps), summed at each segment's end.
 // A warp owns a tile of 16 rows and a slice of K (whole segments); the warps of a block that share a tile
-// add their sums in shared memory, as in quant_gemv.cu. Lanes of quads p > 0 multiply token 0's activations
-// too (their MMA columns are never stored), so no lane needs a zero fragment.
+// add their sums in shared memory, as in quant_gemv.cu. Token p is the MMA's column p: the lanes of quads p >= NT
+// (1, 2 or 4: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
+// (their columns are never stored), so no lane needs a zero fragment. Each token's sums come out in the same
+// order whatever T is: a sequence's results do not depend on the batch it decodes in (up to 4 tokens).
 // Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes, Llama-3-8B's W4 g128 layer; docs/PERFORMANCE.md):
-// 72 instructions a chunk; QKV 7.65 us, O 5.90, gate-up 19.7, down 12.3 (3.4 TB/s on gate-up), where the general
-// kernel takes 8.38, 6.25, 28.4 and 14.5. The loads into buf must not sit behind a branch: with one, the compiler
+// 72 instructions a chunk; at one token QKV 7.17 us, O 5.53, gate-up 19.5, down 12.0 (3.4 TB/s on gate-up), where
+// the general kernel takes 8.46, 6.25, 28.6 and 14.5; at two tokens 7.86, 6.18, 21.1, 14.2 (general: 10.0, 6.72,
+// 40.0, 16.7). The loads into buf must not sit behind a branch: with one, the compiler
 // copied the loaded registers from round to round, each copy waited for its load, and gate-up took 28 us. Tried
 // and slower: bulk L2 prefetches of the rounds ahead (gate-up 22.9 us one round ahead, 23.1 two).
-#include "pagoda/kernels/quant_gemv_one_token.h"
+#include "pagoda/kernels/quant_gemv_few_tokens.h"
 
 #include <cuda_bf16.h>
 
@@ -47,12 +50,15 @@ constexpr int kDepth = 8;                // chunks in flight per lane (4 registe
 // Segments of a round, whose params share a slot of the ring.
 __host__ __device__ constexpr int round_segments(int seg_steps) { return kDepth * 4 / seg_steps; }
 
-// Shared memory of a block: x [K] bf16 permuted by chunk, each warp's params ring [warps][2 slots][round
-// segments][16] float2, the slices' sums [warps][2][32] fp32, then the segment sums [segments] fp32.
-size_t shared_bytes(int64_t k, int64_t segments, int warps, int seg_steps) {
-  return static_cast<size_t>(k) * 2 + static_cast<size_t>(warps) * 2 * round_segments(seg_steps) * kTileRows * 8 +
-         static_cast<size_t>(warps) * 2 * 32 * 4 + static_cast<size_t>(segments) * 4;
+// Shared memory of a block: x [NT][K] bf16 permuted by chunk, each warp's params ring [warps][2 slots][round
+// segments][16] float2, the slices' sums [warps][4][32] fp32, then the segment sums [NT][segments] fp32.
+size_t shared_bytes(int64_t k, int64_t segments, int seg_steps, int nt) {
+  return static_cast<size_t>(nt) * k * 2 + static_cast<size_t>(kWarps) * 2 * round_segments(seg_steps) * kTileRows * 8 +
+         static_cast<size_t>(kWarps) * 4 * 32 * 4 + static_cast<size_t>(nt) * segments * 4;
 }
+
+// Tokens a launch is built for: T rounded up to 1, 2 or 4.
+int token_slots(int num_tokens) { return num_tokens == 1 ? 1 : num_tokens == 2 ? 2 : 4; }
 
 // The sum of four bf16 (two bf16x2 words) in fp32.
 __device__ __forceinline__ float sum4(uint2 b) {
@@ -68,12 +74,13 @@ __device__ __forceinline__ void fragment_128(uint32_t (&a)[4], uint32_t w) {
   a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
 }
 
-// SEG: k-steps (16 columns) per segment, 2, 4 or 8. param_stride: float2s from one segment's params to the
-// next (16: a group per segment; 0: per row). Block: warps / splits tiles, each cut into `splits` slices.
-template <int SEG, Epilogue E>
+// SEG: k-steps (16 columns) per segment, 2, 4 or 8; NT: token slots (1, 2 or 4 >= T). param_stride: float2s
+// from one segment's params to the next (16: a group per segment; 0: per row). Block: warps / splits tiles, each
+// cut into `splits` slices.
+template <int SEG, int NT, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
-    w4_one_token_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int splits, int segments,
-                        int param_stride, const QkvRopeOutput rope) {
+    w4_few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
+                         int segments, int param_stride, const QkvRopeOutput rope) {
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
   constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
   constexpr int G = round_segments(SEG);              // segments of a round (kDepth chunks)
@@ -82,9 +89,10 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   constexpr int warps = kWarps;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   bf16* xs = reinterpret_cast<bf16*>(shared);
-  float2* ring = reinterpret_cast<float2*>(shared + static_cast<size_t>(w.k) * 2) + warp * 2 * G * kTileRows;
-  float* partials = reinterpret_cast<float*>(shared + static_cast<size_t>(w.k) * 2) + warps * 2 * G * kTileRows * 2;
-  float* seg_sums = partials + warps * 2 * 32;
+  unsigned char* after_x = shared + static_cast<size_t>(NT) * w.k * 2;
+  float2* ring = reinterpret_cast<float2*>(after_x) + warp * 2 * G * kTileRows;
+  float* partials = reinterpret_cast<float*>(after_x) + warps * 2 * G * kTileRows * 2;
+  float* seg_sums = partials + warps * 4 * 32;  // [NT][segments]
 
   const int p = lane / 4, t = lane % 4;  // fragment row and column group
   const int slice = warp % splits;
@@ -110,45 +118,50 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     copy_async_commit();
   };
   // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
-  uint4 buf[kDepth];
+  uint4 buf[kDepth];  // past a short slice: its last chunk again (never used)
 #pragma unroll
-  for (int i = 0; i < kDepth; ++i)
-    buf[i] = c_begin + i < c_end ? load_weights(codes + static_cast<int64_t>(c_begin + i) * 32) : uint4{};
+  for (int i = 0; i < kDepth; ++i) buf[i] = load_weights(codes + static_cast<int64_t>(min(c_begin + i, c_end - 1)) * 32);
   issue_params(seg_begin, 0);
   pdl_grid_sync();
 
   // x into shared memory, permuted by chunk so that lane t's columns of a chunk are contiguous: columns 16 s +
-  // 4 t .. + 3 of k-step s go to x_s[64 c + 16 t + 4 s]. Lane l of a warp reads 8 columns (16 bytes), a warp 256,
-  // and kBatch reads are in flight before any is used (each is an L2 round trip); the 2 SEG lanes of a segment
-  // then sum it.
+  // 4 t .. + 3 of k-step s go to x_s[64 c + 16 t + 4 s] of the token's row. Token slots past T take the last
+  // token's row. Lane l of a warp reads 8 columns (16 bytes), a warp 256 (within one row: a row is a multiple of
+  // a segment), and kBatch reads are in flight before any is used (each is an L2 round trip); the 2 SEG lanes of
+  // a segment then sum it.
   constexpr int kBatch = 4;
-  const int vectors = w.k / 8;
+  const int row_vectors = w.k / 8, vectors = NT * row_vectors;
   for (int base = warp * 32; base < vectors; base += warps * 32 * kBatch) {  // warp-uniform (the shuffles)
     const int v0 = base + lane;
     uint4 xv[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int v = v0 + b * warps * 32;
-      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x) + v) : uint4{};
+      const int v = v0 + b * warps * 32, token = v / row_vectors;
+      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k) +
+                                  (v - token * row_vectors))
+                          : uint4{};
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int v = v0 + b * warps * 32;
-      if (v < vectors) {  // chunk v / 8, k-step (v % 8) / 2, column groups 2 (v % 2) and 2 (v % 2) + 1
-        bf16* dst = xs + 64 * (v / 8) + 4 * ((v % 8) / 2) + 32 * (v % 2);
+      const int v = v0 + b * warps * 32, token = v / row_vectors, u = v - token * row_vectors;
+      if (v < vectors) {  // chunk u / 8, k-step (u % 8) / 2, column groups 2 (u % 2) and 2 (u % 2) + 1
+        bf16* dst = xs + static_cast<int64_t>(token) * w.k + 64 * (u / 8) + 4 * ((u % 8) / 2) + 32 * (u % 2);
         *reinterpret_cast<uint2*>(dst) = make_uint2(xv[b].x, xv[b].y);
         *reinterpret_cast<uint2*>(dst + 16) = make_uint2(xv[b].z, xv[b].w);
       }
       float f = sum4(make_uint2(xv[b].x, xv[b].y)) + sum4(make_uint2(xv[b].z, xv[b].w));
 #pragma unroll
       for (int offset = 1; offset < 2 * SEG; offset *= 2) f += __shfl_xor_sync(0xffffffffu, f, offset);
-      if (v < vectors && lane % (2 * SEG) == 0) seg_sums[v / (2 * SEG)] = f;
+      if (v < vectors && lane % (2 * SEG) == 0) seg_sums[token * segments + u / (2 * SEG)] = f;
     }
   }
   __syncthreads();
 
   const bool offsets = w.offsets;
-  float acc_lo = 0.0f, acc_hi = 0.0f;  // token 0 in the lanes of t = 0: rows p (lo) and p + 8 (hi)
+  // The MMA fragment's outputs: rows p (0, 1) and p + 8 (2, 3) for tokens 2t (0, 2) and 2t + 1 (1, 3).
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const float* xsum0 = seg_sums + min(2 * t, NT - 1) * segments;  // the lane's tokens' segment sums
+  const float* xsum1 = seg_sums + min(2 * t + 1, NT - 1) * segments;
   float part[2][4];                     // two chains of sums: even and odd k-steps
 #pragma unroll
   for (int s = 0; s < 2; ++s) part[s][0] = part[s][1] = part[s][2] = part[s][3] = 0.0f;
@@ -157,22 +170,30 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   // The segment in chains [first, first + count) ends: scaled into the accumulators with the params of the
   // round's segment j.
   auto end_segment = [&](int j, int first, int count) {
-    float s_lo = 0.0f, s_hi = 0.0f;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int i = first; i < first + count; ++i) {
-      s_lo += part[i][0];
-      s_hi += part[i][2];
-      part[i][0] = part[i][1] = part[i][2] = part[i][3] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        sum[r] += part[i][r];
+        part[i][r] = 0.0f;
+      }
     }
     const float2 lo = slot_params[j * kTileRows + p], hi = slot_params[j * kTileRows + p + 8];
-    const float xsum = seg_sums[seg];
     const float m_lo = offsets ? fmaf(128.0f, lo.x, lo.y) : lo.x * (128.0f + lo.y);
     const float m_hi = offsets ? fmaf(128.0f, hi.x, hi.y) : hi.x * (128.0f + hi.y);
-    acc_lo += fmaf(lo.x, s_lo, -m_lo * xsum);
-    acc_hi += fmaf(hi.x, s_hi, -m_hi * xsum);
+    const float x0 = xsum0[seg];
+    acc[0] += fmaf(lo.x, sum[0], -m_lo * x0);
+    acc[2] += fmaf(hi.x, sum[2], -m_hi * x0);
+    if constexpr (NT > 1) {
+      const float x1 = xsum1[seg];
+      acc[1] += fmaf(lo.x, sum[1], -m_lo * x1);
+      acc[3] += fmaf(hi.x, sum[3], -m_hi * x1);
+    }
     ++seg;
   };
 
+  const bf16* x_lane = xs + static_cast<int64_t>(min(p, NT - 1)) * w.k + 16 * t;  // token p's row (MMA column p)
   // A round: the next round's params are asked for, and this round's must have landed.
   auto begin_round = [&](int c, int slot) {
     issue_params(seg + G, slot ^ 1);
@@ -182,7 +203,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   };
   // Chunk `chunk`, the round's i-th: its codes v times x, and the segments that end in it.
   auto multiply_chunk = [&](const uint4& v, int chunk, int i) {
-    const uint4* xc = reinterpret_cast<const uint4*>(xs + 64 * chunk + 16 * t);
+    const uint4* xc = reinterpret_cast<const uint4*>(x_lane + 64 * chunk);
     const uint4 x01 = xc[0], x23 = xc[1];
     uint32_t a[4];
     fragment_128(a, v.x);
@@ -223,25 +244,33 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   }
   copy_async_wait<0>();
 
+  constexpr int kOutputs = NT > 1 ? 4 : 2;  // acc[1], acc[3] hold tokens 2t + 1: none at one token
+  auto output = [](int i) { return kOutputs == 4 ? i : 2 * i; };
   if (splits > 1) {  // uniform over the block: slice 0 adds the others' sums, in slice order
-    partials[(warp * 2) * 32 + lane] = acc_lo;
-    partials[(warp * 2 + 1) * 32 + lane] = acc_hi;
+#pragma unroll
+    for (int i = 0; i < kOutputs; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[output(i)];
     __syncthreads();
     if (slice != 0) return;
-    acc_lo = acc_hi = 0.0f;
-    for (int sl = 0; sl < splits; ++sl) {
-      acc_lo += partials[((warp + sl) * 2) * 32 + lane];
-      acc_hi += partials[((warp + sl) * 2 + 1) * 32 + lane];
+#pragma unroll
+    for (int i = 0; i < kOutputs; ++i) {
+      float sum = 0.0f;
+      for (int sl = 0; sl < splits; ++sl) sum += partials[((warp + sl) * 4 + i) * 32 + lane];
+      acc[output(i)] = sum;
     }
   }
-  if (tile_index >= w.tiles || t != 0) return;
-  // Lane (p, 0) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for token 0.
+  if (tile_index >= w.tiles) return;
+  // Lane (p, t) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for tokens 2t and 2t + 1.
   const int row = tile * kTileRows + 2 * p;
-  if constexpr (E == Epilogue::kPlain) {
-    store_rows<E>(out, rope, w.n, 0, row, acc_lo, 0.0f);
-    store_rows<E>(out, rope, w.n, 0, row + 1, acc_hi, 0.0f);
-  } else {
-    store_rows<E>(out, rope, w.n, 0, row, acc_lo, acc_hi);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int token = 2 * t + j;
+    if (token >= num_tokens) continue;
+    if constexpr (E == Epilogue::kPlain) {
+      store_rows<E>(out, rope, w.n, token, row, acc[j], 0.0f);
+      store_rows<E>(out, rope, w.n, token, row + 1, acc[2 + j], 0.0f);
+    } else {
+      store_rows<E>(out, rope, w.n, token, row, acc[j], acc[2 + j]);
+    }
   }
 }
 
@@ -253,70 +282,88 @@ int segment_steps(const QuantTilesShape& s) {
   return 0;
 }
 
-int max_shared_bytes() {
-  static const int bytes = [] {
-    int device = 0, optin = 0;
-    cuda_check(cudaGetDevice(&device), "quant_gemv_one_token", __FILE__, __LINE__);
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "quant_gemv_one_token",
-               __FILE__, __LINE__);
-    return optin;
+// The shared memory a block may have so that two fit an SM (kWarpsPerSm / kWarps: fewer would halve the loads in
+// flight), as the device reports it.
+size_t block_shared_limit() {
+  static const size_t bytes = [] {
+    int device = 0, per_sm = 0, reserved = 0, optin = 0;
+    const char* what = "quant_gemv_few_tokens";
+    cuda_check(cudaGetDevice(&device), what, __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device), what, __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device), what, __FILE__, __LINE__);
+    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what, __FILE__, __LINE__);
+    const int blocks = kWarpsPerSm / kWarps;
+    return static_cast<size_t>(std::min(optin, per_sm / blocks - reserved));
   }();
   return bytes;
 }
 
-template <int SEG, Epilogue E>
-void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, cudaStream_t stream) {
-  auto* kernel = w4_one_token_kernel<SEG, E>;
+template <int SEG, int NT, Epilogue E>
+void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
+            cudaStream_t stream) {
+  auto* kernel = w4_few_tokens_kernel<SEG, NT, E>;
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;
-  static const bool configured = [kernel] {  // all the shared memory a block may have, and little L1 (x is shared)
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()),
-               "quant_gemv_one_token", __FILE__, __LINE__);
+  static const bool configured = [kernel] {  // the shared memory two blocks may have, and little L1 (x is shared)
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(block_shared_limit())),
+               "quant_gemv_few_tokens", __FILE__, __LINE__);
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-               "quant_gemv_one_token", __FILE__, __LINE__);
+               "quant_gemv_few_tokens", __FILE__, __LINE__);
     return true;
   }();
   (void)configured;
   const Tiles w = tiles_of(m);
-  constexpr int warps = kWarps;
   const int segments = w.k / (16 * SEG);
-  const int splits = one_wave_splits(w.tiles, w.chunks / kSegChunks, warps, kWarpsPerSm / warps,
+  const int splits = one_wave_splits(w.tiles, w.chunks / kSegChunks, kWarps, kWarpsPerSm / kWarps,
                                      kMinChunksPerSlice / kSegChunks);
-  const int64_t tiles_per_block = warps / splits;
+  const int64_t tiles_per_block = kWarps / splits;
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
   const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
-  launch_kernel("quant_gemv_one_token", kernel, static_cast<unsigned>(blocks), warps * 32,
-                shared_bytes(w.k, segments, warps, SEG), stream, out, x, w, splits, segments, param_stride, rope);
+  launch_kernel("quant_gemv_few_tokens", kernel, static_cast<unsigned>(blocks), kWarps * 32,
+                shared_bytes(w.k, segments, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
+                rope);
+}
+
+template <int SEG, Epilogue E>
+void dispatch_tokens(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
+                     cudaStream_t stream) {
+  switch (token_slots(num_tokens)) {
+    case 1: return launch<SEG, 1, E>(out, rope, x, m, num_tokens, stream);
+    case 2: return launch<SEG, 2, E>(out, rope, x, m, num_tokens, stream);
+    default: return launch<SEG, 4, E>(out, rope, x, m, num_tokens, stream);
+  }
 }
 
 template <Epilogue E>
-void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, cudaStream_t stream) {
+void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
+              cudaStream_t stream) {
   switch (segment_steps(m.shape)) {
-    case 2: return launch<2, E>(out, rope, x, m, stream);
-    case 4: return launch<4, E>(out, rope, x, m, stream);
-    case 8: return launch<8, E>(out, rope, x, m, stream);
-    default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_one_token: shape not supported", __FILE__, __LINE__);
+    case 2: return dispatch_tokens<2, E>(out, rope, x, m, num_tokens, stream);
+    case 4: return dispatch_tokens<4, E>(out, rope, x, m, num_tokens, stream);
+    case 8: return dispatch_tokens<8, E>(out, rope, x, m, num_tokens, stream);
+    default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: shape not supported", __FILE__, __LINE__);
   }
 }
 
 }  // namespace
 
-bool quant_gemv_one_token_takes(const void* x, const QuantMatrix& w) {
+bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_tokens) {
   static const bool enabled = [] {
-    const char* v = std::getenv("PAGODA_QUANT_ONE_TOKEN");
+    const char* v = std::getenv("PAGODA_QUANT_FEW_TOKENS");
     return !(v && *v == '0');
   }();
   const int steps = segment_steps(w.shape);
-  return enabled && steps > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params &&
-         w.shape.tiles() < (int64_t{1} << 31) &&
-         shared_bytes(w.shape.k, w.shape.k / (16 * steps), kWarps, steps) <= static_cast<size_t>(max_shared_bytes());
+  return enabled && num_tokens >= 1 && num_tokens <= kQuantGemvFewTokensMax && steps > 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && w.shape.tiles() < (int64_t{1} << 31) &&
+         shared_bytes(w.shape.k, w.shape.k / (16 * steps), steps, token_slots(num_tokens)) <= block_shared_limit();
 }
 
-void quant_gemv_one_token(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,
-                          cudaStream_t stream) {
+void quant_gemv_few_tokens(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,
+                           int num_tokens, cudaStream_t stream) {
   switch (epilogue) {
-    case Epilogue::kPlain: return dispatch<Epilogue::kPlain>(out, rope, x, w, stream);
-    case Epilogue::kSilu: return dispatch<Epilogue::kSilu>(out, rope, x, w, stream);
-    case Epilogue::kRope: return dispatch<Epilogue::kRope>(out, rope, x, w, stream);
+    case Epilogue::kPlain: return dispatch<Epilogue::kPlain>(out, rope, x, w, num_tokens, stream);
+    case Epilogue::kSilu: return dispatch<Epilogue::kSilu>(out, rope, x, w, num_tokens, stream);
+    case Epilogue::kRope: return dispatch<Epilogue::kRope>(out, rope, x, w, num_tokens, stream);
   }
 }
 
