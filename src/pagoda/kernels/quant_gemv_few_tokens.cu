@@ -1,18 +1,19 @@
-// The 4-bit decode GEMV at 1 to 4 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams about 0.56 bytes a
-// weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
+// The decode GEMV of 4- and 8-bit codes at 1 to 4 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams
+// about 0.56 bytes a weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
 // must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's general kernel (any T,
 // any code width) spends about 150 instructions a chunk (Nsight Compute, docs/PERFORMANCE.md); this one:
 //  - x lives in shared memory, loaded once per block after the PDL wait, permuted by chunk so that a lane reads
 //    its 16 activations of a chunk as two 16-byte words; the block also sums x over each segment of columns
 //    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row), per token;
-//  - a code becomes bf16 as 128 + q in one LOP3 per pair (no subtraction): the group's constant comes out at
-//    the segment's end, acc += s * sum((128 + q) x) - m' * sum(x), with m' = s (128 + z) in the zeros form and
-//    m + 128 s in the offsets form (quant_tiles.h). The fp32 sums then carry 128 x beside (q - z) x: about 2^-17
-//    of sum |x| s, far below the bf16 rounding of the output;
-//  - each lane keeps the code vectors of the next kDepth chunks in flight in registers (no ring, no waits);
-//    the params of a round of kDepth chunks come a round ahead through a two-slot ring in shared memory
-//    (cp.async); the first ones are issued before the PDL wait;
-//  - two chains of MMA sums (even and odd k-steps), summed at each segment's end.
+//  - a 4-bit code becomes bf16 as 128 + q in one LOP3 per pair (no subtraction), a signed 8-bit one as the two
+//    nibbles of q + 128 in two MMAs (kCodeBias): the group's constant comes out at the segment's end, acc +=
+//    s * S - m' * sum(x), with m' = s (B + z) in the zeros form and m + B s in the offsets form (quant_tiles.h;
+//    B = 128 for 4-bit codes, 2304 for 8-bit). The fp32 sums then carry B x beside (q - z) x: about 2^-17 of
+//    sum |x| s, far below the bf16 rounding of the output;
+//  - each lane keeps the next 8 code vectors in flight in registers (a round: 8 chunks of 4-bit codes, 4 of
+//    8-bit; no ring, no waits); the params of a round come a round ahead through a two-slot ring in shared
+//    memory (cp.async); the first ones are issued before the PDL wait;
+//  - two chains of MMA sums (even and odd k-steps; the nibbles of 8-bit codes), summed at each segment's end.
 // A warp owns a tile of 16 rows and a slice of K (whole segments); the warps of a block that share a tile
 // add their sums in shared memory, as in quant_gemv.cu. Token p is the MMA's column p: the lanes of quads p >= NT
 // (1, 2 or 4: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
@@ -45,15 +46,26 @@ constexpr int kWarps = 8;                // per block (K cut in up to 8 slices; 
 constexpr int kWarpsPerSm = 16;          // __launch_bounds__: 2 blocks
 constexpr int kMinChunksPerSlice = 8;    // a K slice is at least this many chunks (512 columns)
 
-constexpr int kDepth = 8;                // chunks in flight per lane (4 registers each): a round
+constexpr int kVectorsInFlight = 8;      // 16-byte code vectors in flight per lane (32 registers)
+
+// Chunks of a round (the code vectors in flight): 8 of 4-bit codes, 4 of 8-bit.
+__host__ __device__ constexpr int round_chunks(TileCodes c) { return kVectorsInFlight / tile_vectors_per_chunk(c); }
 
 // Segments of a round, whose params share a slot of the ring.
-__host__ __device__ constexpr int round_segments(int seg_steps) { return kDepth * 4 / seg_steps; }
+__host__ __device__ constexpr int round_segments(TileCodes c, int seg_steps) { return round_chunks(c) * 4 / seg_steps; }
+
+// What the MMAs sum for a code q, as bf16 (exact small integers), and the constant taken out at a segment's end:
+// 4-bit codes as 128 + q (one LOP3 a pair), so sum(q x) = S - 128 sum(x); signed 8-bit codes as their unsigned
+// u = q + 128 split in nibbles, 128 + (u >> 4) and 128 + (u & 15) in two MMAs (a PRMT, a shift and two LOP3s a
+// pair: the sign flip of u is an XOR of the high nibble's top bit inside the LOP3), so sum(q x) = 16 S_hi + S_lo
+// - 2304 sum(x).
+template <TileCodes C>
+constexpr float kCodeBias = C == TileCodes::kU4 ? 128.0f : 2304.0f;
 
 // Shared memory of a block: x [NT][K] bf16 permuted by chunk, each warp's params ring [warps][2 slots][round
 // segments][16] float2, the slices' sums [warps][4][32] fp32, then the segment sums [NT][segments] fp32.
-size_t shared_bytes(int64_t k, int64_t segments, int seg_steps, int nt) {
-  return static_cast<size_t>(nt) * k * 2 + static_cast<size_t>(kWarps) * 2 * round_segments(seg_steps) * kTileRows * 8 +
+size_t shared_bytes(TileCodes c, int64_t k, int64_t segments, int seg_steps, int nt) {
+  return static_cast<size_t>(nt) * k * 2 + static_cast<size_t>(kWarps) * 2 * round_segments(c, seg_steps) * kTileRows * 8 +
          static_cast<size_t>(kWarps) * 4 * 32 * 4 + static_cast<size_t>(nt) * segments * 4;
 }
 
@@ -66,7 +78,7 @@ __device__ __forceinline__ float sum4(uint2 b) {
          (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
 }
 
-// A k-step's 8 codes (one word, quant_tiles.h's register order) as bf16 128 + q.
+// A k-step's 8 4-bit codes (one word, quant_tiles.h's register order) as bf16 128 + q.
 __device__ __forceinline__ void fragment_128(uint32_t (&a)[4], uint32_t w) {
   a[0] = and_or(w, 0x000f000fu, 0x43004300u);
   a[1] = and_or(w >> 4, 0x000f000fu, 0x43004300u);
@@ -74,16 +86,37 @@ __device__ __forceinline__ void fragment_128(uint32_t (&a)[4], uint32_t w) {
   a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
 }
 
+// (a & mask) ^ bits in one LOP3.
+__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
+  return d;
+}
+
+// A k-step's 8 signed 8-bit codes (words lo, hi of rows p, p + 8: quant_tiles.h's register order) as the bf16
+// nibbles of u = q + 128: 128 + (u & 15) into a_lo, 128 + (u >> 4) into a_hi.
+__device__ __forceinline__ void fragment_nibbles(uint32_t (&a_lo)[4], uint32_t (&a_hi)[4], uint32_t lo, uint32_t hi) {
+  const uint32_t pairs[4] = {__byte_perm(lo, 0u, 0x4140u), __byte_perm(hi, 0u, 0x4140u), __byte_perm(lo, 0u, 0x4342u),
+                             __byte_perm(hi, 0u, 0x4342u)};  // bytes 0, 1 (columns 2t, 2t + 1) and 2, 3 (+ 8)
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    a_lo[i] = and_or(pairs[i], 0x000f000fu, 0x43004300u);
+    a_hi[i] = and_xor(pairs[i] >> 4, 0x000f000fu, 0x43084308u);  // q's top bit flipped: u's high nibble
+  }
+}
+
 // SEG: k-steps (16 columns) per segment, 2, 4 or 8; NT: token slots (1, 2 or 4 >= T). param_stride: float2s
 // from one segment's params to the next (16: a group per segment; 0: per row). Block: warps / splits tiles, each
 // cut into `splits` slices.
-template <int SEG, int NT, Epilogue E>
+template <TileCodes C, int SEG, int NT, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
-    w4_few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
+    few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
                          int segments, int param_stride, const QkvRopeOutput rope) {
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
   constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
-  constexpr int G = round_segments(SEG);              // segments of a round (kDepth chunks)
+  constexpr int V = tile_vectors_per_chunk(C);        // code vectors a chunk
+  constexpr int kDepth = round_chunks(C);             // chunks of a round
+  constexpr int G = round_segments(C, SEG);           // segments of a round
   constexpr int kPieces = G * kTileRows * 8 / 16;     // 16-byte pieces of a round's params
   extern __shared__ __align__(16) unsigned char shared[];
   constexpr int warps = kWarps;
@@ -102,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   const int c_begin = static_cast<int>(static_cast<int64_t>(units) * slice / splits) * kSegChunks;
   const int c_end = static_cast<int>(static_cast<int64_t>(units) * (slice + 1) / splits) * kSegChunks;
   const int seg_begin = c_begin * kChunkSegs / kSegChunks, seg_end = c_end * kChunkSegs / kSegChunks;
-  const uint4* codes = w.codes + static_cast<int64_t>(tile) * w.chunks * 32 + lane;
+  const uint4* codes = w.codes + static_cast<int64_t>(tile) * w.chunks * V * 32 + lane;  // chunk c, vector v: (c V + v) 32
   const float2* params = w.params + static_cast<int64_t>(tile) * w.groups * kTileRows;
 
   // The params of the round from segment `first` into ring slot `slot`: piece i is positions 2(i % 8), 2(i % 8)
@@ -118,9 +151,15 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     copy_async_commit();
   };
   // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
-  uint4 buf[kDepth];  // past a short slice: its last chunk again (never used)
+  // The code vectors of chunk `chunk` (past the slice: its last chunk again, never used) into buf[i V ..].
+  uint4 buf[kVectorsInFlight];
+  auto load_chunk = [&](int i, int chunk) {
 #pragma unroll
-  for (int i = 0; i < kDepth; ++i) buf[i] = load_weights(codes + static_cast<int64_t>(min(c_begin + i, c_end - 1)) * 32);
+    for (int v = 0; v < V; ++v)
+      buf[i * V + v] = load_weights(codes + (static_cast<int64_t>(min(chunk, c_end - 1)) * V + v) * 32);
+  };
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i) load_chunk(i, c_begin + i);
   issue_params(seg_begin, 0);
   pdl_grid_sync();
 
@@ -162,26 +201,23 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const float* xsum0 = seg_sums + min(2 * t, NT - 1) * segments;  // the lane's tokens' segment sums
   const float* xsum1 = seg_sums + min(2 * t + 1, NT - 1) * segments;
-  float part[2][4];                     // two chains of sums: even and odd k-steps
+  float part[2][4];  // two chains of sums: even and odd k-steps (4-bit); low and high nibbles (8-bit)
 #pragma unroll
   for (int s = 0; s < 2; ++s) part[s][0] = part[s][1] = part[s][2] = part[s][3] = 0.0f;
   int seg = seg_begin;
   const float2* slot_params = ring;  // the current round's slot
-  // The segment in chains [first, first + count) ends: scaled into the accumulators with the params of the
-  // round's segment j.
-  auto end_segment = [&](int j, int first, int count) {
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // A segment ends: its sums are scaled into the accumulators with the params of the round's segment j.
+  auto end_segment = [&](int j) {
+    float sum[4];
 #pragma unroll
-    for (int i = first; i < first + count; ++i) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        sum[r] += part[i][r];
-        part[i][r] = 0.0f;
-      }
+    for (int r = 0; r < 4; ++r) {
+      sum[r] = C == TileCodes::kU4 ? part[0][r] + part[1][r] : fmaf(16.0f, part[1][r], part[0][r]);
+      part[0][r] = part[1][r] = 0.0f;
     }
+    constexpr float kBias = kCodeBias<C>;
     const float2 lo = slot_params[j * kTileRows + p], hi = slot_params[j * kTileRows + p + 8];
-    const float m_lo = offsets ? fmaf(128.0f, lo.x, lo.y) : lo.x * (128.0f + lo.y);
-    const float m_hi = offsets ? fmaf(128.0f, hi.x, hi.y) : hi.x * (128.0f + hi.y);
+    const float m_lo = offsets ? fmaf(kBias, lo.x, lo.y) : lo.x * (kBias + lo.y);
+    const float m_hi = offsets ? fmaf(kBias, hi.x, hi.y) : hi.x * (kBias + hi.y);
     const float x0 = xsum0[seg];
     acc[0] += fmaf(lo.x, sum[0], -m_lo * x0);
     acc[2] += fmaf(hi.x, sum[2], -m_hi * x0);
@@ -201,24 +237,29 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     __syncwarp();          // ... and every lane's; all are done with the slot of the round before
     slot_params = ring + slot * G * kTileRows;
   };
-  // Chunk `chunk`, the round's i-th: its codes v times x, and the segments that end in it.
-  auto multiply_chunk = [&](const uint4& v, int chunk, int i) {
+  // Chunk `chunk`, the round's i-th: its codes (V vectors from v) times x, and the segments that end in it.
+  auto multiply_chunk = [&](const uint4* v, int chunk, int i) {
     const uint4* xc = reinterpret_cast<const uint4*>(x_lane + 64 * chunk);
     const uint4 x01 = xc[0], x23 = xc[1];
-    uint32_t a[4];
-    fragment_128(a, v.x);
-    mma_bf16(part[0], a, x01.x, x01.y);
-    fragment_128(a, v.y);
-    mma_bf16(part[1], a, x01.z, x01.w);
-    if constexpr (SEG == 2) end_segment(2 * i, 0, 2);
-    fragment_128(a, v.z);
-    mma_bf16(part[0], a, x23.x, x23.y);
-    fragment_128(a, v.w);
-    mma_bf16(part[1], a, x23.z, x23.w);
-    if constexpr (SEG == 2) {
-      end_segment(2 * i + 1, 0, 2);
-    } else if ((i + 1) % kSegChunks == 0) {
-      end_segment(i / kSegChunks, 0, 2);
+    const uint32_t xb[4][2] = {{x01.x, x01.y}, {x01.z, x01.w}, {x23.x, x23.y}, {x23.z, x23.w}};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {  // k-steps
+      if constexpr (C == TileCodes::kU4) {
+        uint32_t a[4];
+        fragment_128(a, word_of(v[0], s));
+        mma_bf16(part[s % 2], a, xb[s][0], xb[s][1]);
+      } else {
+        uint32_t a_lo[4], a_hi[4];
+        fragment_nibbles(a_lo, a_hi, word_of(v[s / 2], (s % 2) * 2), word_of(v[s / 2], (s % 2) * 2 + 1));
+        mma_bf16(part[0], a_lo, xb[s][0], xb[s][1]);
+        mma_bf16(part[1], a_hi, xb[s][0], xb[s][1]);
+      }
+      if constexpr (SEG == 2) {
+        if (s % 2 == 1) end_segment(2 * i + s / 2);
+      }
+    }
+    if constexpr (SEG != 2) {
+      if ((i + 1) % kSegChunks == 0) end_segment(i / kSegChunks);
     }
   };
   int c = c_begin, slot = 0;
@@ -226,10 +267,12 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     begin_round(c, slot);
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
-      const uint4 v = buf[i];
+      uint4 v[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = buf[i * V + j];
       // The chunk a round ahead, or the slice's last again: no branch around the load, so that buf keeps its
       // registers from round to round.
-      buf[i] = load_weights(codes + static_cast<int64_t>(min(c + i + kDepth, c_end - 1)) * 32);
+      load_chunk(i, c + i + kDepth);
       multiply_chunk(v, c + i, i);
     }
     __syncwarp();  // every lane is done with this slot before the next round's copies into it
@@ -239,7 +282,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       if (c + i >= c_end) break;  // warp-uniform
-      multiply_chunk(buf[i], c + i, i);
+      multiply_chunk(buf + i * V, c + i, i);
     }
   }
   copy_async_wait<0>();
@@ -276,7 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
 
 // k-steps per segment for this matrix (0: the kernel does not take it).
 int segment_steps(const QuantTilesShape& s) {
-  if (s.codes != TileCodes::kU4 || s.k <= 0 || s.k % kTileChunkCols != 0) return 0;
+  if (s.codes == TileCodes::kE4M3 || s.k <= 0 || s.k % kTileChunkCols != 0) return 0;
   if (s.group_size >= s.k) return s.k % 128 == 0 ? 8 : 4;  // per row: any segment
   if (s.group_size == 32 || s.group_size == 64 || s.group_size == 128) return static_cast<int>(s.group_size / 16);
   return 0;
@@ -298,10 +341,10 @@ size_t block_shared_limit() {
   return bytes;
 }
 
-template <int SEG, int NT, Epilogue E>
+template <TileCodes C, int SEG, int NT, Epilogue E>
 void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
             cudaStream_t stream) {
-  auto* kernel = w4_few_tokens_kernel<SEG, NT, E>;
+  auto* kernel = few_tokens_kernel<C, SEG, NT, E>;
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;
   static const bool configured = [kernel] {  // the shared memory two blocks may have, and little L1 (x is shared)
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -320,29 +363,36 @@ void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatr
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
   const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
   launch_kernel("quant_gemv_few_tokens", kernel, static_cast<unsigned>(blocks), kWarps * 32,
-                shared_bytes(w.k, segments, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
+                shared_bytes(C, w.k, segments, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
                 rope);
 }
 
-template <int SEG, Epilogue E>
+template <TileCodes C, int SEG, Epilogue E>
 void dispatch_tokens(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
                      cudaStream_t stream) {
   switch (token_slots(num_tokens)) {
-    case 1: return launch<SEG, 1, E>(out, rope, x, m, num_tokens, stream);
-    case 2: return launch<SEG, 2, E>(out, rope, x, m, num_tokens, stream);
-    default: return launch<SEG, 4, E>(out, rope, x, m, num_tokens, stream);
+    case 1: return launch<C, SEG, 1, E>(out, rope, x, m, num_tokens, stream);
+    case 2: return launch<C, SEG, 2, E>(out, rope, x, m, num_tokens, stream);
+    default: return launch<C, SEG, 4, E>(out, rope, x, m, num_tokens, stream);
+  }
+}
+
+template <TileCodes C, Epilogue E>
+void dispatch_segments(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
+                       cudaStream_t stream) {
+  switch (segment_steps(m.shape)) {
+    case 2: return dispatch_tokens<C, 2, E>(out, rope, x, m, num_tokens, stream);
+    case 4: return dispatch_tokens<C, 4, E>(out, rope, x, m, num_tokens, stream);
+    case 8: return dispatch_tokens<C, 8, E>(out, rope, x, m, num_tokens, stream);
+    default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: shape not supported", __FILE__, __LINE__);
   }
 }
 
 template <Epilogue E>
 void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
               cudaStream_t stream) {
-  switch (segment_steps(m.shape)) {
-    case 2: return dispatch_tokens<2, E>(out, rope, x, m, num_tokens, stream);
-    case 4: return dispatch_tokens<4, E>(out, rope, x, m, num_tokens, stream);
-    case 8: return dispatch_tokens<8, E>(out, rope, x, m, num_tokens, stream);
-    default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: shape not supported", __FILE__, __LINE__);
-  }
+  if (m.shape.codes == TileCodes::kU4) return dispatch_segments<TileCodes::kU4, E>(out, rope, x, m, num_tokens, stream);
+  return dispatch_segments<TileCodes::kI8, E>(out, rope, x, m, num_tokens, stream);
 }
 
 }  // namespace
@@ -355,7 +405,8 @@ bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_to
   const int steps = segment_steps(w.shape);
   return enabled && num_tokens >= 1 && num_tokens <= kQuantGemvFewTokensMax && steps > 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && w.shape.tiles() < (int64_t{1} << 31) &&
-         shared_bytes(w.shape.k, w.shape.k / (16 * steps), steps, token_slots(num_tokens)) <= block_shared_limit();
+         shared_bytes(w.shape.codes, w.shape.k, w.shape.k / (16 * steps), steps, token_slots(num_tokens)) <=
+             block_shared_limit();
 }
 
 void quant_gemv_few_tokens(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,

@@ -1,5 +1,6 @@
-// The 4-bit decode GEMV at 1 to 4 tokens (batch-1 to batch-4 decode of a W4 model): quant_gemv.h's entry points
-// send such steps here when the shape allows (quant_gemv_few_tokens_takes), and take the general kernel otherwise.
+// The decode GEMV of 4- and 8-bit codes at 1 to 4 tokens (batch-1 to batch-4 decode of a W4 or W8 model):
+// quant_gemv.h's entry points send such steps here when the shape allows (quant_gemv_few_tokens_takes), and take
+// the general kernel otherwise.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,7 +12,7 @@ namespace pagoda::kernels {
 
 constexpr int kQuantGemvFewTokensMax = 4;
 
-// 1 to 4 tokens, 4-bit codes, K a multiple of 64, groups of 32, 64 or 128 columns or one per row, x 16-byte
+// 1 to 4 tokens, 4- or 8-bit integer codes, K a multiple of 64, groups of 32, 64 or 128 columns or one per row, x 16-byte
 // aligned, and x [T, K] fits the shared memory of a block beside another (K = 14,336 takes up to 2 tokens).
 // PAGODA_QUANT_FEW_TOKENS=0 turns the kernel off (for A/B runs).
 bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_tokens);

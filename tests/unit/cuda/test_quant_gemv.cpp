@@ -1,6 +1,6 @@
 // GPU tests of the quantized decode GEMMs (kernels/quant_gemv.h) on every form of the internal
 // representation, packed by backend/mma_layout: against a float64 reference of the CPU's fp32 values for
-// token counts 1..40 (passes of up to 16 beyond 16; the few-token W4 kernel at 1 to 4) and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
+// token counts 1..40 (passes of up to 16 beyond 16; the few-token kernel at 1 to 4) and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
 // only, groups of 16 to K); the SwiGLU and RoPE epilogues equal the plain kernel followed by the unfused
 // steps, bit for bit; the large-T dequantization equals the CPU values rounded to bf16. A bandwidth table
 // on Llama-3-8B's shapes is printed under PAGODA_PROFILE=1.
@@ -64,16 +64,16 @@ const Case kCases[] = {
     {QuantForm::kInt8Offsets, 24, 96, 32},    {QuantForm::kInt8Symmetric, 200, 2048, 2048},
     {QuantForm::kFp8, 96, 4112, 4112},        {QuantForm::kFp8, 40, 336, 128},
     {QuantForm::kInt8Symmetric, 64, 4096, 32}, {QuantForm::kInt4Zeros, 8, 16, 16},
-    // The few-token W4 kernel's forms (quant_gemv_few_tokens.h): 32-column groups (two a chunk), per row with K a
+    // The few-token kernel's 4-bit forms (quant_gemv_few_tokens.h): 32-column groups (two a chunk), per row with K a
     // multiple of 128 and of 64 only, and a long K over few tiles (8 slices a tile).
     {QuantForm::kInt4Offsets, 70, 576, 32},   {QuantForm::kInt4Zeros, 50, 1152, 1152},
     {QuantForm::kInt4Offsets, 30, 320, 320},  {QuantForm::kInt4Zeros, 64, 14336, 128},
 };
 
-// Whether the few-token W4 kernel should take this case at T = 1 and 2.
+// Whether the few-token kernel (4- and 8-bit codes) should take this case at T = 1 and 2.
 bool few_tokens_case(const Case& c) {
-  const bool int4 = c.form == QuantForm::kInt4Zeros || c.form == QuantForm::kInt4Offsets;
-  return int4 && c.k % 64 == 0 && (c.group == 32 || c.group == 64 || c.group == 128 || c.group >= c.k);
+  return c.form != QuantForm::kFp8 && c.k % 64 == 0 &&
+         (c.group == 32 || c.group == 64 || c.group == 128 || c.group >= c.k);
 }
 
 TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
@@ -131,7 +131,7 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
     std::vector<float> inv_freq(hd / 2);
     for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
     DeviceArray<float> d_inv(inv_freq);
-    for (const int T : {1, 3, 6, 11, 16, 23}) {  // 1, 3: the few-token W4 kernel, or x staged in the ring; 23: two passes
+    for (const int T : {1, 3, 6, 11, 16, 23}) {  // 1, 3: the few-token kernel (not FP8), or x staged in the ring; 23: two passes
       SCOPED_TRACE(::testing::Message() << test::quant_form_name(form) << " T " << T);
       const auto x = random_bf16(static_cast<size_t>(T) * kk, T);
       DeviceArray<uint16_t> d_x(x), d_plain(static_cast<size_t>(T) * n), d_silu(static_cast<size_t>(T) * n / 2),
