@@ -17,8 +17,10 @@
 // At the end of each group the sums are scaled into the accumulators in fp32: acc += s * sum((q - z) x) in
 // the zeros form, acc += s * sum(q x) - m * sum(x) in the offsets form (the sum of the activations over the
 // group comes from the same fragments, summed over each quad and shuffled to the lanes of the output
-// fragment). Tried and not kept: 4-bit codes as 128 + q with (128 + z) s * sum(x) subtracted per group, the
-// sum from an MMA of ones (4 fewer instructions a k-step): no faster (docs/PERFORMANCE.md). Tokens past T are
+// fragment). Tried and not kept here: 4-bit codes as 128 + q with (128 + z) s * sum(x) subtracted per group, the
+// sum from an MMA of ones (4 fewer instructions a k-step): no faster (docs/PERFORMANCE.md); quant_gemv_few_tokens.cu
+// does it with the sums of x taken once per block from shared memory, and there it pays. Steps of 1 to 8 tokens
+// of 4- and 8-bit codes go to that kernel where it takes the shape (run_passes). Tokens past T are
 // zero activations; padding rows are zero params and never stored. One launch takes up to 16 tokens (one or
 // two token tiles of 8); 17 to 40 run as passes of 16 (run_passes).
 // Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes): 1.5 to 2.3 TB/s for 4-bit codes at one
@@ -411,7 +413,6 @@ void dispatch_codes(bf16* out, const bf16* x, const QuantMatrix& m, int num_toke
 template <Epilogue E>
 void dispatch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, const QkvRopeOutput& rope,
               cudaStream_t stream) {
-  if (quant_gemv_few_tokens_takes(x, m, num_tokens)) return quant_gemv_few_tokens(E, out, rope, x, m, num_tokens, stream);
   switch (m.shape.codes) {
     case TileCodes::kU4: return dispatch_codes<TileCodes::kU4, E>(out, x, m, num_tokens, rope, stream);
     case TileCodes::kI8: return dispatch_codes<TileCodes::kI8, E>(out, x, m, num_tokens, rope, stream);
@@ -471,18 +472,18 @@ __global__ void dequantize_tiles_kernel(bf16* __restrict__ out, const Tiles w) {
 
 }  // namespace
 
-// Runs the kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again), as even as
-// they come (17 tokens: 9 + 8, not 16 + 1, so that a pass of 1 to 4 tokens, whose kernel rounds differently, runs
-// only when the step has that few: a graph padded to 24 then gives the tokens of the eager 17): out rows, x rows and
-// the RoPE arrays move with the pass.
+// Up to kQuantGemvFewTokensMax tokens in one launch of quant_gemv_few_tokens where it takes the shape; else the
+// kernel in passes of at most kPassTokens tokens (one launch each, reading the weights again): out rows, x rows and
+// the RoPE arrays move with the pass. The choice is the step's, not the pass's: each kernel rounds a token the same
+// whatever the tokens beside it, but the two kernels round differently, so a pass of few tokens (17 = 16 + 1) must
+// not switch kernels (the graph padded to 24 runs 16 + 8).
 template <Epilogue E>
 void run_passes(bf16* out, int64_t out_row, const bf16* x, const QuantMatrix& w, int num_tokens, QkvRopeOutput rope,
                 cudaStream_t stream) {
+  if (quant_gemv_few_tokens_takes(x, w, num_tokens)) return quant_gemv_few_tokens(E, out, rope, x, w, num_tokens, stream);
   constexpr int kPassTokens = 16;
-  const int passes = (num_tokens + kPassTokens - 1) / kPassTokens;
-  const int per_pass = (num_tokens + passes - 1) / passes;
-  for (int t0 = 0; t0 < num_tokens; t0 += per_pass) {
-    const int n = std::min(per_pass, num_tokens - t0);
+  for (int t0 = 0; t0 < num_tokens; t0 += kPassTokens) {
+    const int n = std::min(kPassTokens, num_tokens - t0);
     QkvRopeOutput o = rope;
     if constexpr (E == Epilogue::kRope) {
       o.q_out += static_cast<int64_t>(t0) * o.num_heads * o.head_dim;

@@ -1,4 +1,4 @@
-// The decode GEMV of 4- and 8-bit codes at 1 to 4 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams
+// The decode GEMV of 4- and 8-bit codes at 1 to 8 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams
 // about 0.56 bytes a weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
 // must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's general kernel (any T,
 // any code width) spends about 150 instructions a chunk (Nsight Compute, docs/PERFORMANCE.md); this one:
@@ -16,9 +16,9 @@
 //  - two chains of MMA sums (even and odd k-steps; the nibbles of 8-bit codes), summed at each segment's end.
 // A warp owns a tile of 16 rows and a slice of K (whole segments); the warps of a block that share a tile
 // add their sums in shared memory, as in quant_gemv.cu. Token p is the MMA's column p: the lanes of quads p >= NT
-// (1, 2 or 4: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
+// (1, 2, 4 or 8: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
 // (their columns are never stored), so no lane needs a zero fragment. Each token's sums come out in the same
-// order whatever T is: a sequence's results do not depend on the batch it decodes in (up to 4 tokens).
+// order whatever T is: a sequence's results do not depend on the batch it decodes in (up to 8 tokens).
 // Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes, Llama-3-8B's W4 g128 layer; docs/PERFORMANCE.md):
 // 72 instructions a chunk; at one token QKV 7.17 us, O 5.53, gate-up 19.5, down 12.0 (3.4 TB/s on gate-up), where
 // the general kernel takes 8.46, 6.25, 28.6 and 14.5; at two tokens 7.86, 6.18, 21.1, 14.2 (general: 10.0, 6.72,
@@ -69,8 +69,8 @@ size_t shared_bytes(TileCodes c, int64_t k, int64_t segments, int seg_steps, int
          static_cast<size_t>(kWarps) * 4 * 32 * 4 + static_cast<size_t>(nt) * segments * 4;
 }
 
-// Tokens a launch is built for: T rounded up to 1, 2 or 4.
-int token_slots(int num_tokens) { return num_tokens == 1 ? 1 : num_tokens == 2 ? 2 : 4; }
+// Tokens a launch is built for: T rounded up to 1, 2, 4 or 8.
+int token_slots(int num_tokens) { return num_tokens <= 2 ? num_tokens : num_tokens <= 4 ? 4 : 8; }
 
 // The sum of four bf16 (two bf16x2 words) in fp32.
 __device__ __forceinline__ float sum4(uint2 b) {
@@ -105,7 +105,7 @@ __device__ __forceinline__ void fragment_nibbles(uint32_t (&a_lo)[4], uint32_t (
   }
 }
 
-// SEG: k-steps (16 columns) per segment, 2, 4 or 8; NT: token slots (1, 2 or 4 >= T). param_stride: float2s
+// SEG: k-steps (16 columns) per segment, 2, 4 or 8; NT: token slots (1, 2, 4 or 8 >= T). param_stride: float2s
 // from one segment's params to the next (16: a group per segment; 0: per row). Block: warps / splits tiles, each
 // cut into `splits` slices.
 template <TileCodes C, int SEG, int NT, Epilogue E>
@@ -373,7 +373,8 @@ void dispatch_tokens(bf16* out, const QkvRopeOutput& rope, const bf16* x, const 
   switch (token_slots(num_tokens)) {
     case 1: return launch<C, SEG, 1, E>(out, rope, x, m, num_tokens, stream);
     case 2: return launch<C, SEG, 2, E>(out, rope, x, m, num_tokens, stream);
-    default: return launch<C, SEG, 4, E>(out, rope, x, m, num_tokens, stream);
+    case 4: return launch<C, SEG, 4, E>(out, rope, x, m, num_tokens, stream);
+    default: return launch<C, SEG, 8, E>(out, rope, x, m, num_tokens, stream);
   }
 }
 

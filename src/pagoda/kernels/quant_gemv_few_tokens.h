@@ -1,4 +1,4 @@
-// The decode GEMV of 4- and 8-bit codes at 1 to 4 tokens (batch-1 to batch-4 decode of a W4 or W8 model):
+// The decode GEMV of 4- and 8-bit codes at 1 to 8 tokens (batch-1 to batch-8 decode of a W4 or W8 model):
 // quant_gemv.h's entry points send such steps here when the shape allows (quant_gemv_few_tokens_takes), and take
 // the general kernel otherwise.
 #pragma once
@@ -10,10 +10,10 @@
 
 namespace pagoda::kernels {
 
-constexpr int kQuantGemvFewTokensMax = 4;
+constexpr int kQuantGemvFewTokensMax = 8;
 
-// 1 to 4 tokens, 4- or 8-bit integer codes, K a multiple of 64, groups of 32, 64 or 128 columns or one per row, x 16-byte
-// aligned, and x [T, K] fits the shared memory of a block beside another (K = 14,336 takes up to 2 tokens).
+// 1 to 8 tokens, 4- or 8-bit integer codes, K a multiple of 64, groups of 32, 64 or 128 columns or one per row, x 16-byte
+// aligned, and x [T, K] fits the shared memory of a block beside another (K = 4,096 takes up to 8 tokens, 14,336 up to 2).
 // PAGODA_QUANT_FEW_TOKENS=0 turns the kernel off (for A/B runs).
 bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_tokens);
 
