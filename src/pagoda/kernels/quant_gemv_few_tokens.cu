@@ -111,7 +111,7 @@ __device__ __forceinline__ void fragment_nibbles(uint32_t (&a_lo)[4], uint32_t (
 template <TileCodes C, int SEG, int NT, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
-                         int segments, int param_stride, const QkvRopeOutput rope) {
+                      int segments, int param_stride, const QkvRopeOutput rope) {
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
   constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
   constexpr int V = tile_vectors_per_chunk(C);        // code vectors a chunk
@@ -150,7 +150,6 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     }
     copy_async_commit();
   };
-  // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
   // The code vectors of chunk `chunk` (past the slice: its last chunk again, never used) into buf[i V ..].
   uint4 buf[kVectorsInFlight];
   auto load_chunk = [&](int i, int chunk) {
@@ -158,6 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     for (int v = 0; v < V; ++v)
       buf[i * V + v] = load_weights(codes + (static_cast<int64_t>(min(chunk, c_end - 1)) * V + v) * 32);
   };
+  // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
 #pragma unroll
   for (int i = 0; i < kDepth; ++i) load_chunk(i, c_begin + i);
   issue_params(seg_begin, 0);
