@@ -57,6 +57,8 @@ nlohmann::json profile_json(const plan::DeviceProfile& d) {
           {"skinny_bf16", kernel(d.skinny_bf16)},
           {"gemv_int4", kernel(d.gemv_int4)},
           {"gemv_int8", kernel(d.gemv_int8)},
+          {"few_int4", kernel(d.few_int4)},
+          {"few_int8", kernel(d.few_int8)},
           {"gemv_fp8", kernel(d.gemv_fp8)},
           {"bf16_gemm_efficiency", d.bf16_gemm_efficiency},
           {"fp8_gemm_efficiency", d.fp8_gemm_efficiency},

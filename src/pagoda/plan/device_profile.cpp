@@ -43,6 +43,12 @@ DeviceProfile h200_profile() {
   // int8 tiles 218.4 MB in 82.81 us (2.64 TB/s), 119.87 us at 16.
   p.gemv_int4 = {0.468, 139.6};
   p.gemv_int8 = {0.628, 176.6};
+  // The same test on the few-token kernel (bench/results/2026-12-04-h200-w4-few-tokens/gtest-final.log): a layer's
+  // four linears at 1 token, 4-bit 46.29 us (2.65 TB/s), int8 72.30 us (3.02 TB/s); QKV, O and gate-up (x of 8
+  // tokens fits beside a second block only for K = 4,096) from 1 to 8 tokens, 2.23 GFLOP more in 10.34 us (4-bit)
+  // and 8.48 us (int8).
+  p.few_int4 = {0.631, 215.8};
+  p.few_int8 = {0.719, 263.1};
   // Fp8Linear.PrintsBandwidthOnLlamaShapes: FP8 rows 218.3 MB in 68.37 us (3.19 TB/s), 76.15 us at 16 tokens.
   p.gemv_fp8 = {0.760, 841.0};
   // Solved from the bf16 1,024-token prefill (PERFORMANCE "Current figures": TTFT 26.0 ms), which this

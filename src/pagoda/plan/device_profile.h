@@ -32,6 +32,8 @@ struct DeviceProfile {
   StreamingKernel skinny_bf16;  // bf16 skinny GEMM, <= 8 tokens
   StreamingKernel gemv_int4;    // 4-bit tiles on mma.sync (W4A16), <= 16 tokens a pass
   StreamingKernel gemv_int8;    // int8 tiles on mma.sync (W8A16), <= 16 tokens a pass
+  StreamingKernel few_int4;     // the few-token kernel on 4-bit tiles, <= 8 tokens where x fits
+  StreamingKernel few_int8;     // the same on int8 tiles
   StreamingKernel gemv_fp8;     // FP8 W8A8 GEMV (mma.sync e4m3), <= 16 tokens
   // What the library GEMMs reach of the peaks on a model's shapes.
   double bf16_gemm_efficiency = 1.0;  // cuBLAS bf16, of bf16_tflops (prefill attention too)

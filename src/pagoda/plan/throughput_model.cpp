@@ -138,6 +138,13 @@ double streaming_seconds(const StreamingKernel& kernel, double weight_bytes, con
   return weight_bytes / (bytes_per_s(d) * kernel.bandwidth_fraction) + extra_flops / (kernel.extra_token_tflops * 1e12);
 }
 
+// Whether the few-token kernel takes T tokens of K columns: x for T rounded up to 1, 2, 4 or 8 fits its share of
+// shared memory.
+bool few_tokens_fit(int64_t t, int64_t k) {
+  const int64_t slots = t <= 2 ? t : t <= 4 ? 4 : 8;
+  return t >= 1 && t <= kQuantGemvFewTokensMax && slots * k * 2 <= kFewTokensMaxXBytes;
+}
+
 // cuBLAS / cuBLASLt: a roofline and a fixed cost.
 double library_gemm_seconds(double bytes, double flops, double tflops, const DeviceProfile& d) {
   return std::max(bytes / bytes_per_s(d), flops / (tflops * 1e12)) + d.gemm_fixed_us * 1e-6;
@@ -165,7 +172,10 @@ LinearCost linear_cost(Precision p, const Linear& l, int64_t t, const DeviceProf
       break;
     case Precision::kInt8:
     case Precision::kAwq:
-      if (t <= kQuantGemvMaxTokens) {
+      if (few_tokens_fit(t, l.k)) {
+        c.seconds = streaming_seconds(p == Precision::kAwq ? d.few_int4 : d.few_int8, w, l, t, d);
+        c.path = "few-token gemv";
+      } else if (t <= kQuantGemvMaxTokens) {
         const StreamingKernel& kernel = p == Precision::kAwq ? d.gemv_int4 : d.gemv_int8;
         int passes = 0;
         for (int64_t left = t; left > 0; left -= kQuantGemvPassTokens, ++passes)

@@ -7,6 +7,7 @@
 // its token count T (rows, the decode batch padded to its CUDA graph's size):
 //   bf16   T <= 8   skinny GEMM: bytes / (bandwidth x fraction) + 2nk (T - 1) / extra-token FLOP/s
 //          T > 8    cuBLAS: max(bytes / bandwidth, 2nkT / (bf16 peak x efficiency)) + fixed GEMM cost
+//   int8,  T <= 8   the few-token kernel where x [T rounded to 1, 2, 4 or 8, K] fits (as the skinny GEMM)
 //   int8,  T <= 40  the tile GEMV in passes of 16 tokens, each streaming the weight again (as the skinny GEMM)
 //   awq    T > 40   dequantize into a bf16 scratch (bound by writing its 2 B a weight), then the bf16 cuBLAS
 //                   GEMM reading the scratch
@@ -50,6 +51,8 @@ std::optional<Precision> parse_precision(std::string_view name);
 inline constexpr int kSkinnyMaxTokens = 8;
 inline constexpr int kQuantGemvPassTokens = 16;
 inline constexpr int kQuantGemvMaxTokens = 40;
+inline constexpr int kQuantGemvFewTokensMax = 8;       // quant_gemv_few_tokens.h
+inline constexpr int64_t kFewTokensMaxXBytes = 98304;  // its x [T slots, K] in bf16 beside its rings (<= 113 KB)
 inline constexpr int kFp8GemvMaxTokens = 16;
 inline constexpr int kAwqGroupSize = 128;
 int64_t decode_graph_rows(int64_t sequences);  // 1, 2, 4, then multiples of 8
@@ -104,7 +107,7 @@ struct StepCost {
   double kv_bytes = 0;          // K/V read by attention
   double activation_bytes = 0;  // inputs and outputs of the kernels that do not fuse them
   double flops = 0;  // 2 x parameters x rows of the linears and lm_head, + 4 x heads x head_dim x pairs x layers
-  std::string path;  // the linears' path: "skinny", "cublas", "gemv", "gemv x3", "dequant+cublas", ...
+  std::string path;  // the last linear's path: "skinny", "cublas", "few-token gemv", "gemv", "gemv x3", ...
 };
 
 StepCost predict_step(const ModelShape& m, Precision p, const StepShape& s, const DeviceProfile& d,

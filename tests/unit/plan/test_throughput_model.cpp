@@ -107,6 +107,9 @@ TEST(PlanAccounting, PathsByTokenCount) {
   };
   EXPECT_EQ(path(Precision::kBf16, 8), "skinny");
   EXPECT_EQ(path(Precision::kBf16, 9), "cublas");
+  EXPECT_EQ(path(Precision::kAwq, 8), "few-token gemv");
+  EXPECT_EQ(path(Precision::kInt8, 1), "few-token gemv");
+  EXPECT_EQ(path(Precision::kAwq, 9), "gemv");
   EXPECT_EQ(path(Precision::kAwq, 16), "gemv");
   EXPECT_EQ(path(Precision::kAwq, 17), "gemv x2");
   EXPECT_EQ(path(Precision::kInt8, 40), "gemv x3");
