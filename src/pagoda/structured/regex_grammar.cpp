@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "pagoda/core/error.h"
@@ -120,13 +121,21 @@ class Parser {
         return;
       }
       if (more() && (peek() == '?' || peek() == '+')) ++i_;  // lazy, possessive: the same language
-      // A *, + or ? of a *, + or ?: one repetition with the product of the minimums and the larger maximum, the
-      // same language ("x**" is "x*", "(x+)?" is "x*", "(x?)?" is "x?"). Nested repetitions of things that may be
+      // A *, + or ? (or any count) of a *, + or ?: one repetition with the product of the minimums and of the
+      // maximums, the same language ("x**" is "x*", "(x+)?" is "x*", "(x?)?" is "x?"). Nested repetitions of things that may be
       // empty keep many equal parses alive: a 133-byte pattern of them took 0.3 to 1.4 s of token masks a
       // 16-token walk (fuzz_structured's timeout input, `RegexGrammar.NestedSimpleQuantifiersFoldIntoOne`).
-      if (n.kind == Node::Kind::kRepeat && simple_repeat(n.min, n.max) && simple_repeat(min, max)) {
-        n.min *= min;
-        n.max = n.max < 0 || max < 0 ? -1 : 1;
+      // Also a count of a *, + or ?: (x*){n,m} is x*, (x+){n,m} is x{n,}, (x?){n,m} is x{0,m} (each copy adds 0 or
+      // 1 at a time, so every count between the products is reached). "R*{586}{86}{586}" built 586 x 86 x 586
+      // nullable copies whose parses the stack search all expanded (a 13 s fuzzer timeout).
+      // Only where the product stays a count the grammar builds as one (nested counts multiply the language, not
+      // the grammar: "(a?){1000}{1000}" stays nested).
+      const int64_t folded_min = int64_t{n.min} * min;
+      const int64_t folded_max = n.max < 0 || max < 0 ? -1 : int64_t{n.max} * max;
+      if (n.kind == Node::Kind::kRepeat && simple_repeat(n.min, n.max) && max != 0 && folded_min <= kMaxRepeat &&
+          folded_max <= kMaxRepeat) {
+        n.min = static_cast<int>(folded_min);
+        n.max = static_cast<int>(folded_max);
         continue;
       }
       Node r(Node::Kind::kRepeat);

@@ -30,7 +30,7 @@ TEST(RegexGrammar, AgreesWithStdRegexOnRandomStrings) {
       "abc", "a|b|c", "a*", "a+b?", "(ab)*c", "[a-c]{2,3}", "a{2}", "a{1,}b", "[^a]*", "(a|bc)+",
       "\\d+(\\.\\d{1,2})?", "[abc]*c[ab]?", "(a*b*)*c", "(?:ab|a)(?:c|bc)", "x?y{0,2}z*", "[a-c\\d]+",
       "\\w\\s?\\W*", "a.c", "(a|)b", "((a|b)c){1,3}", "(a*)*b", "(a+)?c", "(a?)+b", "((a*)+)?", "(a?)?b",
-      "(a+)+", "(ab?)*",
+      "(a+)+", "(ab?)*", "(a?){2}b", "(a+){2,3}", "(a*){3}b",
   };
   const std::string alphabet = "abcxyz0129. _";
   std::mt19937 rng(7);
@@ -93,6 +93,15 @@ TEST(RegexGrammar, NestedSimpleQuantifiersFoldIntoOne) {
   EXPECT_TRUE(full_match(c, "o1"));
   EXPECT_TRUE(full_match(c, "1"));
   EXPECT_FALSE(full_match(c, "oo1"));
+  EXPECT_EQ(regex_grammar("o*{586}{86}{586}1").num_rules(), one);  // counts of a star: a fuzzer's 13 s timeout
+  EXPECT_LT(regex_grammar("(o?){1000}{1000}{1000}1").num_rules(), 5000);  // a product past the largest count: nested
+  const auto e = compile_constraint(regex_grammar("(o+){2,3}1"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(e, "oooooo1"));
+  EXPECT_FALSE(full_match(e, "o1"));
+  const auto f = compile_constraint(regex_grammar("(o?){2}1"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(f, "oo1"));
+  EXPECT_TRUE(full_match(f, "1"));
+  EXPECT_FALSE(full_match(f, "ooo1"));
   const auto d = compile_constraint(regex_grammar("(o{2})*1"), no_vocab(), "regex");
   EXPECT_TRUE(full_match(d, "oooo1"));
   EXPECT_FALSE(full_match(d, "ooo1"));
