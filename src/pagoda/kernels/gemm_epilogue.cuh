@@ -13,7 +13,6 @@
 #include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
-
 namespace {
 
 using bf16 = __nv_bfloat16;

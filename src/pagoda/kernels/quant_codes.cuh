@@ -72,6 +72,28 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t b
   return d;
 }
 
+// (a & mask) ^ bits in one LOP3.
+__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
+  return d;
+}
+
+// A k-step's 8 4-bit codes (one word, in the register order of quant_tiles.h) as bf16 128 + q: the 4-bit code OR-ed
+// into the mantissa of 128.0 (exact: small integers).
+__device__ __forceinline__ void u4_as_bf16_128(uint32_t (&a)[4], uint32_t w) {
+  a[0] = and_or(w, 0x000f000fu, 0x43004300u);
+  a[1] = and_or(w >> 4, 0x000f000fu, 0x43004300u);
+  a[2] = and_or(w >> 8, 0x000f000fu, 0x43004300u);
+  a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
+}
+
+// The sum of four bf16 (two bf16x2 words) in fp32.
+__device__ __forceinline__ float sum4(uint2 b) {
+  return (__uint_as_float(b.x << 16) + __uint_as_float(b.x & 0xffff0000u)) +
+         (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
+}
+
 template <>
 struct Codes<TileCodes::kU4> {
   static constexpr int kVectors = 1;
@@ -82,11 +104,11 @@ struct Codes<TileCodes::kU4> {
     return {pack_bf16x2(128.0f + z_lo, 128.0f + z_lo), pack_bf16x2(128.0f + z_hi, 128.0f + z_hi)};
   }
   __device__ static void fragment(uint32_t (&a)[4], const uint4 (&v)[kVectors], int s, const Zero& z) {
-    const uint32_t w = word_of(v[0], s);
-    a[0] = hsub2_bf16(and_or(w, 0x000f000fu, 0x43004300u), z.lo);
-    a[1] = hsub2_bf16(and_or(w >> 4, 0x000f000fu, 0x43004300u), z.hi);
-    a[2] = hsub2_bf16(and_or(w >> 8, 0x000f000fu, 0x43004300u), z.lo);
-    a[3] = hsub2_bf16(and_or(w >> 12, 0x000f000fu, 0x43004300u), z.hi);
+    u4_as_bf16_128(a, word_of(v[0], s));
+    a[0] = hsub2_bf16(a[0], z.lo);
+    a[1] = hsub2_bf16(a[1], z.hi);
+    a[2] = hsub2_bf16(a[2], z.lo);
+    a[3] = hsub2_bf16(a[3], z.hi);
   }
 };
 

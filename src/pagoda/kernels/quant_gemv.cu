@@ -74,12 +74,6 @@ inline RingLayout ring_layout(TileCodes c, int spg, int x_tokens) {
   return RingLayout{stage_param_slots(c, spg), x_tokens, stage_steps(c) * kTileStepCols * 2 + (x_tokens > 1 ? kStageXPad : 0)};
 }
 
-// The sum of a lane's four activations (two bf16x2 words).
-__device__ __forceinline__ float sum4(uint2 b) {
-  return (__uint_as_float(b.x << 16) + __uint_as_float(b.x & 0xffff0000u)) +
-         (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
-}
-
 // out [T, N] (or the epilogue's outputs) from x [T, K] and the tiles; TT token tiles of 8. Block = kWarps
 // warps = kWarps / splits tiles, each tile's chunks cut into `splits` slices (one warp per slice). Dynamic shared
 // memory: ring.block_bytes(). kStageX (one token tile): each stage's columns of x come through the ring too (its

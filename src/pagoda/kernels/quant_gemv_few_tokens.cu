@@ -1,7 +1,8 @@
 // The decode GEMV of 4- and 8-bit codes at 1 to 8 tokens (quant_gemv_few_tokens.h). At batch 1 a W4 model streams
-// about 0.56 bytes a weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM roofline: the kernel
-// must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's general kernel (any T,
-// any code width) spends about 150 instructions a chunk (Nsight Compute, docs/PERFORMANCE.md); this one:
+// about 0.56 bytes a weight, and on the H200 a chunk of 512 bytes reaches an SM every ~32 cycles at the HBM
+// roofline: the kernel must spend few instructions per chunk and keep many bytes in flight. quant_gemv.cu's
+// general kernel (any T, any code width) spends about 150 instructions a chunk (Nsight Compute,
+// docs/PERFORMANCE.md); this one:
 //  - x lives in shared memory, loaded once per block after the PDL wait, permuted by chunk so that a lane reads
 //    its 16 activations of a chunk as two 16-byte words; the block also sums x over each segment of columns
 //    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row), per token;
@@ -19,12 +20,13 @@
 // (1, 2, 4 or 8: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
 // (their columns are never stored), so no lane needs a zero fragment. Each token's sums come out in the same
 // order whatever T is: a sequence's results do not depend on the batch it decodes in (up to 8 tokens).
-// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes, Llama-3-8B's W4 g128 layer; docs/PERFORMANCE.md):
-// 72 instructions a chunk; at one token QKV 7.17 us, O 5.53, gate-up 19.5, down 12.0 (3.4 TB/s on gate-up), where
-// the general kernel takes 8.46, 6.25, 28.6 and 14.5; at two tokens 7.86, 6.18, 21.1, 14.2 (general: 10.0, 6.72,
-// 40.0, 16.7). The loads into buf must not sit behind a branch: with one, the compiler
-// copied the loaded registers from round to round, each copy waited for its load, and gate-up took 28 us. Tried
-// and slower: bulk L2 prefetches of the rounds ahead (gate-up 22.9 us one round ahead, 23.1 two).
+// Measured on the H200 (QuantGemv.PrintsBandwidthOnLlamaShapes, Llama-3-8B's W4 g128 layer; docs/PERFORMANCE.md,
+// bench/results/2026-12-04-h200-w4-few-tokens/): at one token QKV 7.17 us, O 5.53, gate-up 19.5, down 12.0 (3.4
+// TB/s on gate-up), where the general kernel takes 8.46, 6.25, 28.6 and 14.5; at two tokens 7.86, 6.18, 21.1, 14.2
+// (general: 10.0, 6.72, 40.0, 16.7). Nsight Compute on the one-token form's gate-up: 72 instructions a chunk. The
+// loads into buf must not sit behind a branch: with one, the compiler copied the loaded registers from round to
+// round, each copy waited for its load, and gate-up took 28 us. Tried and slower: bulk L2 prefetches of the rounds
+// ahead (gate-up 22.9 us one round ahead, 23.1 two), blocks of 4 warps.
 #include "pagoda/kernels/quant_gemv_few_tokens.h"
 
 #include <cuda_bf16.h>
@@ -63,35 +65,15 @@ template <TileCodes C>
 constexpr float kCodeBias = C == TileCodes::kU4 ? 128.0f : 2304.0f;
 
 // Shared memory of a block: x [NT][K] bf16 permuted by chunk, each warp's params ring [warps][2 slots][round
-// segments][16] float2, the slices' sums [warps][4][32] fp32, then the segment sums [NT][segments] fp32.
-size_t shared_bytes(TileCodes c, int64_t k, int64_t segments, int seg_steps, int nt) {
+// segments][16] float2, the slices' sums [warps][4][32] fp32, then the segment sums [NT][K / (16 seg_steps)] fp32.
+size_t shared_bytes(TileCodes c, int64_t k, int seg_steps, int nt) {
+  const int64_t segments = k / (16 * seg_steps);
   return static_cast<size_t>(nt) * k * 2 + static_cast<size_t>(kWarps) * 2 * round_segments(c, seg_steps) * kTileRows * 8 +
          static_cast<size_t>(kWarps) * 4 * 32 * 4 + static_cast<size_t>(nt) * segments * 4;
 }
 
 // Tokens a launch is built for: T rounded up to 1, 2, 4 or 8.
 int token_slots(int num_tokens) { return num_tokens <= 2 ? num_tokens : num_tokens <= 4 ? 4 : 8; }
-
-// The sum of four bf16 (two bf16x2 words) in fp32.
-__device__ __forceinline__ float sum4(uint2 b) {
-  return (__uint_as_float(b.x << 16) + __uint_as_float(b.x & 0xffff0000u)) +
-         (__uint_as_float(b.y << 16) + __uint_as_float(b.y & 0xffff0000u));
-}
-
-// A k-step's 8 4-bit codes (one word, quant_tiles.h's register order) as bf16 128 + q.
-__device__ __forceinline__ void fragment_128(uint32_t (&a)[4], uint32_t w) {
-  a[0] = and_or(w, 0x000f000fu, 0x43004300u);
-  a[1] = and_or(w >> 4, 0x000f000fu, 0x43004300u);
-  a[2] = and_or(w >> 8, 0x000f000fu, 0x43004300u);
-  a[3] = and_or(w >> 12, 0x000f000fu, 0x43004300u);
-}
-
-// (a & mask) ^ bits in one LOP3.
-__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t mask, uint32_t bits) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
-  return d;
-}
 
 // A k-step's 8 signed 8-bit codes (words lo, hi of rows p, p + 8: quant_tiles.h's register order) as the bf16
 // nibbles of u = q + 128: 128 + (u & 15) into a_lo, 128 + (u >> 4) into a_hi.
@@ -246,7 +228,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     for (int s = 0; s < 4; ++s) {  // k-steps
       if constexpr (C == TileCodes::kU4) {
         uint32_t a[4];
-        fragment_128(a, word_of(v[0], s));
+        u4_as_bf16_128(a, word_of(v[0], s));
         mma_bf16(part[s % 2], a, xb[s][0], xb[s][1]);
       } else {
         uint32_t a_lo[4], a_hi[4];
@@ -363,7 +345,7 @@ void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatr
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
   const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
   launch_kernel("quant_gemv_few_tokens", kernel, static_cast<unsigned>(blocks), kWarps * 32,
-                shared_bytes(C, w.k, segments, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
+                shared_bytes(C, w.k, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
                 rope);
 }
 
@@ -406,8 +388,7 @@ bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_to
   const int steps = segment_steps(w.shape);
   return enabled && num_tokens >= 1 && num_tokens <= kQuantGemvFewTokensMax && steps > 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && w.shape.tiles() < (int64_t{1} << 31) &&
-         shared_bytes(w.shape.codes, w.shape.k, w.shape.k / (16 * steps), steps, token_slots(num_tokens)) <=
-             block_shared_limit();
+         shared_bytes(w.shape.codes, w.shape.k, steps, token_slots(num_tokens)) <= block_shared_limit();
 }
 
 void quant_gemv_few_tokens(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,

@@ -59,7 +59,6 @@ class ExpandedFrames {
     keys_.assign(std::max<size_t>(64, 2 * keys.size()), 0);
     stamps_.assign(keys_.size(), 0u);
     size_ = 0;
-    if (generation_ == 0) generation_ = 1;
     for (size_t i = 0; i < keys.size(); ++i)
       if (stamps[i] == generation_) insert(keys[i]);
   }

@@ -68,6 +68,8 @@ const Case kCases[] = {
     // multiple of 128 and of 64 only, and a long K over few tiles (8 slices a tile).
     {QuantForm::kInt4Offsets, 70, 576, 32},   {QuantForm::kInt4Zeros, 50, 1152, 1152},
     {QuantForm::kInt4Offsets, 30, 320, 320},  {QuantForm::kInt4Zeros, 64, 14336, 128},
+    // Its 8-bit forms beyond the cases above: 64-column groups, offsets (codes 0..31).
+    {QuantForm::kInt8Offsets, 40, 1024, 64},
 };
 
 // Whether the few-token kernel (4- and 8-bit codes) should take this case at T = 1 and 2.
