@@ -17,7 +17,8 @@ std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, st
                                                              std::string description) {
   {
     StackArena arena;
-    (void)initial_stacks(grammar, arena);  // a grammar too ambiguous to start is refused here, not mid-output
+    ExpansionBudget budget;
+    (void)initial_stacks(grammar, arena, budget);  // a grammar too ambiguous or costly to start is refused here
   }
   auto c = std::make_shared<CompiledConstraint>();
   for (int32_t set : grammar.loop_sets()) {
@@ -36,9 +37,6 @@ std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, st
 namespace {
 
 constexpr int kUnknown = -2, kNone = -1;
-// A mask costs at most this many stack advances (a JSON mask on Llama-3's vocabulary takes a few
-// thousand; this is about a second of work): beyond it the output ends (ConstraintMatcher::error()).
-constexpr size_t kMaxMaskWork = 20'000'000;
 
 bool is_end(const VocabIndex& v, TokenId id) {
   for (TokenId e : v.end_ids())
@@ -62,7 +60,9 @@ class MaskSearch {
   const VocabIndex& v_;
   StackArena& arena_;
   std::vector<uint64_t>& bits_;
-  size_t work_ = 0;  // stacks advanced so far; bounded so that no constraint can stall the engine
+  // The whole walk's work (stable_class's trial advances included): past it the output ends
+  // (ConstraintMatcher::error()), so that no constraint can stall the engine or grow the arena without bound.
+  ExpansionBudget budget_;
 
   // Sets bits [lo, hi) of the sorted-order mask, a word at a time.
   void allow(int32_t lo, int32_t hi) {
@@ -91,7 +91,7 @@ class MaskSearch {
       if (!has_loop_top || !clean) continue;
       const size_t mark = arena_.size();
       StackSet after;
-      advance_stacks(g_, arena_, s, g_.char_sets()[static_cast<size_t>(lc.set)].first(), after);
+      advance_stacks(g_, arena_, s, g_.char_sets()[static_cast<size_t>(lc.set)].first(), after, budget_);
       const bool same = same_stacks(s, after);
       arena_.truncate(mark);
       if (same) return static_cast<int>(k);
@@ -120,10 +120,7 @@ class MaskSearch {
       } else if (stable < 0 ||
                  !g_.char_sets()[static_cast<size_t>(c_.loop_classes[static_cast<size_t>(stable)].set)].contains(
                      next_cursor.code_point())) {
-        work_ += s.tops.size();
-        if (work_ > kMaxMaskWork)
-          throw InvalidRequest("the output constraint is too costly to follow (over 20 million stack steps for one token)");
-        advance_stacks(g_, arena_, s, next_cursor.code_point(), advanced);
+        advance_stacks(g_, arena_, s, next_cursor.code_point(), advanced, budget_);
         if (advanced.dead()) {
           arena_.truncate(mark);
           continue;
@@ -145,7 +142,8 @@ class MaskSearch {
 
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint) : c_(std::move(constraint)) {
   try {
-    stacks_ = initial_stacks(c_->grammar, arena_);
+    ExpansionBudget budget;
+    stacks_ = initial_stacks(c_->grammar, arena_, budget);
   } catch (const InvalidRequest& e) {  // compile_constraint checks this; kept for grammars built elsewhere
     error_ = e.what();
   }
@@ -298,13 +296,14 @@ bool ConstraintMatcher::advance_or_throw(std::string_view bytes, bool commit) {
   Utf8Cursor cursor = cursor_;
   const size_t mark = arena_.size();
   StackSet next;
+  ExpansionBudget budget;  // one token's bytes (or a test's text)
   for (char c : bytes) {
     const Utf8Cursor::Step step = cursor.step(static_cast<uint8_t>(c));
     bool ok = step != Utf8Cursor::Step::kInvalid;
     if (ok && step == Utf8Cursor::Step::kPartial) {
       ok = any_top_intersects(c_->grammar, stacks, cursor.pending_lo(), cursor.pending_hi());
     } else if (ok) {
-      advance_stacks(c_->grammar, arena_, stacks, cursor.code_point(), next);
+      advance_stacks(c_->grammar, arena_, stacks, cursor.code_point(), next, budget);
       ok = !next.dead();
       std::swap(stacks, next);
     }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "pagoda/core/error.h"
 
 namespace pagoda::structured {
@@ -70,7 +72,7 @@ class ExpandedFrames {
 
 // Expands work items (a position and the return frame below it) until every live stack's top is a char set.
 // Each (position, parent) pair is expanded once (frames are hash-consed, so that is each distinct stack).
-void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackSet& out) {
+void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackSet& out, ExpansionBudget& budget) {
   const std::vector<Symbol>& symbols = g.symbols();
   // Kept between calls: the token-mask search closes stacks hundreds of thousands of times a step.
   thread_local ExpandedFrames seen;
@@ -81,6 +83,7 @@ void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackS
   while (!work.empty()) {
     const Frame f = work.back();
     work.pop_back();
+    budget.expand();
     if (!first_time(f)) continue;
     const Symbol& s = symbols[static_cast<size_t>(f.pos)];
     switch (s.kind) {
@@ -115,25 +118,38 @@ bool holds(const StackSet& s, const Frame& f) {
 
 }  // namespace
 
-StackSet initial_stacks(const Grammar& g, StackArena& arena) {
+void ExpansionBudget::examine(size_t n) {
+  tops += n;
+  if (tops > kMaxTops)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", kMaxTops));
+}
+
+void ExpansionBudget::expand() {
+  if (++frames > kMaxFrames)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames expanded for one token)", kMaxFrames));
+}
+
+StackSet initial_stacks(const Grammar& g, StackArena& arena, ExpansionBudget& budget) {
   StackSet out;
   thread_local std::vector<Frame> work;
   work.clear();
   for (int32_t alt : g.alternatives(g.root())) work.push_back({alt, -1});
-  close(g, arena, work, out);
+  close(g, arena, work, out, budget);
   return out;
 }
 
-void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out) {
+void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out,
+                    ExpansionBudget& budget) {
   out.tops.clear();
   out.complete = false;
+  budget.examine(in.tops.size());
   thread_local std::vector<Frame> work;
   work.clear();
   for (const Frame& t : in.tops) {
     const Symbol& s = g.symbols()[static_cast<size_t>(t.pos)];
     if (g.char_sets()[static_cast<size_t>(s.index)].contains(cp)) work.push_back({t.pos + 1, t.parent});
   }
-  close(g, arena, work, out);
+  close(g, arena, work, out, budget);
 }
 
 bool same_stacks(const StackSet& a, const StackSet& b) {

@@ -52,11 +52,27 @@ struct StackSet {
 // Thrown (as InvalidRequest) when an ambiguous grammar would keep more stacks than this.
 constexpr size_t kMaxStacks = 4096;
 
+// The work one token mask (or one accepted token, or the start) may cost, over every call it makes: the tops
+// examined (a set lookup each) and the frames expanded (a hash lookup, often an arena push). Past either limit an
+// expansion throws InvalidRequest, so that no grammar can make a mask cost more time, or the arena more memory,
+// than this. The largest honest masks measured (docs/RELIABILITY.md): a 4,000-word enum on Llama-3's vocabulary
+// examines 1.6M tops and expands few frames; a JSON schema mask expands under 60k. Nested counts of things that
+// may be empty ("x?{929}{86}{929}{86}") would expand billions (each stack closes through every frame of the counts
+// above it): a fuzzer's inputs of that kind ran a mask out of 2 GB before frames were counted.
+struct ExpansionBudget {
+  static constexpr size_t kMaxTops = 20'000'000;   // about 40 ms
+  static constexpr size_t kMaxFrames = 1'000'000;  // about 60 ms and 64 MB at most
+  size_t tops = 0, frames = 0;
+  void examine(size_t n);  // each throws InvalidRequest once its count passes its limit
+  void expand();
+};
+
 // The stacks at the start of the grammar.
-StackSet initial_stacks(const Grammar& g, StackArena& arena);
+StackSet initial_stacks(const Grammar& g, StackArena& arena, ExpansionBudget& budget);
 // The stacks after `cp`: every top whose set holds it moves on, then rules are expanded to their first
 // char sets. `out` is overwritten.
-void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out);
+void advance_stacks(const Grammar& g, StackArena& arena, const StackSet& in, uint32_t cp, StackSet& out,
+                    ExpansionBudget& budget);
 // The same stacks (of one arena), tops in any order.
 bool same_stacks(const StackSet& a, const StackSet& b);
 // Whether some top's set holds a code point in [lo, hi] (a partial UTF-8 character can still complete).

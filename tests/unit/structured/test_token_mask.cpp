@@ -147,6 +147,54 @@ TEST(TokenMask, AGrammarTooAmbiguousIsRefusedOrEndsTheOutput) {
   EXPECT_TRUE(m.accept(3));
 }
 
+TEST(TokenMask, NestedCountsOfOptionalItemsEndTheOutputWithinTheBudget) {
+  // x?{929}{86}{929}{86}{5} (a fuzzer's timeout, reduced): each count of a count that may be empty multiplies
+  // the frames one closure walks through; before the budget counted expanded frames, one mask of it ran out
+  // of 2 GB. Now the start or the first masks stop at ExpansionBudget's limits and the output ends there.
+  std::vector<std::string> tokens = {"x", "y", "xy"};
+  const auto index = std::make_shared<const VocabIndex>(tokens, 4, std::vector<TokenId>{3});
+  for (const char* pattern : {"x?{929}{86}{929}{86}{5}", "y(x?{173}{86}{58}){3}y", "(x?y?){929}{86}{929}"}) {
+    SCOPED_TRACE(pattern);
+    std::shared_ptr<const CompiledConstraint> c;
+    try {
+      c = compile_constraint(regex_grammar(pattern), index, "regex");
+    } catch (const InvalidRequest& e) {  // refused at the start
+      EXPECT_NE(std::string(e.what()).find("output constraint is too"), std::string::npos) << e.what();
+      continue;
+    }
+    ConstraintMatcher m(c);
+    for (int step = 0; step < 4 && m.error().empty(); ++step) {
+      const std::vector<TokenId> allowed = mask_ids(m.allowed_tokens(), 4);
+      ASSERT_FALSE(allowed.empty());
+      ASSERT_TRUE(m.accept(allowed.front()));
+    }
+    // Too costly (the budget) or too ambiguous (over kMaxStacks parses): either way the output ends.
+    EXPECT_NE(m.error().find("output constraint is too"), std::string::npos) << "error: '" << m.error() << "'";
+  }
+}
+
+TEST(TokenMask, AnEnumOfThousandsOfWordsFitsTheBudget) {
+  // The budget is for hostile grammars, not large honest ones: a schema enum of 4,000 words on Llama-3's
+  // vocabulary (4,000 parses alive after the opening quote, each examined at every trie node the walk visits).
+  const Vocab& vocab = llama3();
+  std::mt19937 rng(5);
+  nlohmann::ordered_json words = nlohmann::ordered_json::array();
+  for (int i = 0; i < 4000; ++i) {
+    std::string w;
+    for (int n = 3 + static_cast<int>(rng() % 8); n > 0; --n) w += static_cast<char>('a' + rng() % 26);
+    words.push_back(w + std::to_string(i));
+  }
+  ConstraintMatcher m(compile_constraint(json_schema_grammar({{"enum", words}}), vocab.index, "enum"));
+  const int n = vocab.index->num_logits();
+  for (int step = 0; step < 8 && !m.complete(); ++step) {
+    const std::vector<TokenId> allowed = mask_ids(m.allowed_tokens(), n);
+    ASSERT_TRUE(m.error().empty()) << m.error();
+    ASSERT_FALSE(allowed.empty());
+    ASSERT_TRUE(m.accept(allowed[rng() % allowed.size()]));
+  }
+  EXPECT_TRUE(m.error().empty()) << m.error();
+}
+
 // Not a check: the cost of one mask on the Llama-3 vocabulary at the states of a walk, for the docs.
 TEST(TokenMask, Profile) {
   if (std::getenv("PAGODA_PROFILE") == nullptr) GTEST_SKIP() << "set PAGODA_PROFILE=1 to time the token mask";
