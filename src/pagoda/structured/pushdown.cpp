@@ -120,13 +120,13 @@ bool holds(const StackSet& s, const Frame& f) {
 
 void ExpansionBudget::examine(size_t n) {
   tops += n;
-  if (tops > kMaxTops)
-    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", kMaxTops));
+  if (tops > max_tops)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", max_tops));
 }
 
 void ExpansionBudget::expand() {
-  if (++frames > kMaxFrames)
-    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames expanded for one token)", kMaxFrames));
+  if (++frames > max_frames)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames expanded for one token)", max_frames));
 }
 
 StackSet initial_stacks(const Grammar& g, StackArena& arena, ExpansionBudget& budget) {

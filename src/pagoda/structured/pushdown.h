@@ -63,6 +63,7 @@ struct ExpansionBudget {
   static constexpr size_t kMaxTops = 20'000'000;   // about 40 ms
   static constexpr size_t kMaxFrames = 1'000'000;  // about 60 ms and 64 MB at most
   size_t tops = 0, frames = 0;
+  size_t max_tops = kMaxTops, max_frames = kMaxFrames;
   void examine(size_t n);  // each throws InvalidRequest once its count passes its limit
   void expand();
 };

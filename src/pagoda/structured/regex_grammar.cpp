@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,7 @@ namespace {
 
 constexpr int kMaxDepth = 100;         // nesting of groups
 constexpr int kMaxRepeat = 1000;       // n and m in {n,m}
+constexpr int64_t kMaxNestedCopies = 100'000;  // Parser::nested_copies
 
 struct Node {
   enum class Kind { kChars, kConcat, kAlt, kRepeat };
@@ -49,6 +51,9 @@ class Parser {
     if (anchored_start) ++i_;
     Node n = alternation(0);
     if (i_ < p_.size()) fail(p_, fmt::format("unexpected '{}' at offset {}", p_[i_], i_));
+    if (const int64_t copies = nested_copies(n); copies > kMaxNestedCopies)
+      fail(p_, fmt::format("nested counted repetitions of something that may be empty repeat it more than {} times "
+                           "(not supported)", kMaxNestedCopies));
     anchored_end = anchored_end_;
     return n;
   }
@@ -99,6 +104,29 @@ class Parser {
     // A one-element sequence is that element, so that a group around a repetition is the repetition itself
     // (the quantifier folding below sees "(x*)*" as "x**").
     return seq.kids.size() == 1 ? std::move(seq.kids[0]) : seq;
+  }
+
+  static bool nullable(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::kChars: return false;
+      case Node::Kind::kConcat: return std::all_of(n.kids.begin(), n.kids.end(), [](const Node& k) { return nullable(k); });
+      case Node::Kind::kAlt: return std::any_of(n.kids.begin(), n.kids.end(), [](const Node& k) { return nullable(k); });
+      case Node::Kind::kRepeat: return n.min == 0 || nullable(n.kids[0]);
+    }
+    return false;
+  }
+
+  // How many copies of their innermost item counted repetitions nested through things that may be empty hold:
+  // a count is a chain of rules, one return frame each, and when the item inside may be empty one closure of the
+  // stack search (pushdown.h) walks through every frame of every count above it ("x?{929}{86}{929}" would keep 74
+  // million; a fuzzer's inputs of that kind took 10 to 25 s a mask before ExpansionBudget cut them off, and 2 s
+  // after, under ASan). An unbounded repetition is a loop, not a chain: it counts its minimum and one more.
+  static int64_t nested_copies(const Node& n) {
+    int64_t most = 1;
+    for (const Node& k : n.kids) most = std::max(most, nested_copies(k));
+    if (n.kind != Node::Kind::kRepeat) return most;
+    const int64_t chain = n.max < 0 ? int64_t{n.min} + 1 : n.max;
+    return nullable(n.kids[0]) ? std::min(chain * most, kMaxNestedCopies + 1) : std::max(chain, most);
   }
 
   // Whether a repetition is *, + or ? (or their brace forms): a minimum of 0 or 1 and a maximum of 1 or none.

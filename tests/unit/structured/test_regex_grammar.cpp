@@ -11,6 +11,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/structured/constraint.h"
+#include "pagoda/structured/pushdown.h"
 
 namespace pagoda::structured {
 namespace {
@@ -120,7 +121,7 @@ TEST(RegexGrammar, NestedSimpleQuantifiersFoldIntoOne) {
   EXPECT_TRUE(full_match(c, "1"));
   EXPECT_FALSE(full_match(c, "oo1"));
   EXPECT_EQ(regex_grammar("o*{586}{86}{586}1").num_rules(), one);  // counts of a star: a fuzzer's 13 s timeout
-  EXPECT_LT(regex_grammar("(o?){1000}{1000}{1000}1").num_rules(), 5000);  // a product past the largest count: nested
+  EXPECT_LT(regex_grammar("(o?){100}{100}1").num_rules(), 5000);  // a product past the largest count: nested
   const auto e = compile_constraint(regex_grammar("(o+){2,3}1"), no_vocab(), "regex");
   EXPECT_TRUE(full_match(e, "oooooo1"));
   EXPECT_FALSE(full_match(e, "o1"));
@@ -139,6 +140,32 @@ TEST(RegexGrammar, HugeRepetitionsAreRefusedNotBuilt) {
   EXPECT_LT(regex_grammar("((((a{999}){999}){999}){999})").num_rules(), 5000);
 }
 
+TEST(RegexGrammar, NestedCountsOfWhatMayBeEmptyAreRefusedPastTheirLimit) {
+  // Copies of the innermost item through counts whose item may be empty: refused past 100,000 (a fuzzer's
+  // x?{929}{86}{929}{86}{5}; 173 x 86 x 58; 20 x 100 x 60 through a group that may be empty).
+  for (const char* p : {"x?{929}{86}{929}{86}{5}", "x?{173}{86}{58}", "((x?){20}y?){100}{60}", "(a?){1000}{1000}",
+                        "z(x?y?){100}{100}{11}z"}) {
+    SCOPED_TRACE(p);
+    try {
+      (void)regex_grammar(p);
+      ADD_FAILURE() << "not refused";
+    } catch (const InvalidRequest& e) {
+      EXPECT_NE(std::string(e.what()).find("nested counted repetitions"), std::string::npos) << e.what();
+    }
+  }
+  // At the limit, or items that cannot be empty (each count then advances only with text), or loops rather than
+  // counts: taken, and right.
+  for (const char* p : {"(x?){100}{1000}", "(ab?){1000}{1000}", "((((a{999}){999}){999}){999})", "(\\s*\\w*)*x",
+                        "(a?b?){3}{4}c"}) {
+    SCOPED_TRACE(p);
+    EXPECT_NO_THROW((void)regex_grammar(p));
+  }
+  const auto c = compile_constraint(regex_grammar("(a?b?){3}{4}c"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(c, "abababababababababababab" "c"));  // 12 copies of ab
+  EXPECT_FALSE(full_match(c, "ababababababababababababab" "c"));  // 13
+  EXPECT_TRUE(full_match(c, "bac"));
+}
+
 TEST(Grammar, RepeatingSomethingEmptyIsNotLeftRecursion) {
   const auto c = compile_constraint(regex_grammar("(a*b*)*c"), no_vocab(), "regex");
   EXPECT_TRUE(full_match(c, "abbac"));
@@ -153,6 +180,30 @@ TEST(Grammar, NestedRepetitionsOfTheEmptyKeepOneStackEach) {
   ASSERT_TRUE(m.accept_bytes(std::string(200, 'e')));
   EXPECT_TRUE(m.accept_bytes("x"));
   EXPECT_TRUE(m.complete());
+}
+
+TEST(Grammar, ExpansionBudgetStopsTheStackSearchAtEitherLimit) {
+  const Grammar g = regex_grammar("(ab|ac|ad|e?)*f");
+  StackArena arena;
+  ExpansionBudget roomy;
+  const StackSet start = initial_stacks(g, arena, roomy);
+  ASSERT_GT(roomy.frames, 1u);
+  ASSERT_GT(start.tops.size(), 1u);
+  ExpansionBudget few_frames;
+  few_frames.max_frames = roomy.frames - 1;
+  EXPECT_THROW((void)initial_stacks(g, arena, few_frames), InvalidRequest);
+  StackSet next;
+  ExpansionBudget enough;
+  advance_stacks(g, arena, start, 'a', next, enough);
+  EXPECT_EQ(enough.tops, start.tops.size());
+  ExpansionBudget few_tops;
+  few_tops.max_tops = start.tops.size() - 1;
+  try {
+    advance_stacks(g, arena, start, 'a', next, few_tops);
+    ADD_FAILURE() << "no throw";
+  } catch (const InvalidRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("too costly"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Grammar, LeftRecursionThroughATailCallIsRefused) {
