@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [gtest] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
+#   scripts/device/run.sh [tests] [gtest] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kernels] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -105,6 +105,18 @@ for n in ("throughput_128", "throughput_1000"):
 for r in rows: print(f"{r[0]:18} {r[1]:>18}   {r[2]}")
 PY
       note "bench: see $OUT/bench_*.json"
+      ;;
+    kernels)  # GPU time per kernel under Nsight Compute (one pass, gpu__time_duration; no PDL overlap, launch gaps not
+      # counted) of `pagoda bench latency` on Llama-3-8B-shaped dummy weights with KERNELS_ARGS (default W4 batch 1),
+      # 128-token prompts and KERNELS_STEPS decode steps (default 8): a table per kernel name, per decode step
+      args=${KERNELS_ARGS:---quantization awq --batch-size 1 --max-num-seqs 1}
+      steps=${KERNELS_STEPS:-8}
+      timeout 500 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --log-file "$OUT/kernels.csv" \
+        "$PAGODA" bench latency -m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 $args \
+        --input-len 128 --output-len $((steps + 1)) --num-iters 1 --num-iters-warmup 0 >"$OUT/kernels.log" 2>&1
+      echo "kernels rc=$?: $args"
+      python3 scripts/device/kernel_table.py "$OUT/kernels.csv" "$steps" | tee "$OUT/kernels.txt"
+      note "kernels: $OUT/kernels.txt"
       ;;
     quant-bench)  # Llama-3-8B-shaped dummy weights in each kind (QUANT_KINDS, default "none awq int8 fp8"): decode
       # tok/s per sequence by batch size (QUANT_BATCHES, default "1 16 64 256"; 128-token prompts, 64 new tokens);
