@@ -102,8 +102,11 @@ void close(const Grammar& g, StackArena& arena, std::vector<Frame>& work, StackS
       case Symbol::Kind::kRule: {
         const int32_t next = f.pos + 1;
         // A call in tail position returns straight to our caller; others push (or find) a return frame.
-        const int32_t ret =
-            symbols[static_cast<size_t>(next)].kind == Symbol::Kind::kEnd ? f.parent : arena.push({next, f.parent});
+        int32_t ret = f.parent;
+        if (symbols[static_cast<size_t>(next)].kind != Symbol::Kind::kEnd) {
+          ret = arena.push({next, f.parent});
+          budget.hold(arena.size());
+        }
         for (int32_t alt : g.alternatives(s.index)) work.push_back({alt, ret});
         break;
       }
@@ -122,6 +125,11 @@ void ExpansionBudget::examine(size_t n) {
   tops += n;
   if (tops > max_tops)
     throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", max_tops));
+}
+
+void ExpansionBudget::hold(size_t arena_size) {
+  if (arena_size > max_arena)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames held at once)", max_arena));
 }
 
 void ExpansionBudget::expand() {

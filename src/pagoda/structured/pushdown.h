@@ -53,19 +53,23 @@ struct StackSet {
 constexpr size_t kMaxStacks = 4096;
 
 // The work one token mask (or one accepted token, or the start) may cost, over every call it makes: the tops
-// examined (a set lookup each) and the frames expanded (a hash lookup, often an arena push). Past either limit an
-// expansion throws InvalidRequest, so that no grammar can make a mask cost more time, or the arena more memory,
-// than this. The largest honest masks measured (docs/RELIABILITY.md): a 4,000-word enum on Llama-3's vocabulary
-// examines 1.6M tops and expands few frames; a JSON schema mask expands under 60k. Nested counts of things that
-// may be empty ("x?{929}{86}{929}{86}") would expand billions (each stack closes through every frame of the counts
-// above it): a fuzzer's inputs of that kind ran a mask out of 2 GB before frames were counted.
+// examined (a set lookup each) and the frames expanded (a hash lookup, often an arena push), each bounding time
+// (well under a second in a release build), and the return frames the arena holds at once, bounding memory. Past
+// a limit an expansion throws InvalidRequest (the mask then ends the output). The largest honest masks measured
+// (docs/RELIABILITY.md, uncached, Llama-3's vocabulary): a JSON string of at most 12 to 1,000 characters expands
+// 1.7M frames and examines 0.73M tops (51 ms); a 4,000-word enum examines 1.5M tops and expands 132k frames.
+// Nested counts of things that may be empty ("x?{929}{86}{929}{86}") would expand billions of frames in one
+// closure (each frame of every count above the item): the regex parser refuses those, and the arena bound stops
+// what else might (a fuzzer's inputs of that kind once ran a mask out of 2 GB).
 struct ExpansionBudget {
-  static constexpr size_t kMaxTops = 20'000'000;   // about 40 ms
-  static constexpr size_t kMaxFrames = 1'000'000;  // about 60 ms and 64 MB at most
+  static constexpr size_t kMaxTops = 20'000'000;
+  static constexpr size_t kMaxFrames = 20'000'000;
+  static constexpr size_t kMaxArena = 1'000'000;  // frames of 8 bytes plus their index: about 50 MB
   size_t tops = 0, frames = 0;
-  size_t max_tops = kMaxTops, max_frames = kMaxFrames;
-  void examine(size_t n);  // each throws InvalidRequest once its count passes its limit
+  size_t max_tops = kMaxTops, max_frames = kMaxFrames, max_arena = kMaxArena;
+  void examine(size_t n);        // each throws InvalidRequest past its limit
   void expand();
+  void hold(size_t arena_size);
 };
 
 // The stacks at the start of the grammar.

@@ -204,6 +204,10 @@ TEST(Grammar, ExpansionBudgetStopsTheStackSearchAtEitherLimit) {
   } catch (const InvalidRequest& e) {
     EXPECT_NE(std::string(e.what()).find("too costly"), std::string::npos) << e.what();
   }
+  StackArena fresh;
+  ExpansionBudget small_arena;
+  small_arena.max_arena = 0;  // the start pushes return frames: (ab|ac|ad|e?)* calls its group before f
+  EXPECT_THROW((void)initial_stacks(g, fresh, small_arena), InvalidRequest);
 }
 
 TEST(Grammar, LeftRecursionThroughATailCallIsRefused) {
