@@ -41,8 +41,8 @@ asan: deps
 	ASAN_OPTIONS=detect_leaks=1 PAGODA_E2E_TIME_SCALE=4 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
 # What .ci/run adds after `make test`: the suites of the code that reads untrusted input (tokenizer files, model
-# files, HTTP and OpenAI requests, output constraints and tool calls in model output) under ASan + UBSan. Measured on 2 cores: 31.7 min to build cold (with the
-# pagoda binary), 31 s to run (docs/RELIABILITY.md).
+# files, HTTP and OpenAI requests, output constraints and tool calls in model output) under ASan + UBSan. Measured on 2 cores: 16.3 min to build cold (with the
+# pagoda binary; -O1 -g1, CMakePresets.json), about a minute to run (docs/RELIABILITY.md).
 ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall
 asan-ci: deps
 	cmake --preset asan >/dev/null
@@ -61,8 +61,8 @@ tsan: deps
 # What CI runs after `make test`: both sanitizer suites.
 # What .ci/run adds last: the same under ThreadSanitizer without the model-heavy unit tests (batch invariance and the
 # tiny-llama3-hf scenarios: one thread's arithmetic, 2,507 of the 2,577 test-seconds of the engine and server unit
-# tests under TSan on 2 cores; docs/RELIABILITY.md). Measured on 2 cores: about 14 min to build cold, 8 min to run
-# (43 s the unit tests, 7 min the server's e2e suites).
+# tests under TSan on 2 cores; docs/RELIABILITY.md). Measured on 2 cores: 8.6 min to build cold (-O1 -g1), 6.5 min to
+# run (31 s the unit tests, 6 min the server's e2e suites).
 TSAN_CI_EXCLUDE := BatchInvariance|TinyLlama3|tiny-llama3-hf
 tsan-ci: deps
 	cmake --preset tsan >/dev/null
