@@ -16,6 +16,7 @@ namespace {
 constexpr int kMaxDepth = 100;         // nesting of groups
 constexpr int kMaxRepeat = 1000;       // n and m in {n,m}
 constexpr int64_t kMaxNestedCopies = 100'000;  // Parser::nested_copies
+constexpr int kMaxChainedRepeats = 16;          // "x{2}{3}...": repetitions of a repetition that do not fold
 
 struct Node {
   enum class Kind { kChars, kConcat, kAlt, kRepeat };
@@ -133,6 +134,7 @@ class Parser {
   static bool simple_repeat(int min, int max) { return (min == 0 || min == 1) && (max == 1 || max < 0); }
 
   void quantifiers(Node& n) {
+    int wraps = 0;  // repetitions around n that did not fold into one (each a level of the tree the grammar recurses on)
     while (more()) {
       int min = 0, max = -1;
       const char c = peek();
@@ -166,6 +168,10 @@ class Parser {
         n.max = static_cast<int>(folded_max);
         continue;
       }
+      // "a{2}{2}{2}..." 100,000 times overflowed the stack of every recursion over the tree (a crash before the
+      // grammar was built); Python refuses any two quantifiers in a row ("multiple repeat").
+      if (++wraps > kMaxChainedRepeats)
+        fail(p_, fmt::format("more than {} repetitions in a row on one item at offset {}", kMaxChainedRepeats, i_));
       Node r(Node::Kind::kRepeat);
       r.min = min;
       r.max = max;

@@ -166,6 +166,21 @@ TEST(RegexGrammar, NestedCountsOfWhatMayBeEmptyAreRefusedPastTheirLimit) {
   EXPECT_TRUE(full_match(c, "bac"));
 }
 
+TEST(RegexGrammar, LongChainsOfRepetitionsAreRefusedNotRecursedOn) {
+  // 100,000 counts in a row on one letter (300 KB of pattern) crashed the parser's recursions over the tree.
+  std::string chain = "a";
+  for (int i = 0; i < 100000; ++i) chain += "{2}";
+  EXPECT_THROW((void)regex_grammar(chain), InvalidRequest);
+  std::string lazy = "a";
+  for (int i = 0; i < 50000; ++i) lazy += "{2}?";
+  EXPECT_THROW((void)regex_grammar(lazy), InvalidRequest);
+  // A few in a row are taken (Python refuses even two), and folds do not count: "a??????" is one repetition.
+  const auto c = compile_constraint(regex_grammar("(ab){2}{3}x??????y"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(c, "abababababab" "xy"));
+  EXPECT_FALSE(full_match(c, "abababab" "y"));
+  EXPECT_TRUE(full_match(c, "abababababab" "y"));
+}
+
 TEST(Grammar, RepeatingSomethingEmptyIsNotLeftRecursion) {
   const auto c = compile_constraint(regex_grammar("(a*b*)*c"), no_vocab(), "regex");
   EXPECT_TRUE(full_match(c, "abbac"));
