@@ -199,8 +199,8 @@ TEST(TokenMask, AnEnumOfThousandsOfWordsFitsTheBudget) {
 
 TEST(TokenMask, ABoundedStringFitsTheBudget) {
   // A JSON string of at most 12 characters after whitespace, on Llama-3's vocabulary: nearly every token may come
-  // next, and no loop set takes a subtree whole, so the walk visits most of the trie (uncached: 1.7M frames
-  // expanded, 0.73M parses examined, about 50 ms). The budget's first limit on frames, 1M, ended this output in an
+  // next, and no loop set takes a subtree whole, so the walk visits most of the trie (uncached: 1.6M frames
+  // expanded, 0.71M parses examined, about 50 ms). The budget's first limit on frames, 1M, ended this output in an
   // e2e test.
   const Vocab& vocab = llama3();
   const auto schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string",
