@@ -108,7 +108,9 @@ PY
       ;;
     kernels)  # GPU time per kernel under Nsight Compute (one pass, gpu__time_duration; no PDL overlap, launch gaps not
       # counted) of `pagoda bench latency` on Llama-3-8B-shaped dummy weights with KERNELS_ARGS (default W4 batch 1),
-      # 128-token prompts and KERNELS_STEPS decode steps (default 8): a table per kernel name, per decode step
+      # 128-token prompts and KERNELS_STEPS decode steps (default 8): launches and microseconds per kernel name, and the
+      # total over the decode steps (start-up and prefill launches are in the table too: us/step means something only
+      # for decode kernels)
       args=${KERNELS_ARGS:---quantization awq --batch-size 1 --max-num-seqs 1}
       steps=${KERNELS_STEPS:-8}
       timeout 500 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --log-file "$OUT/kernels.csv" \

@@ -52,7 +52,7 @@ class Parser {
     if (anchored_start) ++i_;
     Node n = alternation(0);
     if (i_ < p_.size()) fail(p_, fmt::format("unexpected '{}' at offset {}", p_[i_], i_));
-    if (const int64_t copies = nested_copies(n); copies > kMaxNestedCopies)
+    if (nested_copies(n).copies > kMaxNestedCopies)
       fail(p_, fmt::format("nested counted repetitions of something that may be empty repeat it more than {} times "
                            "(not supported)", kMaxNestedCopies));
     anchored_end = anchored_end_;
@@ -107,27 +107,30 @@ class Parser {
     return seq.kids.size() == 1 ? std::move(seq.kids[0]) : seq;
   }
 
-  static bool nullable(const Node& n) {
-    switch (n.kind) {
-      case Node::Kind::kChars: return false;
-      case Node::Kind::kConcat: return std::all_of(n.kids.begin(), n.kids.end(), [](const Node& k) { return nullable(k); });
-      case Node::Kind::kAlt: return std::any_of(n.kids.begin(), n.kids.end(), [](const Node& k) { return nullable(k); });
-      case Node::Kind::kRepeat: return n.min == 0 || nullable(n.kids[0]);
-    }
-    return false;
-  }
-
   // How many copies of their innermost item counted repetitions nested through things that may be empty hold:
   // a count is a chain of rules, one return frame each, and when the item inside may be empty one closure of the
   // stack search (pushdown.h) walks through every frame of every count above it ("x?{929}{86}{929}" would keep 74
   // million; a fuzzer's inputs of that kind took 10 to 25 s a mask before ExpansionBudget cut them off, and 2 s
   // after, under ASan). An unbounded repetition is a loop, not a chain: it counts its minimum and one more.
-  static int64_t nested_copies(const Node& n) {
-    int64_t most = 1;
-    for (const Node& k : n.kids) most = std::max(most, nested_copies(k));
-    if (n.kind != Node::Kind::kRepeat) return most;
-    const int64_t chain = n.max < 0 ? int64_t{n.min} + 1 : n.max;
-    return nullable(n.kids[0]) ? std::min(chain * most, kMaxNestedCopies + 1) : std::max(chain, most);
+  // Each node's nullability comes out of the same pass.
+  struct NestedCopies {
+    bool nullable = false;  // the node may match the empty string
+    int64_t copies = 1;     // capped at kMaxNestedCopies + 1
+  };
+  static NestedCopies nested_copies(const Node& n) {
+    if (n.kind == Node::Kind::kRepeat) {
+      const NestedCopies item = nested_copies(n.kids[0]);
+      const int64_t chain = n.max < 0 ? int64_t{n.min} + 1 : n.max;
+      return {n.min == 0 || item.nullable,
+              item.nullable ? std::min(chain * item.copies, kMaxNestedCopies + 1) : std::max(chain, item.copies)};
+    }
+    NestedCopies out{n.kind == Node::Kind::kConcat, 1};  // kChars: never empty; a concatenation while all parts may be
+    for (const Node& k : n.kids) {
+      const NestedCopies kid = nested_copies(k);
+      out.copies = std::max(out.copies, kid.copies);
+      out.nullable = n.kind == Node::Kind::kConcat ? out.nullable && kid.nullable : out.nullable || kid.nullable;
+    }
+    return out;
   }
 
   // Whether a repetition is *, + or ? (or their brace forms): a minimum of 0 or 1 and a maximum of 1 or none.

@@ -11,6 +11,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/structured/constraint.h"
+#include "pagoda/structured/json_schema_grammar.h"
 #include "pagoda/structured/pushdown.h"
 
 namespace pagoda::structured {
@@ -174,6 +175,18 @@ TEST(RegexGrammar, LongChainsOfRepetitionsAreRefusedNotRecursedOn) {
   std::string lazy = "a";
   for (int i = 0; i < 50000; ++i) lazy += "{2}?";
   EXPECT_THROW((void)regex_grammar(lazy), InvalidRequest);
+  // The deepest tree the limits let through (100 nested groups, each under 16 counts) is parsed, compiled and
+  // followed without running out of stack; a JSON schema's "pattern" goes through the same parser.
+  std::string counts;  // 16 counts that do not fold into one another
+  for (int i = 0; i < 16; ++i) counts += "{1,2}";
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "(b";
+  deep += "c";
+  for (int i = 0; i < 100; ++i) deep += ")" + counts;
+  ConstraintMatcher m(compile_constraint(regex_grammar(deep), no_vocab(), "regex"));
+  EXPECT_TRUE(m.accept_bytes(std::string(100, 'b') + "c"));
+  EXPECT_TRUE(m.complete());
+  EXPECT_THROW((void)json_schema_grammar({{"type", "string"}, {"pattern", chain}}), InvalidRequest);
   // A few in a row are taken (Python refuses even two), and folds do not count: "a??????" is one repetition.
   const auto c = compile_constraint(regex_grammar("(ab){2}{3}x??????y"), no_vocab(), "regex");
   EXPECT_TRUE(full_match(c, "abababababab" "xy"));
