@@ -148,8 +148,9 @@ PY
       run_long throughput_4096 bench throughput $M --num-prompts 256 --input-len 4096 --output-len 128 --max-num-seqs 256
       note "long: long_*.json"
       ;;
-    sweep)  # batch-1 decode at 128 and 2,048 context for each environment in SWEEP_ENVS ("A=1 B=2;C=3;...")
-      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda"
+    sweep)  # batch-1 decode at 128 and 2,048 context for each environment in SWEEP_ENVS ("A=1 B=2;C=3;..."); SWEEP_ARGS:
+      # more pagoda arguments (e.g. "--quantization awq": W4 weights)
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda ${SWEEP_ARGS:-}"
       IFS=';' read -ra envs <<<"${SWEEP_ENVS:-}"
       [ ${#envs[@]} -eq 0 ] && envs=("")  # one run with the environment as it is
       i=0

@@ -197,7 +197,10 @@ class Errors(unittest.TestCase):
         self.assertIn("fp8", ok.stderr)  # the start-up log names the pool's dtype
         p = run("generate", "--kv-cache-dtype", "bf16", "--prompt", "hi", check=False)
         self.assertEqual(p.returncode, 1)
-        self.assertIn("fp32 (auto) or fp8", p.stderr.strip().splitlines()[-1])
+        self.assertIn("fp32 (auto), fp16 or fp8", p.stderr.strip().splitlines()[-1])
+        ok = run("generate", "--kv-cache-dtype", "fp16", "--prompt", "Once upon a time", "--max-tokens", "8", check=False)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("f16", ok.stderr.lower())  # the start-up log names the pool's dtype
         p = run("generate", "--kv-cache-dtype", "int4", "--prompt", "hi", check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("kv-cache-dtype", p.stderr)

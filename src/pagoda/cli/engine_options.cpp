@@ -19,9 +19,10 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--kv-cache-memory", kv_cache_memory,
                  "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
-                 "auto (fp32 on the CPU, bf16 on the GPU) | bf16 | fp8 | fp8_e4m3: fp8 stores e4m3 codes with a "
-                 "power-of-two scale per token and KV head (about twice the tokens of bf16)")
-      ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}));
+                 "auto (fp32 on the CPU, bf16 on the GPU) | bf16 (GPU) | fp16 (CPU: llama.cpp's default, half of "
+                 "fp32's bytes) | fp8 | fp8_e4m3: fp8 stores e4m3 codes with a power-of-two scale per token and KV head "
+                 "(about twice the tokens of bf16)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp8", "fp8_e4m3"}));
   cmd.add_flag("--calculate-kv-scales", calculate_kv_scales,
                "with --kv-cache-dtype fp8: one scale per layer for K and one for V, from the first batch's amax (as "
                "vLLM), instead of one per token and KV head; CPU only; later values beyond the first batch's range "

@@ -17,7 +17,8 @@ std::string format_of(const Weight& w) {
                                    : std::string(dtype_name(w.data.dtype));
   if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
   if (is_fp8_activations(w.activations)) kind += fmt::format(" W8A8 ({})", activation_quant_name(w.activations));
-  if (w.activations == ActivationQuant::kInt8Block) kind += " (CPU: int8 activation blocks)";
+  if (w.activations == ActivationQuant::kInt8Block) kind += " (CPU: int8 activation blocks of 32)";
+  if (w.activations == ActivationQuant::kInt8SuperBlock) kind += " (CPU: int8 activation blocks of 256)";
   if (!w.source_format.empty()) kind = fmt::format("{} -> {}", w.source_format, kind);
   return kind;
 }

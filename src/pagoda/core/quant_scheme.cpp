@@ -19,6 +19,7 @@ std::string_view activation_quant_name(ActivationQuant a) {
     case ActivationQuant::kFp8PerToken: return "fp8-per-token";
     case ActivationQuant::kFp8Static: return "fp8-static";
     case ActivationQuant::kInt8Block: return "int8-block";
+    case ActivationQuant::kInt8SuperBlock: return "int8-superblock";
   }
   return "?";
 }

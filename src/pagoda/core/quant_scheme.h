@@ -62,13 +62,19 @@ enum class ActivationQuant : uint8_t {
   kFp8PerToken,  // dynamic, one scale per token: s = max(amax(|x_token|) / 448, 1 / (448 * 512))
   kFp8Static,    // the checkpoint's input_scale, one per tensor (q, k, v and gate, up share the largest of
                  // theirs, as vLLM's fused layers: loader/model_loader.cpp)
-  kInt8Block,    // CPU, weights converted from GGUF's quantized blocks (Q4_0 ... Q6_K): x as int8 blocks of 32 with
-                 // scale amax / 127 (llama.cpp's Q8_0) and integer dot products, as llama.cpp computes its own files;
-                 // the CUDA backend keeps bf16 inputs for these weights
+  kInt8Block,       // CPU, weights converted from GGUF's blocks of 32 (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): x as int8 blocks of
+                    // 32 and integer dot products, as llama.cpp computes its own files (its Q8_0 blocks, Q8_1 with
+                    // offsets: backend/cpu/int8_lanes.h); the CUDA backend keeps bf16 inputs for these weights
+  kInt8SuperBlock,  // the same for GGUF's k-quants (Q4_K, Q5_K, Q6_K): x as llama.cpp's Q8_K blocks of 256
 };
 // Whether `a` quantizes the inputs to FP8 (a W8A8 linear).
 inline bool is_fp8_activations(ActivationQuant a) {
   return a == ActivationQuant::kFp8PerToken || a == ActivationQuant::kFp8Static;
+}
+
+// Whether `a` quantizes the inputs to int8 blocks (the CPU's products of GGUF-converted weights).
+inline bool is_int8_activations(ActivationQuant a) {
+  return a == ActivationQuant::kInt8Block || a == ActivationQuant::kInt8SuperBlock;
 }
 
 std::string_view activation_quant_name(ActivationQuant a);

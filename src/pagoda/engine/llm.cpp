@@ -227,10 +227,14 @@ DType LLM::kv_cache_dtype(const LlmOptions& o) const {
   if (d == "fp8" || d == "fp8_e4m3") return DType::kF8E4M3;
   if (d == "bf16") {
     if (o.device != "cuda")
-      throw Error("--kv-cache-dtype bf16: the CPU backend keeps its KV cache in fp32 (auto) or fp8");
+      throw Error("--kv-cache-dtype bf16: the CPU backend keeps its KV cache in fp32 (auto), fp16 or fp8");
     return DType::kBF16;
   }
-  throw Error(fmt::format("unknown --kv-cache-dtype '{}' (auto, bf16, fp8 or fp8_e4m3)", d));
+  if (d == "fp16") {
+    if (o.device == "cuda") throw Error("--kv-cache-dtype fp16: the GPU keeps its KV cache in bf16 (auto) or fp8");
+    return DType::kF16;
+  }
+  throw Error(fmt::format("unknown --kv-cache-dtype '{}' (auto, bf16, fp16, fp8 or fp8_e4m3)", d));
 }
 
 int LLM::num_blocks_for_host(const LlmOptions& o, int64_t block_bytes) const {

@@ -60,7 +60,8 @@ Weight convert_gguf_blocks(const GgufTensorInfo& t, const std::function<int64_t(
     for (int64_t i = 0; i < threads; ++i) pool.emplace_back(convert_rows, n * i / threads, n * (i + 1) / threads);
   }
   Weight w = out.finish();
-  w.activations = ActivationQuant::kInt8Block;  // on the CPU, as llama.cpp: see quant_scheme.h
+  // On the CPU, as llama.cpp: its k-quants (super-blocks of 256) multiply Q8_K blocks, the others Q8_0 or Q8_1.
+  w.activations = info.block_elems == 256 ? ActivationQuant::kInt8SuperBlock : ActivationQuant::kInt8Block;
   return w;
 }
 

@@ -114,7 +114,9 @@ TEST_P(CompactWeights, SameBitsFromFewerBytes) {
   std::vector<HostTensor> storage;
   const Weight compact = cpu::compact_weight(w, storage);
   EXPECT_EQ(compact.scales.dtype, c.expected);
-  if (!compact.offsets.empty()) EXPECT_EQ(compact.offsets.dtype, c.expected);
+  if (!compact.offsets.empty()) {
+    EXPECT_EQ(compact.offsets.dtype, c.expected);
+  }
   EXPECT_EQ(compact.zeros.empty(), w.zeros.empty() || c.drops_zeros);
   EXPECT_EQ(compact.scales_base.empty(), c.expected != DType::kI8);
   if (c.expected == DType::kF32 && !c.drops_zeros) {

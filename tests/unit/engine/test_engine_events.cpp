@@ -184,5 +184,20 @@ TEST(EngineStartup, CalculateKvScalesNeedsAnFp8Cache) {
   EXPECT_EQ(llm.kv_cache_dtype(), DType::kF8E4M3);
 }
 
+// --kv-cache-dtype fp16 (llama.cpp's default cache) on the CPU: the same memory holds twice fp32's tokens, and a
+// prompt's greedy tokens are the fp32 cache's (the bundled model's margins are far above fp16's rounding).
+TEST(EngineStartup, Fp16KvCacheHoldsTwiceTheTokensOnTheCpu) {
+  LlmOptions o = stories_options();
+  o.kv_cache_memory = 1 << 20;
+  LLM f32(o);
+  o.kv_cache_dtype = "fp16";
+  LLM f16(o);
+  EXPECT_EQ(f32.kv_cache_dtype(), DType::kF32);
+  EXPECT_EQ(f16.kv_cache_dtype(), DType::kF16);
+  EXPECT_EQ(f16.num_kv_tokens(), 2 * f32.num_kv_tokens());
+  const auto a = f32.generate({greedy_request({1, 403, 407, 291}, 24)}), b = f16.generate({greedy_request({1, 403, 407, 291}, 24)});
+  EXPECT_EQ(a[0].output_ids, b[0].output_ids);
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -43,12 +43,13 @@ inline nlohmann::json read_json(const std::string& path) {
 // Runs `ids` through the model in chunks of `chunk` tokens and returns the logits of every position,
 // [ids.size() * vocab]. Chunking exercises attention over KV written by earlier steps.
 inline std::vector<float> all_position_logits(const ModelConfig& config, const ModelWeights& weights,
-                                              const std::vector<TokenId>& ids, int chunk) {
+                                              const std::vector<TokenId>& ids, int chunk,
+                                              DType kv_dtype = DType::kF32) {
   CpuOps ops;
   LlamaModel model(config, weights);
   const int block_size = 16;
   const int num_blocks = static_cast<int>(ids.size()) / block_size + 1;
-  KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(num_blocks, block_size, DType::kF32));
+  KvCache cache = ops.allocate_kv_cache(model.kv_cache_spec(num_blocks, block_size, kv_dtype));
   std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
   for (int i = 0; i < num_blocks; ++i) blocks[i] = num_blocks - 1 - i;  // deliberately not in order
   const int64_t vocab = config.vocab_size;
@@ -64,8 +65,8 @@ inline std::vector<float> all_position_logits(const ModelConfig& config, const M
   return out;
 }
 inline std::vector<float> all_position_logits(const LoadedModel& loaded, const std::vector<TokenId>& ids,
-                                              int chunk) {
-  return all_position_logits(loaded.config, loaded.weights, ids, chunk);
+                                              int chunk, DType kv_dtype = DType::kF32) {
+  return all_position_logits(loaded.config, loaded.weights, ids, chunk, kv_dtype);
 }
 
 // A greedy request that ignores EOS: its output length is max_tokens, whatever the model says.

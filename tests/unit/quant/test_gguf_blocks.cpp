@@ -183,7 +183,8 @@ TEST_P(GgufBlocks, LinearMatchesTheDequantizedProduct) {
   const Built built = build(c, n, k);
   std::vector<HostTensor> owned;
   Weight w = convert_gguf_blocks(info_of(c, built.bytes, n, k), [](int64_t r) { return r; }, owned);
-  EXPECT_EQ(w.activations, ActivationQuant::kInt8Block);
+  // llama.cpp's activation blocks for the type: Q8_K (256) for the k-quants, Q8_0 / Q8_1 (32) for the others
+  EXPECT_EQ(w.activations, c.block_elems == 256 ? ActivationQuant::kInt8SuperBlock : ActivationQuant::kInt8Block);
   w.activations = ActivationQuant::kNone;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);

@@ -1,10 +1,12 @@
 // GGUF files written by llama.cpp's own llama-quantize (tests/data/models/gguf-kquant/: Q4_K + Q6_K, Q5_K +
 // Q6_K, and the Q5_0 / Q8_0 fallbacks of a Q4_K_M file whose rows are not multiples of 256), against
 // llama.cpp's top-8 logits, logsumexp and greedy tokens on them (llamacpp_refs.json; how they were made is in
-// the folder's README). llama.cpp's CPU dot products quantize the activations (Q8_K blocks of 256 for the
-// k-quants, Q8_0 blocks of 32 otherwise); Pagoda's CPU quantizes them in blocks of 32 for 4-bit weights
-// (ActivationQuant::kInt8Block) and keeps fp32 inputs for the others, so logits agree to a tolerance, not to
-// fp32 rounding.
+// the folder's README), with llama.cpp's settings: its CPU dot products quantize the activations (Q8_K blocks
+// of 256 for the k-quants, Q8_0 blocks of 32 otherwise: ActivationQuant::kInt8SuperBlock / kInt8Block) and its
+// KV cache holds fp16 (--kv-cache-dtype fp16). Pagoda then computes the same integer sums and the same fp16
+// inputs; what remains is the order of fp32 sums (norms, softmax, dot products), within ~1e-6 of a value, which
+// changes the result only where a value sits that close to a rounding boundary of the next int8 or fp16
+// rounding; from there on the two engines differ by one step of that rounding.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,11 +19,12 @@ namespace {
 
 using testing::data_path;
 
-// Measured at most 0.44 (kq-256-Q4_K_M; 0.32 with fp32 inputs everywhere) and 0.006 on the F32 file the
-// k-quants were made from: the difference is the two engines' 8-bit activations, which round each product's
-// input by up to 1/254 of its block's maximum, in blocks of different lengths.
-constexpr double kLogitTolerance = 0.5;
-constexpr float kNearTie = 0.5f;
+// Measured at most 0.17 (kq-256-Q4_K_M), 0.27 (Q5_K_M), 0.08 (tinystories-656k-Q4_K_M); before the activations
+// were rounded as llama.cpp rounds them and the KV cache held fp16, 0.43, 0.38 and 0.17. The logits agree to
+// fp32 rounding (below 1e-4) at every position before the first rounding boundary one engine's last-bit
+// difference crosses (position 19 of the first prompt of kq-256-Q4_K_M).
+constexpr double kLogitTolerance = 0.35;
+constexpr float kNearTie = 0.35f;
 
 TEST(GgufKQuantGolden, MatchesLlamaCpp) {
   const nlohmann::json refs = testing::read_json(data_path("models/gguf-kquant/llamacpp_refs.json"));
@@ -35,7 +38,10 @@ TEST(GgufKQuantGolden, MatchesLlamaCpp) {
     for (const auto& gen : ref["generations"]) {
       if (!gen.contains("top8_ids")) continue;
       const auto ids = gen["prompt_ids"].get<std::vector<TokenId>>();
-      const std::vector<float> logits = testing::all_position_logits(m, ids, 64);
+      const std::vector<float> logits = testing::all_position_logits(m, ids, 64, DType::kF16);
+      // The first position (attention over one key) meets no rounding boundary here: fp32 rounding apart, the
+      // same logits (0.03 with fp32 KV, 0.06 with fp32 inputs; below 1e-4 now).
+      (void)testing::expect_matches_reference_top8(logits.data(), vocab, gen, 0, 1e-3);
       for (size_t p = 0; p < ids.size(); ++p)
         max_diff = std::max(max_diff, testing::expect_matches_reference_top8(logits.data() + p * vocab, vocab, gen,
                                                                             p, tolerance));
@@ -44,14 +50,14 @@ TEST(GgufKQuantGolden, MatchesLlamaCpp) {
 
     // Greedy tokens, along llama.cpp's own history (its prompt and 24 greedy ids fed back): each token
     // llama.cpp chose must be Pagoda's argmax there, or a near-tie (within kNearTie of Pagoda's maximum) that
-    // the activation rounding can flip; near-ties stay few.
+    // one rounding step can flip; near-ties stay few.
     int tokens = 0, near_ties = 0;
     for (const auto& gen : ref["generations"]) {
       std::vector<TokenId> ids = gen["prompt_ids"].get<std::vector<TokenId>>();
       const auto greedy = gen["greedy_ids"].get<std::vector<TokenId>>();
       const size_t prompt_len = ids.size();
       ids.insert(ids.end(), greedy.begin(), greedy.end());
-      const std::vector<float> logits = testing::all_position_logits(m, ids, 64);
+      const std::vector<float> logits = testing::all_position_logits(m, ids, 64, DType::kF16);
       for (size_t g = 0; g < greedy.size(); ++g) {
         const float* row = logits.data() + (prompt_len - 1 + g) * vocab;
         const float best = *std::max_element(row, row + vocab);
@@ -63,7 +69,7 @@ TEST(GgufKQuantGolden, MatchesLlamaCpp) {
     }
     std::printf("[ measured ] %s: %d of %d llama.cpp greedy tokens are Pagoda's argmax, the rest near-ties\n",
                 name.c_str(), tokens - near_ties, tokens);
-    EXPECT_LE(near_ties, tokens / 10) << "too many near-ties";
+    EXPECT_LE(near_ties, tokens / 32) << "too many near-ties";  // measured 3, 2 and 0 of 192
   }
 }
 

@@ -1,33 +1,47 @@
-// CPU causal attention over a paged KV cache. One work item is (query token, KV head): the query heads
-// that share that KV head (GQA) are processed together, so each key and value row is read once per
-// group. Keys are walked page by page (no per-key division). Softmax in fp32 with the maximum subtracted.
+// CPU causal attention over a paged KV cache of fp32 or fp16 rows. One work item is (query token, KV head): the
+// query heads that share that KV head (GQA) are processed together, so each key and value row is read once per
+// group. Keys are walked page by page (no per-key division). Softmax in fp32 with the maximum subtracted. Over
+// fp16 rows the inputs of both products are fp16 values (the queries and the probabilities rounded to fp16, as
+// llama.cpp's CPU attention rounds them for its F16 dot products) and every sum is fp32.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/core/dtype.h"
 
 namespace pagoda::cpu {
 namespace {
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// One cache element as fp32.
+inline float value_of(float v) { return v; }
+inline float value_of(uint16_t v) { return f16_to_f32(v); }
+
+template <typename KV>
+inline float dot(const float* a, const KV* b, int64_t n) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int64_t i = 0; i < n; ++i) s += a[i] * value_of(b[i]);
   return s;
 }
 
 #ifdef __AVX2__
+// 8 cache elements as fp32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
 // Dot products of q with 8 keys (each `hd` floats, hd % 8 == 0, rows `stride` floats apart), returned
 // as one vector: per-key partial sums, then a transpose-and-add instead of 8 horizontal reductions.
-inline __m256 dot8(const float* q, const float* k, int64_t stride, int64_t hd) {
+template <typename KV>
+inline __m256 dot8(const float* q, const KV* k, int64_t stride, int64_t hd) {
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t d = 0; d < hd; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + j * stride + d), acc[j]);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8(k + j * stride + d), acc[j]);
   }
   const __m256 r0 = _mm256_hadd_ps(acc[0], acc[1]);
   const __m256 r1 = _mm256_hadd_ps(acc[2], acc[3]);
@@ -57,27 +71,37 @@ inline __m256 exp_nonpositive(__m256 x) {
 }
 
 // out[0:8V] = sum_j p[j] * v_j for keys j of one page, accumulators held in registers.
-template <int V>
-inline void accumulate_values(float* out, const float* p, const float* v_rows, int64_t stride, int64_t n) {
+template <int V, typename KV>
+inline void accumulate_values(float* out, const float* p, const KV* v_rows, int64_t stride, int64_t n) {
   __m256 acc[V];
   for (int i = 0; i < V; ++i) acc[i] = _mm256_loadu_ps(out + 8 * i);
   for (int64_t j = 0; j < n; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    for (int i = 0; i < V; ++i) acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v_rows + j * stride + 8 * i), acc[i]);
+    for (int i = 0; i < V; ++i) acc[i] = _mm256_fmadd_ps(pj, load8(v_rows + j * stride + 8 * i), acc[i]);
   }
   for (int i = 0; i < V; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 #endif
 
-inline void axpy(float* y, float a, const float* x, int64_t n) {
+template <typename KV>
+inline void axpy(float* y, float a, const KV* x, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  for (int64_t i = 0; i < n; ++i) y[i] += a * value_of(x[i]);
 }
 
-}  // namespace
+// x rounded to fp16 and back: an fp16 product's input (exact, as F16C's conversions round to nearest even).
+inline float fp16_value(float x) {
+#ifdef __F16C__
+  return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+#else
+  return f16_to_f32(f32_to_f16(x));
+#endif
+}
 
-void paged_attention_f32(float* out, const float* q, const float* k_cache, const float* v_cache,
-                         const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale) {
+template <typename KV>
+void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_cache, const KvCacheSpec& spec,
+                     int num_heads, const ForwardBatch& batch, float scale) {
+  constexpr bool kF16 = std::is_same_v<KV, uint16_t>;
   const int64_t hd = spec.head_dim;
   const int64_t num_kv_heads = spec.num_kv_heads;
   const int64_t group = num_heads / num_kv_heads;
@@ -95,7 +119,8 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
 
 #pragma omp parallel if (num_work * batch.max_seq_len * hd * group >= (1 << 16))
   {
-    thread_local std::vector<float> scores;  // [group, num_keys]
+    thread_local std::vector<float> scores;    // [group, num_keys]
+    thread_local std::vector<float> q_rounded;  // kF16: the group's queries as fp16 values [group, hd]
 #pragma omp for schedule(dynamic, 8)
     for (int64_t w = 0; w < num_work; ++w) {
       const int64_t t = w / num_kv_heads;
@@ -105,12 +130,17 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
       const int64_t num_keys = std::min<int64_t>(positions[t] + 1, seq_lens[s]);
       const int32_t* seq_pages = pages + page_start[s];
       const float* q0 = q + t * token_stride + kvh * group * hd;  // the group's first query head
+      if constexpr (kF16) {
+        q_rounded.resize(static_cast<size_t>(group * hd));
+        for (int64_t i = 0; i < group * hd; ++i) q_rounded[i] = fp16_value(q0[i]);
+        q0 = q_rounded.data();
+      }
       scores.resize(static_cast<size_t>(group * num_keys));
 
       float max_score[64];
       std::fill(max_score, max_score + group, -INFINITY);
       for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
-        const float* k_page = k_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+        const KV* k_page = k_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
         const int64_t n = std::min(bs, num_keys - j0);
         int64_t j = 0;
 #ifdef __AVX2__
@@ -128,7 +158,7 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
         }
 #endif
         for (; j < n; ++j) {
-          const float* kv = k_page + j * slot_stride;
+          const KV* kv = k_page + j * slot_stride;
           for (int64_t g = 0; g < group; ++g) {
             const float sc = dot(q0 + g * hd, kv, hd) * scale;
             scores[g * num_keys + j0 + j] = sc;
@@ -157,12 +187,12 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
           sum += sg[j];
         }
         const float inv_sum = 1.0f / sum;
-        for (int64_t j = 0; j < num_keys; ++j) sg[j] *= inv_sum;
+        for (int64_t j = 0; j < num_keys; ++j) sg[j] = kF16 ? fp16_value(sg[j] * inv_sum) : sg[j] * inv_sum;
         float* o = out + t * token_stride + (kvh * group + g) * hd;
         std::fill(o, o + hd, 0.0f);
       }
       for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
-        const float* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+        const KV* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
         const int64_t n = std::min(bs, num_keys - j0);
         for (int64_t g = 0; g < group; ++g) {
           float* o = out + t * token_stride + (kvh * group + g) * hd;
@@ -178,6 +208,18 @@ void paged_attention_f32(float* out, const float* q, const float* k_cache, const
       }
     }
   }
+}
+
+}  // namespace
+
+void paged_attention_f32(float* out, const float* q, const float* k_cache, const float* v_cache,
+                         const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale) {
+  paged_attention(out, q, k_cache, v_cache, spec, num_heads, batch, scale);
+}
+
+void paged_attention_f16(float* out, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                         const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale) {
+  paged_attention(out, q, k_cache, v_cache, spec, num_heads, batch, scale);
 }
 
 }  // namespace pagoda::cpu

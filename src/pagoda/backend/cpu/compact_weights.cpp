@@ -157,7 +157,7 @@ GroupValues scale_values(const Weight& w) { return values_of(w.scales, w.scales_
 GroupValues offset_values(const Weight& w) { return values_of(w.offsets, w.offsets_base, w.group_size); }
 
 Weight compact_weight(const Weight& w, std::vector<HostTensor>& storage) {
-  if (w.activations != ActivationQuant::kInt8Block || !(linear_w4_int8_supported(w) || linear_w8_int8_supported(w)))
+  if (!is_int8_activations(w.activations) || !(linear_w4_int8_supported(w) || linear_w8_int8_supported(w)))
     return w;
   Weight out = w;
   compact_values(out, storage);

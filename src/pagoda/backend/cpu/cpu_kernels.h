@@ -34,5 +34,10 @@ void rope_f32(float* x, const int32_t* positions, int64_t num_tokens, int64_t nu
 // [num_blocks, block_size, num_kv_heads, head_dim] fp32.
 void paged_attention_f32(float* out, const float* q, const float* k_cache, const float* v_cache,
                          const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale);
+// The same over an fp16 cache (--kv-cache-dtype fp16, llama.cpp's default): products of fp16 inputs summed in
+// fp32, as llama.cpp's CPU attention computes them: the queries are rounded to fp16 before q.k, the softmax
+// probabilities before p.v.
+void paged_attention_f16(float* out, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                         const KvCacheSpec& spec, int num_heads, const ForwardBatch& batch, float scale);
 
 }  // namespace pagoda::cpu

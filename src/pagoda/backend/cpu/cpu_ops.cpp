@@ -12,6 +12,7 @@
 #include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
+#include "pagoda/core/dtype.h"
 #include "pagoda/kv/kv_fp8.h"
 
 namespace pagoda {
@@ -150,6 +151,18 @@ void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forwa
     }
     return;
   }
+  if (cache.spec.dtype == DType::kF16) {  // each value rounded to fp16 (to nearest even)
+    uint16_t* kc = cache.k[layer].ptr<uint16_t>();
+    uint16_t* vc = cache.v[layer].ptr<uint16_t>();
+    for (int64_t t = 0; t < k.dim(0); ++t) {
+      PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
+      for (int64_t i = 0; i < row; ++i) {
+        kc[slots[t] * row + i] = f32_to_f16(k.ptr<float>()[t * row + i]);
+        vc[slots[t] * row + i] = f32_to_f16(v.ptr<float>()[t * row + i]);
+      }
+    }
+    return;
+  }
   float* kc = cache.k[layer].ptr<float>();
   float* vc = cache.v[layer].ptr<float>();
   for (int64_t t = 0; t < k.dim(0); ++t) {
@@ -161,6 +174,11 @@ void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forwa
 
 void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,
                        float scale) {
+  if (cache.spec.dtype == DType::kF16) {
+    cpu::paged_attention_f16(out.ptr<float>(), q.ptr<float>(), cache.k[layer].ptr<uint16_t>(),
+                             cache.v[layer].ptr<uint16_t>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
+    return;
+  }
   if (!cache.spec.fp8()) {
     cpu::paged_attention_f32(out.ptr<float>(), q.ptr<float>(), cache.k[layer].ptr<float>(),
                              cache.v[layer].ptr<float>(), cache.spec, static_cast<int>(q.dim(1)), batch, scale);
@@ -256,8 +274,8 @@ void CpuOps::download_f32(Tensor host_out, Tensor x) {
 }
 
 KvCache CpuOps::allocate_kv_cache(const KvCacheSpec& spec) {
-  PAGODA_CHECK(spec.dtype == DType::kF32 || spec.fp8(), "the CPU backend keeps its KV cache in F32 or FP8, not {}",
-               dtype_name(spec.dtype));
+  PAGODA_CHECK(spec.dtype == DType::kF32 || spec.dtype == DType::kF16 || spec.fp8(),
+               "the CPU backend keeps its KV cache in F32, F16 or FP8, not {}", dtype_name(spec.dtype));
   KvCache cache;
   cache.spec = spec;
   for (int l = 0; l < spec.num_layers; ++l) {

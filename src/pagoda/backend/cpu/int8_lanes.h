@@ -6,10 +6,12 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "pagoda/backend/cpu/group_values.h"
+#include "pagoda/loader/model_weights.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -22,29 +24,85 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// A block of 32 activations as llama.cpp's Q8_0 quantizes it: scale d = amax / 127, values round(x * inv)
-// with inv = 1 / d (0 where d = 0), rounded to nearest even (as lrintf). In AVX2 registers, with no library
-// calls: GCC leaves std::fmax and std::lrintf as calls into libm, and with them this loop took half as long as
-// the W8 decode product it feeds (docs/PERFORMANCE.md). A NaN input is ignored by the amax, as std::max did.
+// How llama.cpp quantizes a linear's inputs for the weight's block type (its `vec_dot_type`), in blocks of 32
+// here (a Q8_K block is 8 of them under one scale). In AVX2 registers, with no library calls: GCC leaves
+// std::fmax and std::lrintf as calls into libm, and with them this loop took half as long as the W8 decode
+// product it feeds (docs/PERFORMANCE.md).
+enum class Q8Rule : uint8_t {
+  kQ8_0,  // Q4_0, Q5_0, Q8_0: per 32 values d = amax / 127 kept in fp16, values x * (127 / amax) rounded to
+          // nearest even (llama.cpp's AVX2 quantize_row_q8_0)
+  kQ8_1,  // Q4_1, Q5_1: as kQ8_0, and the block's d * sum(values) kept in fp16 (what the weight's offset multiplies)
+  kQ8_K,  // the k-quants: per 256 values iscale = -127 / (the first value of the largest magnitude), values
+          // min(127, x * iscale rounded to nearest even), d = 1 / iscale in fp32 (quantize_row_q8_K_ref)
+};
+
+// The rule of w's inputs: Q8_K for the k-quants' weights, Q8_1 for offsets of whole blocks of 32 (Q4_1, Q5_1: a
+// block's d * sum(v) meets one offset), Q8_0 otherwise.
+inline Q8Rule q8_rule(const Weight& w) {
+  if (w.activations == ActivationQuant::kInt8SuperBlock) return Q8Rule::kQ8_K;
+  return !w.offsets.empty() && w.group_size % 32 == 0 ? Q8Rule::kQ8_1 : Q8Rule::kQ8_0;
+}
+
+// How many activations one scale covers under `rule`.
+constexpr int64_t q8_rule_block(Q8Rule rule) { return rule == Q8Rule::kQ8_K ? 256 : 32; }
+
 struct Q8Block {
-  float d;
+  float d;            // the values' scale
+  float sd;           // kQ8_1: d * sum(v) in fp16; 0 otherwise (each lane's own sum times d is what offsets take)
   alignas(32) int32_t v[32];
 };
-inline void q8_block(const float* x, Q8Block& out) {
+
+inline float round_to_fp16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+
+// The largest |x| of 8n values (a NaN |x| is ignored, as std::max did).
+inline float amax_of(const float* x, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 xs[4], amax = _mm256_setzero_ps();
-  for (int i = 0; i < 4; ++i) {
-    xs[i] = _mm256_loadu_ps(x + 8 * i);
-    amax = _mm256_max_ps(_mm256_andnot_ps(sign, xs[i]), amax);  // a NaN |x| gives amax (the second operand)
-  }
+  __m256 amax = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), amax);
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  const float d = _mm_cvtss_f32(m) / 127.0f;
-  const __m256 inv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-  for (int i = 0; i < 4; ++i)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out.v + 8 * i), _mm256_cvtps_epi32(_mm256_mul_ps(xs[i], inv)));
-  out.d = d;
+  return _mm_cvtss_f32(m);
+}
+
+// out.v = x * mul rounded to nearest even (the MXCSR default, as llama.cpp's round and nearest_int), at most 127.
+inline void q8_values(const float* x, float mul, Q8Block& out) {
+  const __m256 m = _mm256_set1_ps(mul);
+  const __m256i top = _mm256_set1_epi32(127);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), m));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out.v + 8 * i), _mm256_min_epi32(v, top));
+  }
+}
+
+// The q8_rule_block(rule) / 32 blocks of one scale, from x (that many values).
+inline void q8_blocks(const float* x, Q8Rule rule, Q8Block* out) {
+  if (rule == Q8Rule::kQ8_K) {
+    const float amax = amax_of(x, 256);
+    float max = 0.0f;  // the first value of magnitude amax, its sign kept
+    for (int j = 0; j < 256 && amax != 0.0f; ++j)
+      if (std::fabs(x[j]) == amax) {
+        max = x[j];
+        break;
+      }
+    const float iscale = max != 0.0f ? -127.0f / max : 0.0f;
+    for (int b = 0; b < 8; ++b) {
+      q8_values(x + 32 * b, iscale, out[b]);
+      out[b].d = max != 0.0f ? 1.0f / iscale : 0.0f;
+      out[b].sd = 0.0f;
+    }
+    return;
+  }
+  const float amax = amax_of(x, 32);
+  q8_values(x, amax != 0.0f ? 127.0f / amax : 0.0f, out[0]);
+  const float d = amax / 127.0f;
+  out[0].d = round_to_fp16(d);
+  out[0].sd = 0.0f;
+  if (rule == Q8Rule::kQ8_1) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += out[0].v[j];
+    out[0].sd = round_to_fp16(d * static_cast<float>(sum));
+  }
 }
 
 // The 32 codes of a 4-bit block from its 16 bytes (low nibble first), in column order: each byte widened to

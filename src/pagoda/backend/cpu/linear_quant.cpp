@@ -175,9 +175,8 @@ void quantize_activations_fp8(const float* x, int64_t num_tokens, int64_t k, Act
 }
 
 void linear_quant_f32(float* out, const float* x, int64_t num_tokens, const Weight& w) {
-  if (w.activations == ActivationQuant::kInt8Block && linear_w4_int8_supported(w))
-    return linear_w4_int8(out, x, num_tokens, w);
-  if (w.activations == ActivationQuant::kInt8Block && linear_w8_int8_supported(w))
+  if (is_int8_activations(w.activations) && linear_w4_int8_supported(w)) return linear_w4_int8(out, x, num_tokens, w);
+  if (is_int8_activations(w.activations) && linear_w8_int8_supported(w))
     return linear_w8_int8(out, x, num_tokens, w);
   std::vector<float> quantized;  // W8A8: the inputs as their FP8 values
   if (is_fp8_activations(w.activations)) {

@@ -22,6 +22,7 @@
 #include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/linear_w4_vnni.h"
 #include "pagoda/backend/cpu/row_chunk_loop.h"
+#include "pagoda/core/check.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -35,30 +36,33 @@ struct ActivationStorage {
   std::vector<int32_t> neg_sums;
 };
 
-// x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h).
-W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, ActivationStorage& s) {
-  const int64_t chunks = w4_chunks(k), nb = k / kBlock;
+// x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h), quantized by `rule`.
+W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, ActivationStorage& s) {
+  const int64_t chunks = w4_chunks(k), nb = k / kBlock, per_scale = q8_rule_block(rule) / kBlock;
+  PAGODA_CHECK(nb % per_scale == 0, "linear_w4_int8: {} inputs are not whole blocks of {}", k, q8_rule_block(rule));
   s.bytes.assign(static_cast<size_t>(num_tokens * chunks * 128), 128);
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.neg_sums.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0);
-  Q8Block q;
+  Q8Block q[8];
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
-      const float* src = x + t * k + b * kBlock;
-      q8_block(src, q);
-      const float d = q.d;
+      if (b % per_scale == 0) q8_blocks(x + t * k + b * kBlock, rule, q);
+      const Q8Block& block = q[b % per_scale];
+      const float d = block.d;
       const int64_t chunk = t * chunks + b / 4, lane0 = (b % 4) * 4;
       uint8_t* bytes = s.bytes.data() + chunk * 128;
       for (int64_t lane = lane0; lane < lane0 + 4; ++lane) {
         int32_t sum = 0;
         for (int64_t j = 0; j < 8; ++j) {
-          const int32_t v = q.v[(lane - lane0) * 8 + j];
+          const int32_t v = block.v[(lane - lane0) * 8 + j];
           bytes[(j % 2) * 64 + lane * 4 + j / 2] = static_cast<uint8_t>(v + 128);
           sum += v;
         }
         s.dx[chunk * kW4Lanes + lane] = d;
-        s.sdx[chunk * kW4Lanes + lane] = static_cast<float>(sum) * d;
+        // kQ8_1: the block's fp16 d * sum on its first lane (an offset is per block there)
+        s.sdx[chunk * kW4Lanes + lane] =
+            rule == Q8Rule::kQ8_1 ? (lane == lane0 ? block.sd : 0.0f) : static_cast<float>(sum) * d;
         s.neg_sums[chunk * kW4Lanes + lane] = -sum;
       }
     }
@@ -259,7 +263,7 @@ void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight
   const W4Rows rows{w.data.ptr<const uint8_t>(), scale_values(w), w.zeros.empty() ? nullptr : w.zeros.ptr<const uint8_t>(),
                     offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
-  const W4Activations a = quantize_activations(x, num_tokens, k, calling_threads);
+  const W4Activations a = quantize_activations(x, num_tokens, k, q8_rule(w), calling_threads);
   const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
   const auto prepare = vnni ? w4_prepare_rows_vnni : prepare_rows_avx2;
   const auto multiply = vnni ? w4_rows_times_tokens_vnni : rows_times_tokens_avx2;

@@ -18,6 +18,7 @@
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/int8_lanes.h"
 #include "pagoda/backend/cpu/row_chunk_loop.h"
+#include "pagoda/core/check.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -30,29 +31,32 @@ struct ActivationStorage {
   std::vector<float> dx, sdx;
 };
 
-// x [num_tokens, k] as the W8 kernels' int8 lanes (linear_w8_int8.h).
-W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, ActivationStorage& s) {
-  const int64_t chunks = w8_chunks(k), nb = k / kBlock;
+// x [num_tokens, k] as the W8 kernels' int8 lanes (linear_w8_int8.h), quantized by `rule`.
+W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, ActivationStorage& s) {
+  const int64_t chunks = w8_chunks(k), nb = k / kBlock, per_scale = q8_rule_block(rule) / kBlock;
+  PAGODA_CHECK(nb % per_scale == 0, "linear_w8_int8: {} inputs are not whole blocks of {}", k, q8_rule_block(rule));
   s.bytes.assign(static_cast<size_t>(num_tokens * chunks * kW8Chunk), 128);
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
-  Q8Block q;
+  Q8Block q[8];
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
-      const float* src = x + t * k + b * kBlock;
-      q8_block(src, q);
-      const float d = q.d;
+      if (b % per_scale == 0) q8_blocks(x + t * k + b * kBlock, rule, q);
+      const Q8Block& block = q[b % per_scale];
+      const float d = block.d;
       const int64_t chunk = t * chunks + b / 2, lane0 = (b % 2) * 8;
       uint8_t* bytes = s.bytes.data() + chunk * kW8Chunk + (b % 2) * kBlock;
       for (int64_t lane = 0; lane < 8; ++lane) {
         int32_t sum = 0;
         for (int64_t j = 0; j < 4; ++j) {
-          const int32_t v = q.v[lane * 4 + j];
+          const int32_t v = block.v[lane * 4 + j];
           bytes[lane * 4 + j] = static_cast<uint8_t>(v + 128);
           sum += v;
         }
         s.dx[chunk * kW8Lanes + lane0 + lane] = d;
-        s.sdx[chunk * kW8Lanes + lane0 + lane] = static_cast<float>(sum) * d;
+        // kQ8_1: the block's fp16 d * sum on its first lane (an offset is per block there)
+        s.sdx[chunk * kW8Lanes + lane0 + lane] =
+            rule == Q8Rule::kQ8_1 ? (lane == 0 ? block.sd : 0.0f) : static_cast<float>(sum) * d;
       }
     }
   }
@@ -145,7 +149,7 @@ void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight
   const int64_t k = w.in_features, n = w.num_rows();
   const W8Rows rows{w.data.ptr<const int8_t>(), scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
-  const W8Activations a = quantize_activations(x, num_tokens, k, calling_threads);
+  const W8Activations a = quantize_activations(x, num_tokens, k, q8_rule(w), calling_threads);
   if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {
     for_each_row_chunk(
         n, k, num_tokens, 0, [](int64_t, int64_t, uint8_t*) {},
