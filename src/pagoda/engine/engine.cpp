@@ -46,6 +46,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, 
   if (fallback_model) fallback_.emplace(options.fallback);
   runner_.warm_up(std::min(options.warm_up_tokens, options.scheduler.max_num_batched_tokens));
   publish_stats();
+  ops.release_calling_thread();  // the steps run on thread_ from here on
   thread_ = std::thread([this] { run(); });
 }
 

@@ -121,7 +121,7 @@ void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_
   {
     thread_local std::vector<float> scores;    // [group, num_keys]
     thread_local std::vector<float> q_rounded;  // kF16: the group's queries as fp16 values [group, hd]
-#pragma omp for schedule(dynamic, 8)
+#pragma omp for schedule(dynamic, 1)  // a decode step has a few items (TinyLlama: 4 a token): one a thread at a time
     for (int64_t w = 0; w < num_work; ++w) {
       const int64_t t = w / num_kv_heads;
       const int64_t kvh = w % num_kv_heads;

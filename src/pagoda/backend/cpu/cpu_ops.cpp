@@ -35,6 +35,13 @@ Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
   return t;
 }
 
+// OpenMP keeps a pool of worker threads per thread that opened a parallel region, and libgomp counts them all:
+// once they outnumber the cores, every worker sleeps on a futex after about 1,000 spins between regions
+// instead of 300,000. The thread that loaded and warmed the model up had one pool and the engine's thread has
+// another, so on 2 vCPUs each of a decode step's ~110 regions woke a sleeping worker (410 context switches a
+// token on TinyLlama): freeing the first pool keeps the engine's worker spinning (docs/PERFORMANCE.md).
+void CpuOps::release_calling_thread() { omp_pause_resource_all(omp_pause_soft); }
+
 void CpuOps::reset_workspace() {
   // OpenMP's thread count is per calling thread: the engine's thread, which runs the steps, did not inherit the
   // one set in the constructor (before this, --threads 1 still ran every kernel on all cores). A step starts here.

@@ -24,6 +24,7 @@ class CpuOps final : public Ops {
   DType activation_dtype() const override { return DType::kF32; }
   Tensor alloc(DType dtype, std::initializer_list<int64_t> dims) override;
   void reset_workspace() override;
+  void release_calling_thread() override;
   Tensor upload(const Tensor& host) override { return host; }
 
   void embedding(Tensor out, Tensor ids, const Weight& table) override;

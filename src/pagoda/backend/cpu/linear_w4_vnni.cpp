@@ -276,7 +276,12 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
           int64_t t1, float* out, int64_t n) {
   const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
+  // Streamed rows go one at a time, each thread reading its rows' codes in address order: a tile of 4 rows read
+  // 4 places a row apart (the same 4 KB page for 1 KB rows) and streamed from memory at 13-17 GB/s where one row
+  // at a time reaches 21-25 (2 threads, DRAM-bound shapes, AMD EPYC Zen 5; at 4 tokens 8.5 against 22:
+  // docs/PERFORMANCE.md). Prepared rows (many tokens) are read from the thread's own buffer: tiles of 4.
+  if constexpr (kPrepared)
+    for (; r + 4 <= r0 + count; r += 4) rows_times_tokens<4, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
   for (; r < r0 + count; ++r) rows_times_tokens<1, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
 }
 

@@ -153,8 +153,11 @@ void rows(const W8Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
           int64_t t1, float* out, int64_t n) {
   const __m512i lane_group = lane_groups(w.group_size);
   int64_t r = r0;
-  for (; r + 4 <= r0 + count; r += 4)
-    rows_times_tokens<4, kOffsets, kPrepared, F>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
+  // Streamed rows one at a time, in address order (as linear_w4_vnni.cpp: 29-30 GB/s at one token where tiles of
+  // 4 rows streamed 22-23; docs/PERFORMANCE.md); prepared rows in tiles of 4.
+  if constexpr (kPrepared)
+    for (; r + 4 <= r0 + count; r += 4)
+      rows_times_tokens<4, kOffsets, kPrepared, F>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
   for (; r < r0 + count; ++r) rows_times_tokens<1, kOffsets, kPrepared, F>(w, lane_group, prepared, r, r0, x, t0, t1, out, n);
 }
 
