@@ -6,12 +6,10 @@
 
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "pagoda/backend/cpu/group_values.h"
-#include "pagoda/loader/model_weights.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -36,11 +34,12 @@ enum class Q8Rule : uint8_t {
           // min(127, x * iscale rounded to nearest even), d = 1 / iscale in fp32 (quantize_row_q8_K_ref)
 };
 
-// The rule of w's inputs: Q8_K for the k-quants' weights, Q8_1 for offsets of whole blocks of 32 (Q4_1, Q5_1: a
-// block's d * sum(v) meets one offset), Q8_0 otherwise.
-inline Q8Rule q8_rule(const Weight& w) {
-  if (w.activations == ActivationQuant::kInt8SuperBlock) return Q8Rule::kQ8_K;
-  return !w.offsets.empty() && w.group_size % 32 == 0 ? Q8Rule::kQ8_1 : Q8Rule::kQ8_0;
+// The rule of a weight's inputs: Q8_K for the k-quants' (`superblocks`: ActivationQuant::kInt8SuperBlock), Q8_1
+// for offsets of whole blocks of 32 (Q4_1, Q5_1: a block's d * sum(v) meets one offset), Q8_0 otherwise. Plain
+// arguments: this header adds no include that a file compiled for AVX-512 would build inline functions of.
+inline Q8Rule q8_rule(bool superblocks, bool offsets, int64_t group_size) {
+  if (superblocks) return Q8Rule::kQ8_K;
+  return offsets && group_size % 32 == 0 ? Q8Rule::kQ8_1 : Q8Rule::kQ8_0;
 }
 
 // How many activations one scale covers under `rule`.
@@ -81,7 +80,7 @@ inline void q8_blocks(const float* x, Q8Rule rule, Q8Block* out) {
     const float amax = amax_of(x, 256);
     float max = 0.0f;  // the first value of magnitude amax, its sign kept
     for (int j = 0; j < 256 && amax != 0.0f; ++j)
-      if (std::fabs(x[j]) == amax) {
+      if (x[j] == amax || x[j] == -amax) {
         max = x[j];
         break;
       }

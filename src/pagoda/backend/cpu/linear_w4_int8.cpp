@@ -263,7 +263,8 @@ void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight
   const W4Rows rows{w.data.ptr<const uint8_t>(), scale_values(w), w.zeros.empty() ? nullptr : w.zeros.ptr<const uint8_t>(),
                     offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
-  const W4Activations a = quantize_activations(x, num_tokens, k, q8_rule(w), calling_threads);
+  const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
+  const W4Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);
   const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
   const auto prepare = vnni ? w4_prepare_rows_vnni : prepare_rows_avx2;
   const auto multiply = vnni ? w4_rows_times_tokens_vnni : rows_times_tokens_avx2;

@@ -149,7 +149,8 @@ void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight
   const int64_t k = w.in_features, n = w.num_rows();
   const W8Rows rows{w.data.ptr<const int8_t>(), scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
-  const W8Activations a = quantize_activations(x, num_tokens, k, q8_rule(w), calling_threads);
+  const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
+  const W8Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);
   if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {
     for_each_row_chunk(
         n, k, num_tokens, 0, [](int64_t, int64_t, uint8_t*) {},
