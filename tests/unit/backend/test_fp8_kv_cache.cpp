@@ -1,10 +1,12 @@
 // The FP8 KV cache on the CPU reference (kv/kv_fp8.h): the row format against its definition (the smallest
 // power-of-two scale that holds the row, values within half an e4m3 step, the scaling exact), and paged
 // attention over an FP8 cache equal, bit for bit, to the fp32 attention over the values the cache holds, and
-// within a bounded error of the fp32 attention over the values that were stored.
+// within a bounded error of the fp32 attention over the values that were stored. Also the fp16 cache's storage
+// (--kv-cache-dtype fp16: each value rounded to fp16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <span>
@@ -100,6 +102,9 @@ std::vector<float> attention_after_store(DType dtype, const std::vector<float>& 
           dequantize_fp8_kv_row(codes[0].ptr<uint8_t>() + r * Setup::hd,
                                 exps[0].ptr<int8_t>()[spec.exponent_index(r / Setup::nkv, static_cast<int>(r % Setup::nkv))],
                                 Setup::hd, dst);
+        } else if (spec.dtype == DType::kF16) {
+          const uint16_t* src = (kv == 0 ? cache.k : cache.v)[0].ptr<uint16_t>() + r * Setup::hd;
+          for (int64_t i = 0; i < Setup::hd; ++i) dst[i] = f16_to_f32(src[i]);
         } else {
           std::copy_n((kv == 0 ? cache.k : cache.v)[0].ptr<float>() + r * Setup::hd, Setup::hd, dst);
         }
@@ -146,6 +151,47 @@ TEST(Fp8KvCache, AttentionIsTheFp32AttentionOverTheValuesTheCacheHolds) {
   std::printf("[ measured ] FP8 KV attention against fp32 KV: max |diff| %.4g of max |out| %.4g\n", worst, scale);
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 0.06 * scale);
+}
+
+// --kv-cache-dtype fp16: store_kv keeps each value rounded to fp16 (to nearest even: ties, subnormals and the
+// overflow to infinity as core/dtype.h's conversion rounds them), and attention over the cache stays within fp16's
+// rounding of the fp32 cache's.
+TEST(Fp16KvCache, HoldsEachValueRoundedToFp16) {
+  const int64_t T = 10;
+  const std::vector<float> q = random_values(T * Setup::nh * Setup::hd, 1);
+  std::vector<float> k = random_values(T * Setup::nkv * Setup::hd, 2), v = random_values(T * Setup::nkv * Setup::hd, 3, 0.5f);
+  const float specials[] = {65504.0f, 65520.0f, 1e-8f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -0.0f, -2.5e-6f};
+  std::copy(std::begin(specials), std::end(specials), k.begin() + 5);
+  std::vector<float> held;
+  const std::vector<float> f16 = attention_after_store(DType::kF16, q, k, v, &held);
+  const std::vector<TokenId> a = {1, 2, 3, 4, 5, 6, 7}, b = {8, 9, 10};
+  const std::vector<int32_t> table_a = {3, 0}, table_b = {2};
+  const SequenceChunk chunks[] = {{a, 0, table_a, LogitsWanted::kLast}, {b, 0, table_b, LogitsWanted::kLast}};
+  BatchBuilder builder;
+  const ForwardBatch& batch = builder.build(chunks, Setup::block_size);
+  const int64_t rows = 4 * Setup::block_size * Setup::nkv, row = Setup::nkv * Setup::hd;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t slot = batch.slot_mapping.ptr<int32_t>()[t];
+    for (int64_t i = 0; i < row; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(held[slot * row + i]), std::bit_cast<uint32_t>(f16_to_f32(f32_to_f16(k[t * row + i]))))
+          << "K of token " << t << " value " << i << " (" << k[t * row + i] << ")";
+      ASSERT_EQ(held[rows * Setup::hd + slot * row + i], f16_to_f32(f32_to_f16(v[t * row + i]))) << "V of token " << t;
+    }
+  }
+  EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(65520.0f))));  // the specials cover the overflow
+  // Against the fp32 cache, with ordinary keys (a key of 65504 would make the fp32 scores differ by its rounding).
+  std::vector<float> k_plain = random_values(T * Setup::nkv * Setup::hd, 2);
+  const std::vector<float> a16 = attention_after_store(DType::kF16, q, k_plain, v),
+                           a32 = attention_after_store(DType::kF32, q, k_plain, v);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a32.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(a16[i] - a32[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(a32[i])));
+  }
+  std::printf("[ measured ] fp16 KV attention against fp32 KV: max |diff| %.3g of max |out| %.3g\n", worst, scale);
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LT(worst, 4e-3 * scale);
+  EXPECT_EQ(f16.size(), a32.size());
 }
 
 TEST(Fp8KvCache, HoldsNearlyFourTimesTheFp32TokensPerByte) {
