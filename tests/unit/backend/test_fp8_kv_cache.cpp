@@ -115,6 +115,20 @@ std::vector<float> attention_after_store(DType dtype, const std::vector<float>& 
   return result;
 }
 
+// `got` differs from the fp32 cache's `exact` (the cache rounds), by less than `bound` of exact's largest value.
+void expect_close_not_equal(const char* name, const std::vector<float>& got, const std::vector<float>& exact,
+                            double bound) {
+  ASSERT_EQ(got.size(), exact.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(got[i] - exact[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(exact[i])));
+  }
+  std::printf("[ measured ] %s KV attention against fp32 KV: max |diff| %.4g of max |out| %.4g\n", name, worst, scale);
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LT(worst, bound * scale);
+}
+
 TEST(Fp8KvCache, AttentionIsTheFp32AttentionOverTheValuesTheCacheHolds) {
   const int64_t T = 10;
   const std::vector<float> q = random_values(T * Setup::nh * Setup::hd, 1), k = random_values(T * Setup::nkv * Setup::hd, 2, 1.0f),
@@ -143,14 +157,7 @@ TEST(Fp8KvCache, AttentionIsTheFp32AttentionOverTheValuesTheCacheHolds) {
 
   // Against the values that were stored: e4m3 keeps 3 mantissa bits (2^-4 relative a value at most).
   const std::vector<float> exact = attention_after_store(DType::kF32, q, k, v);
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(fp8[i] - exact[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(exact[i])));
-  }
-  std::printf("[ measured ] FP8 KV attention against fp32 KV: max |diff| %.4g of max |out| %.4g\n", worst, scale);
-  EXPECT_GT(worst, 0.0);
-  EXPECT_LT(worst, 0.06 * scale);
+  expect_close_not_equal("FP8", fp8, exact, 0.06);
 }
 
 // --kv-cache-dtype fp16: store_kv keeps each value rounded to fp16 (to nearest even: ties, subnormals and the
@@ -183,14 +190,7 @@ TEST(Fp16KvCache, HoldsEachValueRoundedToFp16) {
   std::vector<float> k_plain = random_values(T * Setup::nkv * Setup::hd, 2);
   const std::vector<float> a16 = attention_after_store(DType::kF16, q, k_plain, v),
                            a32 = attention_after_store(DType::kF32, q, k_plain, v);
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a32.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(a16[i] - a32[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(a32[i])));
-  }
-  std::printf("[ measured ] fp16 KV attention against fp32 KV: max |diff| %.3g of max |out| %.3g\n", worst, scale);
-  EXPECT_GT(worst, 0.0);
-  EXPECT_LT(worst, 4e-3 * scale);
+  expect_close_not_equal("fp16", a16, a32, 4e-3);
   EXPECT_EQ(f16.size(), a32.size());
 }
 
