@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/fp16_rounding.h"
 #include "pagoda/core/dtype.h"
 
 namespace pagoda::cpu {
@@ -89,15 +90,6 @@ inline void axpy(float* y, float a, const KV* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * value_of(x[i]);
 }
 
-// x rounded to fp16 and back: an fp16 product's input (exact, as F16C's conversions round to nearest even).
-inline float fp16_value(float x) {
-#ifdef __F16C__
-  return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-#else
-  return f16_to_f32(f32_to_f16(x));
-#endif
-}
-
 template <typename KV>
 void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_cache, const KvCacheSpec& spec,
                      int num_heads, const ForwardBatch& batch, float scale) {
@@ -132,7 +124,7 @@ void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_
       const float* q0 = q + t * token_stride + kvh * group * hd;  // the group's first query head
       if constexpr (kF16) {
         q_rounded.resize(static_cast<size_t>(group * hd));
-        for (int64_t i = 0; i < group * hd; ++i) q_rounded[i] = fp16_value(q0[i]);
+        for (int64_t i = 0; i < group * hd; ++i) q_rounded[i] = round_to_fp16(q0[i]);
         q0 = q_rounded.data();
       }
       scores.resize(static_cast<size_t>(group * num_keys));
@@ -187,7 +179,7 @@ void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_
           sum += sg[j];
         }
         const float inv_sum = 1.0f / sum;
-        for (int64_t j = 0; j < num_keys; ++j) sg[j] = kF16 ? fp16_value(sg[j] * inv_sum) : sg[j] * inv_sum;
+        for (int64_t j = 0; j < num_keys; ++j) sg[j] = kF16 ? round_to_fp16(sg[j] * inv_sum) : sg[j] * inv_sum;
         float* o = out + t * token_stride + (kvh * group + g) * hd;
         std::fill(o, o + hd, 0.0f);
       }

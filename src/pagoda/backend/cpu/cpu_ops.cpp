@@ -1,7 +1,6 @@
 // CpuOps: argument checks and dispatch to the kernels in cpu_kernels.h.
 #include "pagoda/backend/cpu/cpu_ops.h"
 
-#include <immintrin.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +11,7 @@
 
 #include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
+#include "pagoda/backend/cpu/fp16_rounding.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/core/dtype.h"
 #include "pagoda/kv/kv_fp8.h"
@@ -133,18 +133,6 @@ void CpuOps::calibrate_fp8_layer_scales(KvCache& cache, int layer, Tensor k, Ten
                 cache.v_layer_exp[layer]);
 }
 
-namespace {
-// out[0, n) = x rounded to fp16, to nearest even (F16C, 8 at a time, where the CPU has it: every x86-64-v3 one).
-void to_f16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-#ifdef __F16C__
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  for (; i < n; ++i) out[i] = f32_to_f16(x[i]);
-}
-}  // namespace
-
 void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) {
   const int64_t row = static_cast<int64_t>(cache.spec.num_kv_heads) * cache.spec.head_dim;
   const int32_t* slots = batch.slot_mapping.ptr<int32_t>();
@@ -176,8 +164,8 @@ void CpuOps::store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const Forwa
     uint16_t* vc = cache.v[layer].ptr<uint16_t>();
     for (int64_t t = 0; t < k.dim(0); ++t) {
       PAGODA_CHECK(slots[t] >= 0 && slots[t] < cache.spec.num_tokens(), "slot {} outside the cache", slots[t]);
-      to_f16(k.ptr<float>() + t * row, row, kc + slots[t] * row);
-      to_f16(v.ptr<float>() + t * row, row, vc + slots[t] * row);
+      cpu::store_fp16(k.ptr<float>() + t * row, row, kc + slots[t] * row);
+      cpu::store_fp16(v.ptr<float>() + t * row, row, vc + slots[t] * row);
     }
     return;
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pagoda/backend/cpu/fp16_rounding.h"
 #include "pagoda/backend/cpu/group_values.h"
 
 namespace pagoda::cpu {
@@ -50,8 +51,6 @@ struct Q8Block {
   float sd;           // kQ8_1: d * sum(v) in fp16; 0 otherwise (each lane's own sum times d is what offsets take)
   alignas(32) int32_t v[32];
 };
-
-inline float round_to_fp16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
 
 // The largest |x| of 8n values (a NaN |x| is ignored, as std::max did).
 inline float amax_of(const float* x, int64_t n) {
