@@ -142,6 +142,9 @@ TEST(RegexGrammar, HugeRepetitionsAreRefusedNotBuilt) {
 }
 
 TEST(RegexGrammar, NestedCountsOfWhatMayBeEmptyAreRefusedPastTheirLimit) {
+  // A count of none is still a rule that counts above it copy: refused like any other nest past the limit.
+  EXPECT_THROW((void)regex_grammar("x{0}{929}{86}{5}"), InvalidRequest);
+  EXPECT_THROW((void)regex_grammar("(ab?){0}{500}{500}"), InvalidRequest);
   // Copies of the innermost item through counts whose item may be empty: refused past 100,000 (a fuzzer's
   // x?{929}{86}{929}{86}{5}; 173 x 86 x 58; 20 x 100 x 60 through a group that may be empty).
   for (const char* p : {"x?{929}{86}{929}{86}{5}", "x?{173}{86}{58}", "((x?){20}y?){100}{60}", "(a?){1000}{1000}",
