@@ -1,7 +1,10 @@
 // Fuzz target: output constraints from requests (JSON schemas, regular expressions) compiled to grammars,
 // then run: a mask and a few tokens over a vocabulary of single characters, so the pushdown stacks and the
 // trie walk see the grammars hostile input builds. The first byte picks the kind; anything but a clean
-// InvalidRequest (or a JSON parse error) is a finding.
+// InvalidRequest (or a JSON parse error) is a finding. The stack search runs under a 200th of the server's
+// ExpansionLimits: the budget bounds each mask by design (unit tests check it), and a walk of 16 masks at the
+// server's limits may take 20 minutes under ASan (about 2 us a frame), which libFuzzer would report as a
+// timeout again and again; here a walk's 16 masks and 16 tokens cost at most 6 s. Work the budget does not bound (parsing, compiling, the trie walk) is what stays to find.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -35,7 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pagoda::structured::Grammar g = data[0] % 2 == 0
                                         ? pagoda::structured::json_schema_grammar(nlohmann::ordered_json::parse(text))
                                         : pagoda::structured::regex_grammar(text);
-    pagoda::structured::ConstraintMatcher m(pagoda::structured::compile_constraint(std::move(g), vocab(), "fuzz"));
+    constexpr pagoda::structured::ExpansionLimits kLimits{.tops = 100'000, .frames = 100'000, .arena = 100'000};
+    pagoda::structured::ConstraintMatcher m(
+        pagoda::structured::compile_constraint(std::move(g), vocab(), "fuzz", kLimits));
     // A short walk: the second byte seeds which allowed token to take.
     uint32_t pick = data[1];
     for (int step = 0; step < 16; ++step) {

@@ -14,10 +14,10 @@
 namespace pagoda::structured {
 
 std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
-                                                             std::string description) {
+                                                             std::string description, ExpansionLimits limits) {
   {
     StackArena arena;
-    ExpansionBudget budget;
+    ExpansionBudget budget{limits};
     (void)initial_stacks(grammar, arena, budget);  // a grammar too ambiguous or costly to start is refused here
   }
   auto c = std::make_shared<CompiledConstraint>();
@@ -31,6 +31,7 @@ std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, st
   c->grammar = std::move(grammar);
   c->vocab = std::move(vocab);
   c->description = std::move(description);
+  c->limits = limits;
   return c;
 }
 
@@ -47,7 +48,7 @@ bool is_end(const VocabIndex& v, TokenId id) {
 class MaskSearch {
  public:
   MaskSearch(const CompiledConstraint& c, StackArena& arena, std::vector<uint64_t>& bits)
-      : c_(c), g_(c.grammar), v_(*c.vocab), arena_(arena), bits_(bits) {}
+      : c_(c), g_(c.grammar), v_(*c.vocab), arena_(arena), bits_(bits), budget_{c.limits} {}
 
   void run(const StackSet& stacks, Utf8Cursor cursor) {
     const int stable = cursor.pending() ? kNone : stable_class(stacks);
@@ -142,7 +143,7 @@ class MaskSearch {
 
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint) : c_(std::move(constraint)) {
   try {
-    ExpansionBudget budget;
+    ExpansionBudget budget{c_->limits};
     stacks_ = initial_stacks(c_->grammar, arena_, budget);
   } catch (const InvalidRequest& e) {  // compile_constraint checks this; kept for grammars built elsewhere
     error_ = e.what();
@@ -296,7 +297,7 @@ bool ConstraintMatcher::advance_or_throw(std::string_view bytes, bool commit) {
   Utf8Cursor cursor = cursor_;
   const size_t mark = arena_.size();
   StackSet next;
-  ExpansionBudget budget;  // one token's bytes (or a test's text)
+  ExpansionBudget budget{c_->limits};  // one token's bytes (or a test's text)
   for (char c : bytes) {
     const Utf8Cursor::Step step = cursor.step(static_cast<uint8_t>(c));
     bool ok = step != Utf8Cursor::Step::kInvalid;

@@ -31,6 +31,8 @@ struct CompiledConstraint {
   std::shared_ptr<const VocabIndex> vocab;
   std::vector<LoopClass> loop_classes;
   std::string description;  // what it came from, for logs ("json_schema", "regex", ...)
+  // The work each mask, accepted token and the start may cost (pushdown.h); past it the output ends.
+  ExpansionLimits limits;
 
   // Masks already computed, by the stacks they were computed for (ConstraintMatcher::state_key): a JSON
   // output returns to the same few states (inside a string, after a comma) again and again, across
@@ -43,8 +45,11 @@ struct CompiledConstraint {
   mutable MaskCache mask_cache;
 };
 
+// Refuses (InvalidRequest) a grammar whose start alone exceeds `limits`. The server keeps the default limits;
+// the fuzz target lowers them, so that work the budget bounds by design is cut short instead of reported as a
+// timeout (10 s under ASan is about 10M frames: half a default mask), and only unbounded work is.
 std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
-                                                             std::string description);
+                                                             std::string description, ExpansionLimits limits = {});
 
 class ConstraintMatcher {
  public:

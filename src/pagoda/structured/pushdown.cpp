@@ -123,18 +123,18 @@ bool holds(const StackSet& s, const Frame& f) {
 
 void ExpansionBudget::examine(size_t n) {
   tops += n;
-  if (tops > max_tops)
-    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", max_tops));
+  if (tops > limits.tops)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} parses examined for one token)", limits.tops));
 }
 
 void ExpansionBudget::hold(size_t arena_size) {
-  if (arena_size > max_arena)
-    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames held at once)", max_arena));
+  if (arena_size > limits.arena)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames held at once)", limits.arena));
 }
 
 void ExpansionBudget::expand() {
-  if (++frames > max_frames)
-    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames expanded for one token)", max_frames));
+  if (++frames > limits.frames)
+    throw InvalidRequest(fmt::format("the output constraint is too costly to follow (over {} stack frames expanded for one token)", limits.frames));
 }
 
 StackSet initial_stacks(const Grammar& g, StackArena& arena, ExpansionBudget& budget) {

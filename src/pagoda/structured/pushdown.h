@@ -61,12 +61,14 @@ constexpr size_t kMaxStacks = 4096;
 // Nested counts of things that may be empty ("x?{929}{86}{929}{86}") would expand billions of frames in one
 // closure (each frame of every count above the item): the regex parser refuses those, and the arena bound stops
 // what else might (a fuzzer's inputs of that kind once ran a mask out of 2 GB).
+struct ExpansionLimits {
+  size_t tops = 20'000'000;
+  size_t frames = 20'000'000;
+  size_t arena = 1'000'000;  // frames of 8 bytes plus their index: about 50 MB
+};
 struct ExpansionBudget {
-  static constexpr size_t kMaxTops = 20'000'000;
-  static constexpr size_t kMaxFrames = 20'000'000;
-  static constexpr size_t kMaxArena = 1'000'000;  // frames of 8 bytes plus their index: about 50 MB
+  ExpansionLimits limits{};
   size_t tops = 0, frames = 0;
-  size_t max_tops = kMaxTops, max_frames = kMaxFrames, max_arena = kMaxArena;
   void examine(size_t n);        // each throws InvalidRequest past its limit
   void expand();
   void hold(size_t arena_size);
