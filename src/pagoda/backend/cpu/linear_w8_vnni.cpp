@@ -96,11 +96,10 @@ inline Unpacked load_prepared(const uint8_t* p, bool offsets) {
   return u;
 }
 
-// R rows from r0 x T tokens from t0; the rows' chunks unpacked here (kPrepared false: a few tokens, the codes
-// streamed from memory by R rows at once) or read from `prepared` (rows from prep_r0).
-template <int R, int T, bool kOffsets, bool kPrepared, Form F>
-inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
-                 const W8Activations& x, int64_t t0, float* out, int64_t n) {
+// R rows from r0 x T tokens from t0, the rows' chunks read from `prepared` (rows from prep_r0): many tokens.
+template <int R, int T, bool kOffsets>
+inline void tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W8Activations& x, int64_t t0, float* out,
+                 int64_t n) {
   __m512 acc[R][T];
   #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -116,11 +115,9 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
       dx[t] = _mm512_loadu_ps(x.dx + at * 16);
       if constexpr (kOffsets) sdx[t] = _mm512_loadu_ps(x.sdx + at * 16);
     }
-    const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const Unpacked u = kPrepared ? load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets)
-                                   : unpack<kOffsets, F>(w, lane_group, r0 + r, c, ch);
+      const Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets);
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(u.start, xv[t], u.q);
@@ -139,12 +136,64 @@ inline void tile(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, i
     }
 }
 
+// One row x T tokens from t0, the row's chunks streamed from memory (a few tokens). Whole chunks of groups of 16,
+// 32 or 64 step their addresses instead of working them out per chunk (as linear_w4_vnni.cpp's streamed_row);
+// the rest goes through chunk_at. The same values added in the same order as tile()'s.
+template <int T, bool kOffsets, Form F>
+inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const W8Activations& x, int64_t t0,
+                         float* out, int64_t n) {
+  __m512 acc[T];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const auto add = [&](const Unpacked& u, int64_t c) {
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int64_t at = (t0 + t) * x.chunks + c;
+      const __m512i ints = _mm512_dpbusd_epi32(u.start, _mm512_loadu_si512(x.bytes + at * 64), u.q);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints), _mm512_mul_ps(u.s, _mm512_loadu_ps(x.dx + at * 16)), acc[t]);
+      if constexpr (kOffsets) acc[t] = _mm512_fnmadd_ps(u.m, _mm512_loadu_ps(x.sdx + at * 16), acc[t]);
+    }
+  };
+  int64_t c = 0;
+  if (w.group_size <= kW8Chunk) {
+    const int64_t whole = w.k / kW8Chunk;
+    const int64_t groups_per_chunk = kW8Chunk / w.group_size;  // 4, 2 or 1
+    const auto groups = static_cast<__mmask8>((1u << groups_per_chunk) - 1);
+    const int8_t* codes = w.codes + row * w.k;
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    Unpacked u;
+    for (int64_t g0 = 0; c < whole; ++c, codes += kW8Chunk, g0 += groups_per_chunk) {
+      _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+      u.q = _mm512_loadu_si512(codes);
+      u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
+      const int64_t g = row * w.groups + g0;
+      u.s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.scales, row, g, g0, groups)));
+      if constexpr (kOffsets)
+        u.m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.offsets, row, g, g0, groups)));
+      add(u, c);
+    }
+  }
+  for (; c < x.chunks; ++c) add(unpack<kOffsets, F>(w, lane_group, row, c, chunk_at(w, c)), c);
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256 lo = _mm512_castps512_ps256(acc[t]);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t]), 1));
+    out[(t0 + t) * n + row] = hsum8(_mm256_add_ps(lo, hi));
+  }
+}
+
 template <int R, bool kOffsets, bool kPrepared, Form F>
 void rows_times_tokens(const W8Rows& w, __m512i lane_group, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W8Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
-  for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets, kPrepared, F>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
-  for (; t < t1; ++t) tile<R, 1, kOffsets, kPrepared, F>(w, lane_group, prepared, r0, prep_r0, x, t, out, n);
+  if constexpr (!kPrepared) {
+    static_assert(R == 1, "streamed rows go one at a time");
+    for (; t + 3 <= t1; t += 3) streamed_row<3, kOffsets, F>(w, lane_group, r0, x, t, out, n);
+    for (; t < t1; ++t) streamed_row<1, kOffsets, F>(w, lane_group, r0, x, t, out, n);
+  } else {
+    for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
+    for (; t < t1; ++t) tile<R, 1, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
+  }
 }
 
 // F: the form of the scales and offsets the rows are unpacked from (the prepared rows hold them in fp32).
