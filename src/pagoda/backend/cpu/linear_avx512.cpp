@@ -126,18 +126,33 @@ void direct_rows_tokens(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 6;  // 24 accumulators + 4 weight vectors + 1 activation vector of 32 registers
 
-template <int R>
-void rows_times_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
+template <class Row, int R>
+void rows_times_tokens(const Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
                        int64_t n) {
   int64_t t = t_begin;
-  for (; t + kTileTokens <= t_end; t += kTileTokens) dot_tile<F32Row, R, kTileTokens>(w, x + t * k, k, out + t * n, n);
+  for (; t + kTileTokens <= t_end; t += kTileTokens) dot_tile<Row, R, kTileTokens>(w, x + t * k, k, out + t * n, n);
   switch (t_end - t) {
-    case 5: return dot_tile<F32Row, R, 5>(w, x + t * k, k, out + t * n, n);
-    case 4: return dot_tile<F32Row, R, 4>(w, x + t * k, k, out + t * n, n);
-    case 3: return dot_tile<F32Row, R, 3>(w, x + t * k, k, out + t * n, n);
-    case 2: return dot_tile<F32Row, R, 2>(w, x + t * k, k, out + t * n, n);
-    case 1: return dot_tile<F32Row, R, 1>(w, x + t * k, k, out + t * n, n);
+    case 5: return dot_tile<Row, R, 5>(w, x + t * k, k, out + t * n, n);
+    case 4: return dot_tile<Row, R, 4>(w, x + t * k, k, out + t * n, n);
+    case 3: return dot_tile<Row, R, 3>(w, x + t * k, k, out + t * n, n);
+    case 2: return dot_tile<Row, R, 2>(w, x + t * k, k, out + t * n, n);
+    case 1: return dot_tile<Row, R, 1>(w, x + t * k, k, out + t * n, n);
     default: return;
+  }
+}
+
+template <class Row>
+void chunk_times_tokens(const uint8_t* rows, int64_t row_bytes, int64_t nr, const float* x, int64_t t_begin,
+                        int64_t t_end, int64_t k, float* out, int64_t n) {
+  const auto row = [&](int64_t r) { return Row{reinterpret_cast<decltype(Row::p)>(rows + r * row_bytes)}; };
+  int64_t r = 0;
+  for (; r + kTileRows <= nr; r += kTileRows) {
+    const Row w[kTileRows] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
+    rows_times_tokens<Row, kTileRows>(w, x, t_begin, t_end, k, out + r, n);
+  }
+  for (; r < nr; ++r) {
+    const Row w[1] = {row(r)};
+    rows_times_tokens<Row, 1>(w, x, t_begin, t_end, k, out + r, n);
   }
 }
 
@@ -153,16 +168,13 @@ void direct_rows_avx512(const uint8_t* w, DType w_dtype, int64_t row_bytes, int6
   }
 }
 
-void chunk_times_tokens_avx512(const float* rows, int64_t nr, const float* x, int64_t t_begin, int64_t t_end,
-                               int64_t k, float* out, int64_t n) {
-  int64_t r = 0;
-  for (; r + kTileRows <= nr; r += kTileRows) {
-    const F32Row w[kTileRows] = {{rows + r * k}, {rows + (r + 1) * k}, {rows + (r + 2) * k}, {rows + (r + 3) * k}};
-    rows_times_tokens<kTileRows>(w, x, t_begin, t_end, k, out + r, n);
-  }
-  for (; r < nr; ++r) {
-    const F32Row w[1] = {{rows + r * k}};
-    rows_times_tokens<1>(w, x, t_begin, t_end, k, out + r, n);
+void chunk_times_tokens_avx512(const uint8_t* rows, DType dtype, int64_t row_bytes, int64_t nr, const float* x,
+                               int64_t t_begin, int64_t t_end, int64_t k, float* out, int64_t n) {
+  switch (dtype) {
+    case DType::kF32: return chunk_times_tokens<F32Row>(rows, row_bytes, nr, x, t_begin, t_end, k, out, n);
+    case DType::kF16: return chunk_times_tokens<F16Row>(rows, row_bytes, nr, x, t_begin, t_end, k, out, n);
+    case DType::kBF16: return chunk_times_tokens<BF16Row>(rows, row_bytes, nr, x, t_begin, t_end, k, out, n);
+    default: return;
   }
 }
 
