@@ -282,6 +282,7 @@ void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* pre
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   int64_t t = t0;
   if constexpr (kPrepared) {
+    for (; t + 3 <= t1; t += 3) prepared_tile<R, 3, P::offsets>(prepared, r0, prep_r0, x, t, out, n);
     for (; t + 2 <= t1; t += 2) prepared_tile<R, 2, P::offsets>(prepared, r0, prep_r0, x, t, out, n);
     if (t < t1) prepared_tile<R, 1, P::offsets>(prepared, r0, prep_r0, x, t, out, n);
   } else {
