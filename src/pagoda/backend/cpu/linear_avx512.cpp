@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -126,33 +127,37 @@ void direct_rows_tokens(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 6;  // 24 accumulators + 4 weight vectors + 1 activation vector of 32 registers
 
-template <class Row, int R>
-void rows_times_tokens(const Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
-                       int64_t n) {
-  int64_t t = t_begin;
-  for (; t + kTileTokens <= t_end; t += kTileTokens) dot_tile<Row, R, kTileTokens>(w, x + t * k, k, out + t * n, n);
-  switch (t_end - t) {
-    case 5: return dot_tile<Row, R, 5>(w, x + t * k, k, out + t * n, n);
-    case 4: return dot_tile<Row, R, 4>(w, x + t * k, k, out + t * n, n);
-    case 3: return dot_tile<Row, R, 3>(w, x + t * k, k, out + t * n, n);
-    case 2: return dot_tile<Row, R, 2>(w, x + t * k, k, out + t * n, n);
-    case 1: return dot_tile<Row, R, 1>(w, x + t * k, k, out + t * n, n);
-    default: return;
+// A tile of tokens [t, t + T) against every row of the chunk: the tile's activations (T x k fp32) stay in L1
+// while the rows (fp16: half the bytes) stream from L2, rather than each 4-row tile sweeping every token tile.
+template <class Row, int T>
+void token_tile_times_rows(const uint8_t* rows, int64_t row_bytes, int64_t nr, const float* x, int64_t k, float* out,
+                           int64_t n) {
+  const auto row = [&](int64_t r) { return Row{reinterpret_cast<decltype(Row::p)>(rows + r * row_bytes)}; };
+  int64_t r = 0;
+  for (; r + kTileRows <= nr; r += kTileRows) {
+    const Row w[kTileRows] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
+    dot_tile<Row, kTileRows, T>(w, x, k, out + r, n);
+  }
+  for (; r < nr; ++r) {
+    const Row w[1] = {row(r)};
+    dot_tile<Row, 1, T>(w, x, k, out + r, n);
   }
 }
 
 template <class Row>
 void chunk_times_tokens(const uint8_t* rows, int64_t row_bytes, int64_t nr, const float* x, int64_t t_begin,
                         int64_t t_end, int64_t k, float* out, int64_t n) {
-  const auto row = [&](int64_t r) { return Row{reinterpret_cast<decltype(Row::p)>(rows + r * row_bytes)}; };
-  int64_t r = 0;
-  for (; r + kTileRows <= nr; r += kTileRows) {
-    const Row w[kTileRows] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
-    rows_times_tokens<Row, kTileRows>(w, x, t_begin, t_end, k, out + r, n);
-  }
-  for (; r < nr; ++r) {
-    const Row w[1] = {row(r)};
-    rows_times_tokens<Row, 1>(w, x, t_begin, t_end, k, out + r, n);
+  for (int64_t t = t_begin; t < t_end; t += kTileTokens) {
+    const float* xt = x + t * k;
+    float* ot = out + t * n;
+    switch (std::min<int64_t>(kTileTokens, t_end - t)) {
+      case 6: token_tile_times_rows<Row, 6>(rows, row_bytes, nr, xt, k, ot, n); break;
+      case 5: token_tile_times_rows<Row, 5>(rows, row_bytes, nr, xt, k, ot, n); break;
+      case 4: token_tile_times_rows<Row, 4>(rows, row_bytes, nr, xt, k, ot, n); break;
+      case 3: token_tile_times_rows<Row, 3>(rows, row_bytes, nr, xt, k, ot, n); break;
+      case 2: token_tile_times_rows<Row, 2>(rows, row_bytes, nr, xt, k, ot, n); break;
+      default: token_tile_times_rows<Row, 1>(rows, row_bytes, nr, xt, k, ot, n); break;
+    }
   }
 }
 
