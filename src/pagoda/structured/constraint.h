@@ -47,7 +47,7 @@ struct CompiledConstraint {
 
 // Refuses (InvalidRequest) a grammar whose start alone exceeds `limits`. The server keeps the default limits;
 // the fuzz target lowers them, so that work the budget bounds by design is cut short instead of reported as a
-// timeout (10 s under ASan is about 10M frames: half a default mask), and only unbounded work is.
+// timeout (under ASan a frame takes about 2 us, so a default mask's 20M take 40 s), and only unbounded work is.
 std::shared_ptr<const CompiledConstraint> compile_constraint(Grammar grammar, std::shared_ptr<const VocabIndex> vocab,
                                                              std::string description, ExpansionLimits limits = {});
 

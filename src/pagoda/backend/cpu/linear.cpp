@@ -29,10 +29,6 @@ void sweep_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t
   for (; t < t_end; ++t) dot_block<F32Row, R, 1>(w, x + t * k, k, out + t * n, n);
 }
 
-}  // namespace
-
-namespace {
-
 // A chunk of weight rows as the tiles read them: fp32, or (AVX-512 only) F16 / BF16 converted in registers.
 struct TypedRows {
   const uint8_t* rows;

@@ -1,7 +1,7 @@
 // AVX-512 inner loops of the fp32 matrix products. Every (row, token) dot product is the same sequence of
-// operations, whether it comes from decode (weights converted in registers) or prefill (rows converted to
-// fp32 a chunk at a time, then register tiles of 4 rows x 6 tokens): 16 lane-partial sums by FMA over k in
-// steps of 16, one fixed horizontal sum, then the scalar tail. So results do not depend on the batch.
+// operations, whether it comes from decode (one row at a time) or prefill (register tiles of 4 rows x 6
+// tokens), the weights converted to fp32 in registers in both: 16 lane-partial sums by FMA over k in steps of
+// 16, one fixed horizontal sum, then the scalar tail. So results do not depend on the batch.
 //
 // Tried and slower on the Xeon these were measured on (bench/kernels/cpu_linear.cpp; docs/PERFORMANCE.md):
 // packing rows and tokens into panels interleaved by 16 columns, and k slices of 512 with the tile's sums

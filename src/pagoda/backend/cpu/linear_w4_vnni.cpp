@@ -204,7 +204,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
   if (w.group_size <= kW4Chunk) {
     const int64_t whole = w.k / kW4Chunk;
     const int64_t groups_per_chunk = kW4Chunk / w.group_size;  // 4, 2 or 1
-    const Chunk ch{~__mmask64{0}, static_cast<__mmask8>((1u << groups_per_chunk) - 1), 0};
+    const auto groups = static_cast<__mmask8>((1u << groups_per_chunk) - 1);
     const uint8_t* codes = w.codes + row * (w.k / 2);
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     Streamed u;
@@ -215,7 +215,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
       u.even = _mm512_and_si512(bytes, nibble);
       u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
       const int64_t at = row * w.groups + g0;
-      const Chunk here{ch.code_bytes, ch.groups, g0};
+      const Chunk here{~__mmask64{0}, groups, g0};
       if constexpr (P::zeros == W4Zeros::kPerGroup)
         u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(chunk_zeros<P>(w, at, here)), lg.lane_group_word);
       u.s = lane_params<P::values>(w.scales, lg, row, at, here);
