@@ -28,6 +28,7 @@ struct Node {
   std::vector<Node> kids{};
   int min = 0, max = -1;  // kRepeat; max -1: unbounded
   int height = 1;         // levels of the tree from this node down
+  bool only_empty = false;  // matches the empty string and nothing else ("", "()", "x{0}", "(|){5}")
 };
 
 [[noreturn]] void fail(std::string_view pattern, const std::string& why) {
@@ -116,9 +117,15 @@ class Parser {
 
   // Sets a node's height from its kids' and refuses a tree taller than kMaxHeight: "a{2}{2}..." 100,000 times (a
   // 300 KB pattern) overflowed the stack of every recursion over the tree, a crash before the grammar was built.
+  // Also whether it matches only the empty string: a sequence or an alternation all of whose parts do (none at all
+  // included), or a repetition of such a part.
   void seal(Node& n) const {
     int below = 0;
-    for (const Node& k : n.kids) below = std::max(below, k.height);
+    n.only_empty = n.kind != Node::Kind::kChars;
+    for (const Node& k : n.kids) {
+      below = std::max(below, k.height);
+      n.only_empty = n.only_empty && k.only_empty;
+    }
     n.height = below + 1;
     if (n.height > kMaxHeight)
       fail(p_, fmt::format("groups and repetitions nested more than {} levels deep (at offset {})", kMaxHeight, i_));
@@ -170,10 +177,12 @@ class Parser {
         return;
       }
       if (more() && (peek() == '?' || peek() == '+')) ++i_;  // lazy, possessive: the same language
-      // x{0} matches only the empty string, and so does any count of it: one empty sequence, not a rule per copy
-      // ("x?{0}{929}{86}" built 79,894 empty rules, each walked through by every closure: 24 s of a fuzzer's walk).
-      if (max == 0 || (n.kind == Node::Kind::kConcat && n.kids.empty())) {
+      // x{0} matches only the empty string, and so does any count of something that only does: one empty
+      // sequence, not a rule per copy ("x?{0}{929}{86}" built 79,894 empty rules, each walked through by every
+      // closure: 24 s of a fuzzer's walk; "(|){929}{86}" the same through an alternation).
+      if (max == 0 || n.only_empty) {
         n = Node(Node::Kind::kConcat);
+        seal(n);
         continue;
       }
       // A *, + or ? (or any count) of a *, + or ?: one repetition with the product of the minimums and of the
