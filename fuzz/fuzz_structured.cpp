@@ -4,7 +4,8 @@
 // InvalidRequest (or a JSON parse error) is a finding. The stack search runs under a 200th of the server's
 // ExpansionLimits: the budget bounds each mask by design (unit tests check it), and a walk of 16 masks at the
 // server's limits may take 20 minutes under ASan (about 2 us a frame), which libFuzzer would report as a
-// timeout again and again; here a walk's 16 masks, 16 tokens and its start cost at most about 7 s (34 budgets). Work the budget does not bound (parsing, compiling, the trie walk) is what stays to find.
+// timeout again and again; here a walk's 16 masks, 16 tokens and its start cost at most about 7 s (34 budgets).
+// Work the budget does not bound (parsing, compiling, the trie walk) is what stays to find.
 #include <nlohmann/json.hpp>
 
 #include <memory>
