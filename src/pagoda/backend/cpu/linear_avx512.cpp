@@ -96,21 +96,16 @@ inline void dot_tile(const Row (&w)[R], const float* x, int64_t k, float* out, i
   }
 }
 
-template <class Row, int R, int T>
-inline void rows_tile(const uint8_t* w, int64_t row_bytes, int64_t r, const float* x, int64_t k, float* out,
-                      int64_t n) {
-  Row rows[R];
-  for (int i = 0; i < R; ++i) rows[i] = Row{reinterpret_cast<decltype(Row::p)>(w + (r + i) * row_bytes)};
-  dot_tile<Row, R, T>(rows, x, k, out + r, n);
-}
-
 // One row at a time, each thread reading its rows in address order: on an AMD EPYC Zen 5 (2 threads) four rows
 // at a time generated 18.2-18.8 tok/s on TinyLlama F16 where one row at a time generates 21.1-21.2
 // (docs/PERFORMANCE.md), as the 4- and 8-bit kernels measured before. A row's sums are the same either way.
 template <class Row, int T>
 void direct_rows(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t count, const float* x, int64_t n,
                  int64_t k, float* out) {
-  for (int64_t r = r0; r < r0 + count; ++r) rows_tile<Row, 1, T>(w, row_bytes, r, x, k, out, n);
+  for (int64_t r = r0; r < r0 + count; ++r) {
+    const Row row[1] = {Row{reinterpret_cast<decltype(Row::p)>(w + r * row_bytes)}};
+    dot_tile<Row, 1, T>(row, x, k, out + r, n);
+  }
 }
 
 template <class Row>

@@ -206,6 +206,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
     const int64_t groups_per_chunk = kW4Chunk / w.group_size;  // 4, 2 or 1
     const auto groups = static_cast<__mmask8>((1u << groups_per_chunk) - 1);
     const uint8_t* codes = w.codes + row * (w.k / 2);
+    const int64_t row_groups = row * w.groups;  // the row's first group
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     Streamed u;
     if constexpr (P::zeros == W4Zeros::kSymmetric) u.zero = _mm512_set1_epi32(kW4SymmetricZero);
@@ -214,7 +215,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
       const __m512i bytes = _mm512_loadu_si512(codes);
       u.even = _mm512_and_si512(bytes, nibble);
       u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
-      const int64_t at = row * w.groups + g0;
+      const int64_t at = row_groups + g0;
       const Chunk here{~__mmask64{0}, groups, g0};
       if constexpr (P::zeros == W4Zeros::kPerGroup)
         u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(chunk_zeros<P>(w, at, here)), lg.lane_group_word);

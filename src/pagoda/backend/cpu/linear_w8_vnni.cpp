@@ -160,13 +160,14 @@ inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const
     const int64_t groups_per_chunk = kW8Chunk / w.group_size;  // 4, 2 or 1
     const auto groups = static_cast<__mmask8>((1u << groups_per_chunk) - 1);
     const int8_t* codes = w.codes + row * w.k;
+    const int64_t row_groups = row * w.groups;  // the row's first group
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     Unpacked u;
     for (int64_t g0 = 0; c < whole; ++c, codes += kW8Chunk, g0 += groups_per_chunk) {
       _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
       u.q = _mm512_loadu_si512(codes);
       u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
-      const int64_t g = row * w.groups + g0;
+      const int64_t g = row_groups + g0;
       u.s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.scales, row, g, g0, groups)));
       if constexpr (kOffsets)
         u.m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.offsets, row, g, g0, groups)));
