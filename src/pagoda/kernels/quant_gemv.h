@@ -2,8 +2,8 @@
 // out bf16, W in the tile layout of backend/mma_layout/quant_tiles.h (4-bit, int8 or FP8 codes with fp32
 // params per row and group). The codes are turned into bf16 in registers and multiplied on the tensor cores
 // (mma.sync m16n8k16, fp32 accumulation); each group's sums are scaled once in fp32. Memory-bound like the
-// bf16 skinny GEMM (gemv.h), with the same three epilogues. Larger T: dequantize_tiles_bf16 into a scratch
-// matrix for cuBLAS.
+// bf16 skinny GEMM (gemv.h), with the same three epilogues. Larger T: quant_gemm.h (tensor-core GEMM, up to a few
+// hundred tokens), then dequantize_tiles_bf16 into a scratch matrix for cuBLAS.
 #pragma once
 
 #include <cuda_bf16.h>

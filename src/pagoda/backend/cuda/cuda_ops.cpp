@@ -22,6 +22,7 @@
 #include "pagoda/kernels/kv_fp8_store.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
+#include "pagoda/kernels/quant_gemm.h"
 #include "pagoda/kernels/quant_gemv.h"
 
 namespace pagoda {
@@ -282,9 +283,18 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
     }
-    // Many tokens: a bf16 copy of this one weight in the scratch matrix, then cuBLAS. (Its cost, a write and a
-    // read of N x K bf16, is small beside the GEMM's once T is in the hundreds; at 64 to 256 decode tokens it
-    // halves W4's throughput against bf16, docs/PERFORMANCE.md.)
+    if (kernels::quant_gemm_supported(x.data, m, T)) {
+      // Its partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
+      // they fit (a few MB: always on Llama-sized models), so that no step grows the workspace.
+      const size_t bytes = kernels::quant_gemm_workspace_bytes(m, T);
+      void* workspace = bytes == 0                              ? nullptr
+                        : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
+                                                                 : impl_->arena_alloc(bytes);
+      kernels::quant_gemm(bf(out), bf(x), m, T, workspace, impl_->stream);
+      return;
+    }
+    // Long prompts (and the offsets form): a bf16 copy of this one weight in the scratch matrix, then cuBLAS. (Its
+    // cost, a write and a read of N x K bf16, is small beside the GEMM's once T is in the hundreds.)
     PAGODA_CHECK(impl_->dequant_scratch.size() >= static_cast<size_t>(N) * K * sizeof(uint16_t),
                  "the dequantization scratch is smaller than a {} x {} weight", N, K);
     auto* scratch = static_cast<bf16*>(impl_->dequant_scratch.data());

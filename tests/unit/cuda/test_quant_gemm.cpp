@@ -1,0 +1,199 @@
+// GPU tests of the quantized GEMM for many tokens (kernels/quant_gemm.h): against a float64 reference of the CPU's
+// fp32 values for every zeros form and the odd shapes real models have (N not a multiple of 16 or of the 128 rows of
+// a block, K a multiple of 16 only, groups of 16 to K), at token counts inside one 64-token block, across several,
+// and with K cut into slices; a token's outputs do not depend on the tokens beside it for one slicing. A table of
+// times on Llama-3-8B's shapes against cuBLAS (bf16 weights, and the bf16 copy of the quantized ones the GEMM
+// replaces) is printed under PAGODA_PROFILE=1.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "../backend/random_quant_weight.h"
+#include "cuda_test_util.h"
+#include "pagoda/backend/mma_layout/quant_tiles.h"
+#include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/quant_gemm.h"
+#include "pagoda/kernels/quant_gemv.h"
+
+namespace pagoda {
+namespace {
+
+using test::DeviceArray;
+using test::QuantForm;
+using test::random_bf16;
+using test::RandomQuantWeight;
+using test::time_ms;
+namespace k = kernels;
+
+__nv_bfloat16* bf(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+struct DeviceTiles {
+  explicit DeviceTiles(const HostQuantTiles& t) : codes(t.codes), params(t.params) {
+    m.codes = codes.get();
+    m.params = params.get();
+    m.shape = t.shape;
+  }
+  DeviceArray<uint8_t> codes;
+  DeviceArray<float> params;
+  k::QuantMatrix m;
+};
+
+// out [T, N] by quant_gemm, with its workspace.
+std::vector<uint16_t> run_gemm(const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
+  DeviceArray<uint16_t> out(static_cast<size_t>(T) * m.shape.n);
+  PAGODA_CUDA_CHECK(cudaMemset(out.get(), 0xff, static_cast<size_t>(T) * m.shape.n * 2));
+  const size_t ws = k::quant_gemm_workspace_bytes(m, T);
+  DeviceArray<uint8_t> workspace(ws);
+  k::quant_gemm(bf(out.get()), reinterpret_cast<const __nv_bfloat16*>(x.get()), m, T, ws ? workspace.get() : nullptr, nullptr);
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  return out.download();
+}
+
+struct Case {
+  QuantForm form;
+  int n, k, group;
+};
+
+// The zeros forms: AWQ/GPTQ 4-bit (groups of 128, 64, 32, 16, per row), int8 symmetric and with zero points, FP8 per
+// row and by blocks that do not divide K; N below a tile, past a block of 128 rows, odd; K a multiple of 16 only;
+// Llama's 4096 x 4096 (cut into slices at few tokens) and a long K (down projection).
+const Case kCases[] = {
+    {QuantForm::kInt4Zeros, 4096, 4096, 128}, {QuantForm::kInt4Zeros, 37, 208, 16},
+    {QuantForm::kInt4Zeros, 300, 1024, 64},   {QuantForm::kInt4Zeros, 129, 544, 32},
+    {QuantForm::kInt4Zeros, 50, 1152, 1152},  {QuantForm::kInt4Zeros, 64, 14336, 128},
+    {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 128},
+    {QuantForm::kInt8Symmetric, 200, 2048, 2048}, {QuantForm::kFp8, 96, 4112, 4112},
+    {QuantForm::kFp8, 40, 336, 128},           {QuantForm::kInt4Zeros, 40, 336, 48},
+    {QuantForm::kInt4Zeros, 8, 16, 16},
+};
+
+TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const int kTokens[] = {1, 41, 64, 65, 130, 200};
+  for (const Case& c : kCases) {
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    std::vector<float> values(static_cast<size_t>(c.n) * c.k);
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t col = 0; col < c.k; ++col) values[r * c.k + col] = quant_tile_value(tiles, r, col);
+    const int max_t = 200;
+    const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
+    DeviceArray<uint16_t> d_x(x);
+    for (const int T : kTokens) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
+                                        << c.group << " T " << T);
+      ASSERT_TRUE(k::quant_gemm_supported(d_x.get(), dev.m, T));
+      const auto got = run_gemm(dev.m, d_x, T);
+      int bad = 0;
+      for (int t = 0; t < T; t += T > 64 ? 7 : 1)  // many tokens: a sample
+        for (int64_t r = 0; r < c.n; r += c.n >= 1024 ? 13 : 1) {
+          double want = 0, mag = 0;
+          for (int64_t col = 0; col < c.k; ++col) {
+            const double xv = bf16_to_f32(x[t * c.k + col]), v = values[r * c.k + col];
+            want += xv * v;
+            mag += std::fabs(xv * v);
+          }
+          const double g = bf16_to_f32(got[t * c.n + r]);
+          if (!(std::fabs(g - want) <= 0.0040 * std::fabs(want) + 1e-4 * mag + 1e-6) && ++bad <= 3)
+            ADD_FAILURE() << "token " << t << " row " << r << ": got " << g << ", want " << want;
+        }
+      ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
+TEST(QuantGemm, TokensDoNotDependOnTheTokensBesideThem) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  // 4096 x 4096 W4: 65 and 128 tokens are two token blocks each (the same slices); 129 and 192 three.
+  RandomQuantWeight rw(QuantForm::kInt4Zeros, 4096, 4096, 128, 11);
+  DeviceTiles dev(pack_quant_tiles(tile_rows(rw.weight)));
+  const int n = 4096;
+  DeviceArray<uint16_t> d_x(random_bf16(size_t{192} * 4096, 5));
+  for (const auto& [a, b] : {std::pair{65, 128}, std::pair{129, 192}}) {
+    SCOPED_TRACE(::testing::Message() << a << " and " << b << " tokens");
+    ASSERT_EQ(k::quant_gemm_workspace_bytes(dev.m, a) / a, k::quant_gemm_workspace_bytes(dev.m, b) / b);
+    const auto few = run_gemm(dev.m, d_x, a), many = run_gemm(dev.m, d_x, b);
+    EXPECT_TRUE(std::equal(few.begin(), few.begin() + static_cast<int64_t>(a) * n, many.begin()));
+  }
+}
+
+TEST(QuantGemm, RefusesTheOffsetsFormAndMisalignedActivations) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  RandomQuantWeight offsets(QuantForm::kInt4Offsets, 64, 256, 32, 1), zeros(QuantForm::kInt4Zeros, 64, 256, 32, 1);
+  DeviceTiles a(pack_quant_tiles(tile_rows(offsets.weight))), b(pack_quant_tiles(tile_rows(zeros.weight)));
+  DeviceArray<uint16_t> d_x(size_t{64} * 256 + 8);
+  EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), a.m, 64));
+  EXPECT_TRUE(k::quant_gemm_supported(d_x.get(), b.m, 64));
+  EXPECT_FALSE(k::quant_gemm_supported(d_x.get() + 4, b.m, 64));  // 8 bytes past a 16-byte boundary
+  EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), b.m, 0));
+}
+
+// Llama-3-8B's fused QKV, O, fused gate-up and down: microseconds and TFLOP/s of quant_gemm (W4 g128, int8 per row)
+// against cuBLAS on bf16 weights and against the bf16 copy (dequantize_tiles_bf16, then cuBLAS) it replaces; several
+// copies of the weights cycled so that every call reads HBM.
+TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  PAGODA_SKIP_UNLESS_PROFILING();
+  cublasHandle_t handle;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  struct Shape { int n, k; };
+  const int kMaxT = 1024;
+  // PAGODA_QUANT_GEMM_TABLE=N:T times one shape (the first with N rows) at T tokens alone, for a profiler.
+  const char* only = std::getenv("PAGODA_QUANT_GEMM_TABLE");
+  int only_n = 0, only_t = 0;
+  if (only) std::sscanf(only, "%d:%d", &only_n, &only_t);
+  for (const Shape s : {Shape{6144, 4096}, Shape{4096, 4096}, Shape{28672, 4096}, Shape{4096, 14336}}) {
+    if (only_n && s.n != only_n) continue;
+    DeviceArray<uint16_t> d_x(random_bf16(size_t{kMaxT} * s.k, 9)), d_out(size_t{kMaxT} * s.n),
+        d_w(random_bf16(static_cast<size_t>(s.n) * s.k, 3)), scratch(static_cast<size_t>(s.n) * s.k);
+    auto cublas = [&](const uint16_t* w, int T) {
+      const float alpha = 1.0f, beta = 0.0f;
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, T, s.k, &alpha, w, CUDA_R_16BF, s.k, d_x.get(), CUDA_R_16BF, s.k,
+                   &beta, d_out.get(), CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    };
+    for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt8Symmetric}) {
+      RandomQuantWeight rw(form, s.n, s.k, form == QuantForm::kInt4Zeros ? 128 : s.k, 5);
+      const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
+      const size_t bytes = tiles.codes.size() + tiles.params.size() * sizeof(float);
+      const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+      std::vector<std::unique_ptr<DeviceTiles>> devs;
+      for (int i = 0; i < copies; ++i) devs.push_back(std::make_unique<DeviceTiles>(tiles));
+      DeviceArray<uint8_t> workspace(size_t{64} << 20);
+      for (const int T : {48, 64, 128, 256, 512, 1024}) {
+        if (only_t && T != only_t) continue;
+        if (!k::quant_gemm_supported(d_x.get(), devs[0]->m, T)) continue;  // (PAGODA_QUANT_GEMM_MAX_TOKENS raises the limit)
+        ASSERT_LE(k::quant_gemm_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
+        int call = 0;
+        const double gemm = time_ms(10 * copies, [&] {
+          const k::QuantMatrix& m = devs[call++ % copies]->m;
+          k::quant_gemm(bf(d_out.get()), reinterpret_cast<const __nv_bfloat16*>(d_x.get()), m, T, workspace.get(), nullptr);
+        });
+        const double copy = time_ms(10, [&] {
+          k::dequantize_tiles_bf16(bf(scratch.get()), devs[call++ % copies]->m, nullptr);
+          cublas(scratch.get(), T);
+        });
+        const double dense = time_ms(10, [&] { cublas(d_w.get(), T); });
+        const double flop = 2.0 * T * s.n * s.k;
+        std::printf("[ gemm    ] %-14s T=%4d N=%6d K=%6d: quant_gemm %8.2f us (%5.1f TFLOP/s), bf16 copy + cuBLAS %8.2f us, "
+                    "cuBLAS bf16 %8.2f us (%5.1f TFLOP/s): %.2fx the copy, %.2fx bf16\n",
+                    test::quant_form_name(form), T, s.n, s.k, gemm * 1e3, flop / (gemm * 1e-3) / 1e12, copy * 1e3,
+                    dense * 1e3, flop / (dense * 1e-3) / 1e12, copy / gemm, dense / gemm);
+      }
+      if (only_n) break;
+    }
+    if (only_n) break;
+  }
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  cublasDestroy(handle);
+}
+
+}  // namespace
+}  // namespace pagoda
