@@ -61,6 +61,14 @@ DeviceProfile h200_profile() {
   // (TTFT 6.04, 12.71, 12.77 ms): the scratch path costs W4 and W8 alike 6.7 ms more than bf16, the time of
   // writing the 13.96 GB of bf16 scratch at 2.08 TB/s, whatever they read.
   p.dequant_write_fraction = 0.5;
+  // QuantGemm.PrintsTimesOnLlamaShapes (bench/results/2026-12-05-h200-quant-gemm/d-final-kernel-table.txt), 4-bit
+  // g128 at 64 and 128 tokens: gate-up and down (large grids) at 226-242 and 200-236 TFLOP/s; QKV and O (K cut into
+  // slices, then added) 6-14 us slower than that rate. 250 TFLOP/s and 6 us a call give a layer's four GEMMs at 64
+  // tokens 135.7 us (measured 135.3) and at 128 tokens 247.3 us (266.0). int8 per row: the same four at 64 tokens in
+  // 140.96 us against 135.31 (0.96x).
+  p.quant_gemm_int4_tflops = 250;
+  p.quant_gemm_int8_tflops = 240;
+  p.quant_gemm_fixed_us = 6;
   // docs/PERFORMANCE.md "GPU: FP8 KV decode from registers", the attention kernel alone at 64 x 4,096 and
   // 256 x 1,024: bf16 KV read at 3.86-3.88 TB/s, FP8 KV at 2.99-3.00.
   p.attention_bf16_fraction = 0.92;

@@ -40,6 +40,9 @@ struct DeviceProfile {
   double fp8_gemm_efficiency = 1.0;   // cuBLASLt FP8, of fp8_tflops
   // Bandwidth shares of the other memory-bound kernels.
   double dequant_write_fraction = 1.0;   // the tiles -> bf16 scratch pass, bound by its bf16 writes
+  double quant_gemm_int4_tflops = 0;     // quant_gemm: its rate on whole 64-token blocks (FLOPs of the blocks)
+  double quant_gemm_int8_tflops = 0;     // the same on int8 tiles
+  double quant_gemm_fixed_us = 0;        // quant_gemm: per call beyond that (ramp, tail, K slices added up)
   double attention_bf16_fraction = 1.0;  // decode attention reading a bf16 KV cache
   double attention_fp8_fraction = 1.0;   // decode attention reading an FP8 KV cache (codes converted in registers)
 };

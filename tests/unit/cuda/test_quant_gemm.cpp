@@ -76,7 +76,7 @@ const Case kCases[] = {
 
 TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
-  const int kTokens[] = {1, 41, 64, 65, 130, 200};
+  const int kTokens[] = {1, 41, 64, 65, 130, k::kQuantGemmMaxTokens};  // one, two and three blocks of 64
   for (const Case& c : kCases) {
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
     const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
@@ -84,7 +84,7 @@ TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
     std::vector<float> values(static_cast<size_t>(c.n) * c.k);
     for (int64_t r = 0; r < c.n; ++r)
       for (int64_t col = 0; col < c.k; ++col) values[r * c.k + col] = quant_tile_value(tiles, r, col);
-    const int max_t = 200;
+    const int max_t = k::kQuantGemmMaxTokens;
     const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
     DeviceArray<uint16_t> d_x(x);
     for (const int T : kTokens) {
@@ -125,7 +125,7 @@ TEST(QuantGemm, TokensDoNotDependOnTheTokensBesideThem) {
   }
 }
 
-TEST(QuantGemm, RefusesTheOffsetsFormAndMisalignedActivations) {
+TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
   PAGODA_SKIP_WITHOUT_GPU();
   RandomQuantWeight offsets(QuantForm::kInt4Offsets, 64, 256, 32, 1), zeros(QuantForm::kInt4Zeros, 64, 256, 32, 1);
   DeviceTiles a(pack_quant_tiles(tile_rows(offsets.weight))), b(pack_quant_tiles(tile_rows(zeros.weight)));
@@ -134,6 +134,8 @@ TEST(QuantGemm, RefusesTheOffsetsFormAndMisalignedActivations) {
   EXPECT_TRUE(k::quant_gemm_supported(d_x.get(), b.m, 64));
   EXPECT_FALSE(k::quant_gemm_supported(d_x.get() + 4, b.m, 64));  // 8 bytes past a 16-byte boundary
   EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), b.m, 0));
+  if (k::quant_gemm_max_tokens() == k::kQuantGemmMaxTokens)  // (unless PAGODA_QUANT_GEMM_MAX_TOKENS moves it)
+    EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), b.m, k::kQuantGemmMaxTokens + 1));
 }
 
 // Llama-3-8B's fused QKV, O, fused gate-up and down: microseconds and TFLOP/s of quant_gemm (W4 g128, int8 per row)

@@ -25,7 +25,9 @@ ModelShape llama3_8b() { return ModelShape::from_config(read_model_config(PAGODA
 // --num-iters 1`; H200, 2026-12-01, the binaries of the commit after 6a0b611
 // (bench/results/2026-12-01-h200-fp8-w8a8/quant_bench.txt and qbench_*.json); W4A16 and W8A16 at batch 1 and 4
 // since from the few-token kernel (docs/PERFORMANCE.md "GPU: the few-token W4 GEMV", 2026-12-04, the same command:
-// bench/results/2026-12-04-h200-w4-few-tokens/e-few-tokens-quant-bench.txt and f-int8-quant-bench.txt).
+// bench/results/2026-12-04-h200-w4-few-tokens/e-few-tokens-quant-bench.txt and f-int8-quant-bench.txt), and at batch 64
+// since from the quantized GEMM (docs/PERFORMANCE.md "GPU: the quantized GEMM for 41 to 192 tokens", 2026-12-05, the
+// same command: bench/results/2026-12-05-h200-quant-gemm/e-final-quant-bench.txt).
 struct MeasuredRow {
   Precision precision;
   double tokens_per_s[5];
@@ -33,8 +35,8 @@ struct MeasuredRow {
 constexpr int64_t kBatches[5] = {1, 4, 16, 64, 256};
 constexpr MeasuredRow kDecodeTable[] = {
     {Precision::kBf16, {246, 791, 3332, 11513, 27053}},
-    {Precision::kAwq, {484, 1614, 3612, 5333, 16337}},
-    {Precision::kInt8, {343, 1218, 3345, 5287, 15920}},
+    {Precision::kAwq, {484, 1614, 3612, 10731, 16337}},
+    {Precision::kInt8, {343, 1218, 3345, 10294, 15920}},
     {Precision::kFp8, {330, 1238, 4425, 14324, 31920}},
 };
 // Its decode steps run at 129 to 191 tokens of context (128 prompt tokens, 64 generated): 160 on average.

@@ -113,11 +113,13 @@ TEST(PlanAccounting, PathsByTokenCount) {
   EXPECT_EQ(path(Precision::kAwq, 16), "gemv");
   EXPECT_EQ(path(Precision::kAwq, 17), "gemv x2");
   EXPECT_EQ(path(Precision::kInt8, 40), "gemv x3");
-  EXPECT_EQ(path(Precision::kInt8, 41), "dequant+cublas");
+  EXPECT_EQ(path(Precision::kInt8, 41), "quant gemm");
+  EXPECT_EQ(path(Precision::kAwq, 192), "quant gemm");
+  EXPECT_EQ(path(Precision::kAwq, 193), "dequant+cublas");
   EXPECT_EQ(path(Precision::kFp8, 16), "fp8 gemv");
   EXPECT_EQ(path(Precision::kFp8, 17), "cublaslt fp8");
   // The dequantizing path writes a bf16 copy of every linear weight and reads it back.
-  StepShape s = decode_step(64, 1);
+  StepShape s = decode_step(256, 1);
   EXPECT_DOUBLE_EQ(predict_step(tiny(), Precision::kAwq, s, d, {}).scratch_bytes, 2.0 * 2 * 2 * 147456);
 }
 
