@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "pagoda/backend/cpu/chunk_shares.h"
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_avx512.h"
@@ -43,13 +44,13 @@ void sweep_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n,
   const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
   const bool avx512 = active_isa() == Isa::kAvx512;
 
+  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
 #pragma omp parallel if (parallel)
   {
     thread_local Buffer rows;  // 64-byte aligned: no 64-byte load of a row straddles two cache lines
     const size_t rows_bytes = static_cast<size_t>(kRowsPerChunk * k) * sizeof(float);
     if (rows.size() < rows_bytes) rows = Buffer(rows_bytes);
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
+    shares.run(omp_get_thread_num(), [&](int64_t c) {
       const int64_t r0 = c * kRowsPerChunk;
       const int64_t nr = std::min(kRowsPerChunk, n - r0);
       const TypedRows src = rows_of(r0, nr, static_cast<float*>(rows.data()));
@@ -70,7 +71,7 @@ void sweep_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n,
           sweep_tokens<1>(wr, x, tb, te, k, out + r0 + r, n);
         }
       }
-    }
+    });
   }
 }
 

@@ -4,9 +4,11 @@
 // The rows are shared among threads here; each group of rows runs the AVX2 tile below or the AVX-512 one
 // (linear_avx512.cpp), as cpu_isa.h chooses.
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 
+#include "pagoda/backend/cpu/chunk_shares.h"
 #include "pagoda/backend/cpu/cpu_isa.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_avx512.h"
@@ -29,15 +31,16 @@ void rows_times_tokens(const uint8_t* w, int64_t row_bytes, const float* x, int6
   constexpr int kRows = T <= 2 ? 4 : 2;
   const bool parallel = n * k >= (1 << 16);
   const int64_t num_groups = (n + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t g = 0; g < num_groups; ++g) {
+  const ChunkShares shares(num_groups, parallel ? omp_get_max_threads() : 1);
+#pragma omp parallel if (parallel)
+  shares.run(omp_get_thread_num(), [&](int64_t g) {
     const int64_t r = g * kRows;
     if (r + kRows <= n) {
       rows_at<Row, kRows, T>(w, row_bytes, r, x, n, k, out);
     } else {
       for (int64_t i = r; i < n; ++i) rows_at<Row, 1, T>(w, row_bytes, i, x, n, k, out);
     }
-  }
+  });
 }
 
 template <class Row>
@@ -56,11 +59,13 @@ void direct_avx512(const uint8_t* w, DType w_dtype, int64_t row_bytes, const flo
                    int64_t k, float* out) {
   constexpr int64_t kRowsPerTask = 16;
   const int64_t num_tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static) if (n * k >= (1 << 16))
-  for (int64_t task = 0; task < num_tasks; ++task) {
+  const bool parallel = n * k >= (1 << 16);
+  const ChunkShares shares(num_tasks, parallel ? omp_get_max_threads() : 1);
+#pragma omp parallel if (parallel)
+  shares.run(omp_get_thread_num(), [&](int64_t task) {
     const int64_t r0 = task * kRowsPerTask;
     direct_rows_avx512(w, w_dtype, row_bytes, r0, std::min(kRowsPerTask, n - r0), x, num_tokens, n, k, out);
-  }
+  });
 }
 
 }  // namespace

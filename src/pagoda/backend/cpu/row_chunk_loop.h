@@ -1,5 +1,5 @@
 // The loop the int8-block products (linear_w4_int8.cpp, linear_w8_int8.cpp) share: OpenMP over chunks of 16
-// weight rows; with many tokens each thread first unpacks its chunk into a buffer of its own, once for all the
+// weight rows (in shares, chunk_shares.h); with many tokens each thread first unpacks its chunk into a buffer of its own, once for all the
 // tokens, then sweeps the chunk over blocks of tokens small enough to stay in L2.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "pagoda/backend/cpu/chunk_shares.h"
 #include "pagoda/core/buffer.h"
 
 namespace pagoda::cpu {
@@ -23,19 +24,20 @@ void for_each_row_chunk(int64_t n, int64_t k, int64_t num_tokens, int64_t prepar
                         const Multiply& multiply) {
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const bool unpack_once = prepared_bytes_per_row > 0;
-#pragma omp parallel if (n * k * num_tokens >= (1 << 16))
+  const bool parallel = n * k * num_tokens >= (1 << 16);
+  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
+#pragma omp parallel if (parallel)
   {
     thread_local Buffer prepared;  // this thread's chunk of rows, unpacked
     const auto bytes = static_cast<size_t>(kRowsPerChunk * prepared_bytes_per_row);
     if (unpack_once && prepared.size() < bytes) prepared = Buffer(bytes);
     auto* buffer = unpack_once ? static_cast<uint8_t*>(prepared.data()) : nullptr;
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
+    shares.run(omp_get_thread_num(), [&](int64_t c) {
       const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
       if (unpack_once) prepare(r0, count, buffer);
       for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
         multiply(static_cast<const uint8_t*>(buffer), r0, count, t, std::min(num_tokens, t + kTokensPerBlock));
-    }
+    });
   }
 }
 
