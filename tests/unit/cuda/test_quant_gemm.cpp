@@ -17,6 +17,7 @@
 
 #include "../backend/random_quant_weight.h"
 #include "cuda_test_util.h"
+#include "quant_tiles_testing.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/quant_gemm.h"
@@ -26,6 +27,8 @@ namespace pagoda {
 namespace {
 
 using test::DeviceArray;
+using test::DeviceTiles;
+using test::QuantCase;
 using test::QuantForm;
 using test::random_bf16;
 using test::RandomQuantWeight;
@@ -33,17 +36,6 @@ using test::time_ms;
 namespace k = kernels;
 
 __nv_bfloat16* bf(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
-
-struct DeviceTiles {
-  explicit DeviceTiles(const HostQuantTiles& t) : codes(t.codes), params(t.params) {
-    m.codes = codes.get();
-    m.params = params.get();
-    m.shape = t.shape;
-  }
-  DeviceArray<uint8_t> codes;
-  DeviceArray<float> params;
-  k::QuantMatrix m;
-};
 
 // out [T, N] by quant_gemm, with its workspace.
 std::vector<uint16_t> run_gemm(const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
@@ -56,34 +48,26 @@ std::vector<uint16_t> run_gemm(const k::QuantMatrix& m, const DeviceArray<uint16
   return out.download();
 }
 
-struct Case {
-  QuantForm form;
-  int n, k, group;
-};
-
-// The zeros forms: AWQ/GPTQ 4-bit (groups of 128, 64, 32, 16, per row), int8 symmetric and with zero points, FP8 per
-// row and by blocks that do not divide K; N below a tile, past a block of 128 rows, odd; K a multiple of 16 only;
-// Llama's 4096 x 4096 (cut into slices at few tokens) and a long K (down projection).
-const Case kCases[] = {
-    {QuantForm::kInt4Zeros, 4096, 4096, 128}, {QuantForm::kInt4Zeros, 37, 208, 16},
-    {QuantForm::kInt4Zeros, 300, 1024, 64},   {QuantForm::kInt4Zeros, 129, 544, 32},
-    {QuantForm::kInt4Zeros, 50, 1152, 1152},  {QuantForm::kInt4Zeros, 64, 14336, 128},
-    {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 128},
-    {QuantForm::kInt8Symmetric, 200, 2048, 2048}, {QuantForm::kFp8, 96, 4112, 4112},
-    {QuantForm::kFp8, 40, 336, 128},           {QuantForm::kInt4Zeros, 40, 336, 48},
-    {QuantForm::kInt4Zeros, 8, 16, 16},
-};
+// The shared cases' zeros forms (quant_tiles_testing.h), and N past a block of 128 rows, groups of 3 k-steps (two
+// groups in some stages).
+std::vector<QuantCase> gemm_cases() {
+  std::vector<QuantCase> cases;
+  for (const QuantCase& c : test::kQuantCases)
+    if (!test::offsets_form(c.form)) cases.push_back(c);
+  cases.insert(cases.end(), {{QuantForm::kInt4Zeros, 300, 1024, 64},
+                             {QuantForm::kInt4Zeros, 129, 544, 32},
+                             {QuantForm::kInt4Zeros, 40, 336, 48}});
+  return cases;
+}
 
 TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
   const int kTokens[] = {1, 41, 64, 65, 130, k::kQuantGemmMaxTokens};  // one, two and three blocks of 64
-  for (const Case& c : kCases) {
+  for (const QuantCase& c : gemm_cases()) {
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
     const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
-    std::vector<float> values(static_cast<size_t>(c.n) * c.k);
-    for (int64_t r = 0; r < c.n; ++r)
-      for (int64_t col = 0; col < c.k; ++col) values[r * c.k + col] = quant_tile_value(tiles, r, col);
+    const test::TileValues values = test::tile_values(tiles);
     const int max_t = k::kQuantGemmMaxTokens;
     const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
     DeviceArray<uint16_t> d_x(x);
@@ -92,19 +76,7 @@ TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
                                         << c.group << " T " << T);
       ASSERT_TRUE(k::quant_gemm_supported(d_x.get(), dev.m, T));
       const auto got = run_gemm(dev.m, d_x, T);
-      int bad = 0;
-      for (int t = 0; t < T; t += T > 64 ? 7 : 1)  // many tokens: a sample
-        for (int64_t r = 0; r < c.n; r += c.n >= 1024 ? 13 : 1) {
-          double want = 0, mag = 0;
-          for (int64_t col = 0; col < c.k; ++col) {
-            const double xv = bf16_to_f32(x[t * c.k + col]), v = values[r * c.k + col];
-            want += xv * v;
-            mag += std::fabs(xv * v);
-          }
-          const double g = bf16_to_f32(got[t * c.n + r]);
-          if (!(std::fabs(g - want) <= 0.0040 * std::fabs(want) + 1e-4 * mag + 1e-6) && ++bad <= 3)
-            ADD_FAILURE() << "token " << t << " row " << r << ": got " << g << ", want " << want;
-        }
+      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, T > 64 ? 7 : 1, c.n >= 1024 ? 13 : 1);
       ASSERT_EQ(bad, 0);
     }
   }
@@ -134,8 +106,9 @@ TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
   EXPECT_TRUE(k::quant_gemm_supported(d_x.get(), b.m, 64));
   EXPECT_FALSE(k::quant_gemm_supported(d_x.get() + 4, b.m, 64));  // 8 bytes past a 16-byte boundary
   EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), b.m, 0));
-  if (k::quant_gemm_max_tokens() == k::kQuantGemmMaxTokens)  // (unless PAGODA_QUANT_GEMM_MAX_TOKENS moves it)
+  if (k::quant_gemm_max_tokens() == k::kQuantGemmMaxTokens) {  // (unless PAGODA_QUANT_GEMM_MAX_TOKENS moves it)
     EXPECT_FALSE(k::quant_gemm_supported(d_x.get(), b.m, k::kQuantGemmMaxTokens + 1));
+  }
 }
 
 // Llama-3-8B's fused QKV, O, fused gate-up and down: microseconds and TFLOP/s of quant_gemm (W4 g128, int8 per row)
@@ -162,12 +135,9 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
                    &beta, d_out.get(), CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     };
     for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt8Symmetric}) {
-      RandomQuantWeight rw(form, s.n, s.k, form == QuantForm::kInt4Zeros ? 128 : s.k, 5);
-      const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
-      const size_t bytes = tiles.codes.size() + tiles.params.size() * sizeof(float);
-      const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
-      std::vector<std::unique_ptr<DeviceTiles>> devs;
-      for (int i = 0; i < copies; ++i) devs.push_back(std::make_unique<DeviceTiles>(tiles));
+      const test::WeightCopies weights = test::weight_copies(form, s.n, s.k);
+      const auto& devs = weights.copies;
+      const int copies = static_cast<int>(devs.size());
       DeviceArray<uint8_t> workspace(size_t{64} << 20);
       for (const int T : {48, 64, 128, 256, 512, 1024}) {
         if (only_t && T != only_t) continue;

@@ -14,6 +14,7 @@
 
 #include "../backend/random_quant_weight.h"
 #include "cuda_test_util.h"
+#include "quant_tiles_testing.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
@@ -27,69 +28,36 @@ using test::DeviceArray;
 using test::random_bf16;
 using test::time_ms;
 using test::QuantForm;
+using test::QuantCase;
 using test::RandomQuantWeight;
+using test::DeviceTiles;
 namespace k = kernels;
 
 k::bf16* bf(uint16_t* p) { return reinterpret_cast<k::bf16*>(p); }
 
-// Packed tiles on the device.
-struct DeviceTiles {
-  explicit DeviceTiles(const HostQuantTiles& t) : codes(t.codes), params(t.params) {
-    m.codes = codes.get();
-    m.params = params.get();
-    m.shape = t.shape;
-  }
-  DeviceArray<uint8_t> codes;
-  DeviceArray<float> params;
-  k::QuantMatrix m;
-};
-
-// The offset or zero of (row, col)'s group, read from the documented params layout (quant_tiles.h).
-float param_zm(const HostQuantTiles& t, int64_t row, int64_t col) {
-  const int r = static_cast<int>(row % kTileRows), p = r % 2 == 0 ? r / 2 : r / 2 + 8;
-  return t.params[static_cast<size_t>((((row / kTileRows) * t.shape.groups() + col / t.shape.group_size) * kTileRows + p) * 2 + 1)];
+// The shared cases (quant_tiles_testing.h), and the few-token kernel's (quant_gemv_few_tokens.h): 4-bit 32-column
+// groups (two a chunk), per row with K a multiple of 64 only; 8-bit 64-column groups, offsets (codes 0..31).
+std::vector<QuantCase> gemv_cases() {
+  std::vector<QuantCase> cases(std::begin(test::kQuantCases), std::end(test::kQuantCases));
+  cases.insert(cases.end(), {{QuantForm::kInt4Offsets, 70, 576, 32},
+                             {QuantForm::kInt4Offsets, 30, 320, 320},
+                             {QuantForm::kInt8Offsets, 40, 1024, 64}});
+  return cases;
 }
 
-struct Case {
-  QuantForm form;
-  int n, k, group;
-};
-
-// Forms x shapes: N odd and below a tile, K a multiple of 16 only, the GGUF group sizes (16, 32), AWQ/GPTQ's
-// (64, 128), per channel, FP8 blocks that do not divide K, and Llama's 4096 x 4096 (K split between warps).
-const Case kCases[] = {
-    {QuantForm::kInt4Zeros, 4096, 4096, 128}, {QuantForm::kInt4Zeros, 37, 208, 16},
-    {QuantForm::kInt4Zeros, 100, 1024, 64},   {QuantForm::kInt4Offsets, 70, 544, 32},
-    {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 128},
-    {QuantForm::kInt8Offsets, 24, 96, 32},    {QuantForm::kInt8Symmetric, 200, 2048, 2048},
-    {QuantForm::kFp8, 96, 4112, 4112},        {QuantForm::kFp8, 40, 336, 128},
-    {QuantForm::kInt8Symmetric, 64, 4096, 32}, {QuantForm::kInt4Zeros, 8, 16, 16},
-    // The few-token kernel's 4-bit forms (quant_gemv_few_tokens.h): 32-column groups (two a chunk), per row with K a
-    // multiple of 128 and of 64 only, and a long K over few tiles (8 slices a tile).
-    {QuantForm::kInt4Offsets, 70, 576, 32},   {QuantForm::kInt4Zeros, 50, 1152, 1152},
-    {QuantForm::kInt4Offsets, 30, 320, 320},  {QuantForm::kInt4Zeros, 64, 14336, 128},
-    // Its 8-bit forms beyond the cases above: 64-column groups, offsets (codes 0..31).
-    {QuantForm::kInt8Offsets, 40, 1024, 64},
-};
-
 // Whether the few-token kernel (4- and 8-bit codes) should take this case at T = 1 and 2.
-bool few_tokens_case(const Case& c) {
+bool few_tokens_case(const QuantCase& c) {
   return c.form != QuantForm::kFp8 && c.k % 64 == 0 &&
          (c.group == 32 || c.group == 64 || c.group == 128 || c.group >= c.k);
 }
 
 TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const Case& c : kCases) {
+  for (const QuantCase& c : gemv_cases()) {
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n + c.k);
     const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
-    std::vector<float> values(static_cast<size_t>(c.n) * c.k), zm(values.size());
-    for (int64_t r = 0; r < c.n; ++r)
-      for (int64_t col = 0; col < c.k; ++col) {
-        values[r * c.k + col] = quant_tile_value(tiles, r, col);
-        zm[r * c.k + col] = tiles.shape.offsets ? std::fabs(param_zm(tiles, r, col)) : 0.0f;
-      }
+    const test::TileValues values = test::tile_values(tiles);
     const size_t max_t = k::kQuantGemvMaxTokens;
     const auto x = random_bf16(max_t * c.k, c.k);
     DeviceArray<uint16_t> d_x(x), d_out(max_t * c.n);
@@ -103,20 +71,7 @@ TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
       PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0xff, max_t * c.n * 2));
       k::quant_gemv(bf(d_out.get()), bf(d_x.get()), dev.m, T, nullptr);
       const auto got = d_out.download(static_cast<size_t>(T) * c.n);
-      int bad = 0;
-      for (int t = 0; t < T; ++t)
-        for (int64_t r = 0; r < c.n; r += c.n >= 1024 ? 13 : 1) {  // large N: a sample of rows
-          double want = 0, mag = 0;
-          for (int64_t col = 0; col < c.k; ++col) {
-            const double xv = bf16_to_f32(x[t * c.k + col]), v = values[r * c.k + col];
-            want += xv * v;
-            mag += std::fabs(xv) * (std::fabs(v) + 2.0 * zm[r * c.k + col]);  // offsets: s q x and m x terms
-          }
-          const double g = bf16_to_f32(got[t * c.n + r]);
-          // bf16 output (half a step: 2^-9 relative) and fp32 sums on the tensor cores.
-          if (!(std::fabs(g - want) <= 0.0040 * std::fabs(want) + 1e-4 * mag + 1e-6) && ++bad <= 3)
-            ADD_FAILURE() << "token " << t << " row " << r << ": got " << g << ", want " << want;
-        }
+      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, 1, c.n >= 1024 ? 13 : 1);  // large N: a sample of rows
       ASSERT_EQ(bad, 0);
     }
   }
@@ -176,7 +131,7 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
 
 TEST(QuantGemv, DequantizedTilesAreTheCpuValuesInBf16) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const Case& c : kCases) {
+  for (const QuantCase& c : gemv_cases()) {
     SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k);
     RandomQuantWeight rw(c.form, c.n, c.k, c.group, c.n * 3 + c.k);
     const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
@@ -201,12 +156,10 @@ TEST(QuantGemv, PrintsBandwidthOnLlamaShapes) {
   struct Shape { int n, k; };
   for (const QuantForm form : {QuantForm::kInt4Zeros, QuantForm::kInt8Symmetric, QuantForm::kFp8}) {
     for (const Shape s : {Shape{6144, 4096}, Shape{4096, 4096}, Shape{28672, 4096}, Shape{4096, 14336}}) {
-      RandomQuantWeight rw(form, s.n, s.k, form == QuantForm::kInt4Zeros ? 128 : s.k, 5);
-      const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
-      const size_t bytes = tiles.codes.size() + tiles.params.size() * sizeof(float);
-      const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
-      std::vector<std::unique_ptr<DeviceTiles>> devs;
-      for (int i = 0; i < copies; ++i) devs.push_back(std::make_unique<DeviceTiles>(tiles));
+      const test::WeightCopies weights = test::weight_copies(form, s.n, s.k);
+      const auto& devs = weights.copies;
+      const int copies = static_cast<int>(devs.size());
+      const size_t bytes = weights.bytes;
       DeviceArray<uint16_t> d_x(random_bf16(size_t{16} * s.k, 9)), d_out(size_t{16} * s.n);
       for (const int T : {1, 2, 4, 8, 16}) {
         int call = 0;
