@@ -4,6 +4,8 @@
 // (docs/PERFORMANCE.md); dynamic scheduling was slower still (each thread's rows must stream in address order).
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -45,7 +47,7 @@ class ChunkShares {
         v = own.next_end.load(std::memory_order_relaxed);
       }
     }
-    for (int i = 1; i <= count_; ++i) {
+    for (int i = 1; i <= count_; ++i) {  // (all count_ shares when `me` owns none)
       Share& other = shares_[(me + i) % count_];
       uint64_t v = other.next_end.load(std::memory_order_relaxed);
       while (next(v) < end(v)) {
@@ -67,5 +69,14 @@ class ChunkShares {
   Share* shares_;
   int count_;
 };
+
+// take(chunk) for every chunk of [0, num_chunks): over the threads of an OpenMP region in shares when `parallel`,
+// else on the calling thread. Per-thread scratch belongs in a thread_local inside take.
+template <class Take>
+void for_each_chunk(int64_t num_chunks, bool parallel, const Take& take) {
+  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
+#pragma omp parallel if (parallel)
+  shares.run(omp_get_thread_num(), take);
+}
 
 }  // namespace pagoda::cpu

@@ -3,7 +3,6 @@
 // on AVX-512), then a register tile computes the dot products while both operands sit in cache: simd.h's
 // dot_block (2 rows x 4 tokens) with AVX2, linear_avx512.cpp's (4 rows x 6 tokens) with AVX-512.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
@@ -44,35 +43,31 @@ void sweep_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n,
   const bool parallel = n * k * std::max<int64_t>(num_tokens, 1) >= (1 << 16);
   const bool avx512 = active_isa() == Isa::kAvx512;
 
-  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
-#pragma omp parallel if (parallel)
-  {
+  const size_t rows_bytes = static_cast<size_t>(kRowsPerChunk * k) * sizeof(float);
+  for_each_chunk(num_chunks, parallel, [&](int64_t c) {
     thread_local Buffer rows;  // 64-byte aligned: no 64-byte load of a row straddles two cache lines
-    const size_t rows_bytes = static_cast<size_t>(kRowsPerChunk * k) * sizeof(float);
     if (rows.size() < rows_bytes) rows = Buffer(rows_bytes);
-    shares.run(omp_get_thread_num(), [&](int64_t c) {
-      const int64_t r0 = c * kRowsPerChunk;
-      const int64_t nr = std::min(kRowsPerChunk, n - r0);
-      const TypedRows src = rows_of(r0, nr, static_cast<float*>(rows.data()));
-      for (int64_t tb = 0; tb < num_tokens; tb += kTokensPerBlock) {
-        const int64_t te = std::min(num_tokens, tb + kTokensPerBlock);
-        if (avx512) {
-          chunk_times_tokens_avx512(src.rows, src.dtype, src.row_bytes, nr, x, tb, te, k, out + r0, n);
-          continue;
-        }
-        const auto* src_rows = reinterpret_cast<const float*>(src.rows);
-        int64_t r = 0;
-        for (; r + 2 <= nr; r += 2) {
-          const F32Row wr[2] = {{src_rows + r * k}, {src_rows + (r + 1) * k}};
-          sweep_tokens<2>(wr, x, tb, te, k, out + r0 + r, n);
-        }
-        if (r < nr) {
-          const F32Row wr[1] = {{src_rows + r * k}};
-          sweep_tokens<1>(wr, x, tb, te, k, out + r0 + r, n);
-        }
+    const int64_t r0 = c * kRowsPerChunk;
+    const int64_t nr = std::min(kRowsPerChunk, n - r0);
+    const TypedRows src = rows_of(r0, nr, static_cast<float*>(rows.data()));
+    for (int64_t tb = 0; tb < num_tokens; tb += kTokensPerBlock) {
+      const int64_t te = std::min(num_tokens, tb + kTokensPerBlock);
+      if (avx512) {
+        chunk_times_tokens_avx512(src.rows, src.dtype, src.row_bytes, nr, x, tb, te, k, out + r0, n);
+        continue;
       }
-    });
-  }
+      const auto* src_rows = reinterpret_cast<const float*>(src.rows);
+      int64_t r = 0;
+      for (; r + 2 <= nr; r += 2) {
+        const F32Row wr[2] = {{src_rows + r * k}, {src_rows + (r + 1) * k}};
+        sweep_tokens<2>(wr, x, tb, te, k, out + r0 + r, n);
+      }
+      if (r < nr) {
+        const F32Row wr[1] = {{src_rows + r * k}};
+        sweep_tokens<1>(wr, x, tb, te, k, out + r0 + r, n);
+      }
+    }
+  });
 }
 
 }  // namespace

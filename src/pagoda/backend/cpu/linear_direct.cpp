@@ -4,7 +4,6 @@
 // The rows are shared among threads here; each group of rows runs the AVX2 tile below or the AVX-512 one
 // (linear_avx512.cpp), as cpu_isa.h chooses.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 
@@ -29,11 +28,8 @@ inline void rows_at(const uint8_t* w, int64_t row_bytes, int64_t r, const float*
 template <class Row, int T>
 void rows_times_tokens(const uint8_t* w, int64_t row_bytes, const float* x, int64_t n, int64_t k, float* out) {
   constexpr int kRows = T <= 2 ? 4 : 2;
-  const bool parallel = n * k >= (1 << 16);
   const int64_t num_groups = (n + kRows - 1) / kRows;
-  const ChunkShares shares(num_groups, parallel ? omp_get_max_threads() : 1);
-#pragma omp parallel if (parallel)
-  shares.run(omp_get_thread_num(), [&](int64_t g) {
+  for_each_chunk(num_groups, n * k >= (1 << 16), [&](int64_t g) {
     const int64_t r = g * kRows;
     if (r + kRows <= n) {
       rows_at<Row, kRows, T>(w, row_bytes, r, x, n, k, out);
@@ -59,10 +55,7 @@ void direct_avx512(const uint8_t* w, DType w_dtype, int64_t row_bytes, const flo
                    int64_t k, float* out) {
   constexpr int64_t kRowsPerTask = 16;
   const int64_t num_tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-  const bool parallel = n * k >= (1 << 16);
-  const ChunkShares shares(num_tasks, parallel ? omp_get_max_threads() : 1);
-#pragma omp parallel if (parallel)
-  shares.run(omp_get_thread_num(), [&](int64_t task) {
+  for_each_chunk(num_tasks, n * k >= (1 << 16), [&](int64_t task) {
     const int64_t r0 = task * kRowsPerTask;
     direct_rows_avx512(w, w_dtype, row_bytes, r0, std::min(kRowsPerTask, n - r0), x, num_tokens, n, k, out);
   });

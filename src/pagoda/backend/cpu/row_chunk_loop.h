@@ -3,8 +3,6 @@
 // tokens, then sweeps the chunk over blocks of tokens small enough to stay in L2.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -24,21 +22,16 @@ void for_each_row_chunk(int64_t n, int64_t k, int64_t num_tokens, int64_t prepar
                         const Multiply& multiply) {
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
   const bool unpack_once = prepared_bytes_per_row > 0;
-  const bool parallel = n * k * num_tokens >= (1 << 16);
-  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
-#pragma omp parallel if (parallel)
-  {
+  const auto bytes = static_cast<size_t>(kRowsPerChunk * prepared_bytes_per_row);
+  for_each_chunk(num_chunks, n * k * num_tokens >= (1 << 16), [&](int64_t c) {
     thread_local Buffer prepared;  // this thread's chunk of rows, unpacked
-    const auto bytes = static_cast<size_t>(kRowsPerChunk * prepared_bytes_per_row);
     if (unpack_once && prepared.size() < bytes) prepared = Buffer(bytes);
     auto* buffer = unpack_once ? static_cast<uint8_t*>(prepared.data()) : nullptr;
-    shares.run(omp_get_thread_num(), [&](int64_t c) {
-      const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
-      if (unpack_once) prepare(r0, count, buffer);
-      for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
-        multiply(static_cast<const uint8_t*>(buffer), r0, count, t, std::min(num_tokens, t + kTokensPerBlock));
-    });
-  }
+    const int64_t r0 = c * kRowsPerChunk, count = std::min(kRowsPerChunk, n - r0);
+    if (unpack_once) prepare(r0, count, buffer);
+    for (int64_t t = 0; t < num_tokens; t += kTokensPerBlock)
+      multiply(static_cast<const uint8_t*>(buffer), r0, count, t, std::min(num_tokens, t + kTokensPerBlock));
+  });
 }
 
 }  // namespace pagoda::cpu
