@@ -27,13 +27,12 @@ __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global));
 }
 // The same for weights, read once: skips L1 and asks L2 for a 256-byte prefetch (as load_weights).
-__device__ __forceinline__ void copy_weights_async16(void* shared, const void* global) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(address), "l"(global));
-}
-// The same to a shared-window address (the kernel computes them once and adds offsets).
+// The shared-window address form (a kernel may compute the addresses once and add offsets).
 __device__ __forceinline__ void copy_weights_async16_to(uint32_t shared, const void* global) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(shared), "l"(global));
+}
+__device__ __forceinline__ void copy_weights_async16(void* shared, const void* global) {
+  copy_weights_async16_to(static_cast<uint32_t>(__cvta_generic_to_shared(shared)), global);
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Waits until at most N committed groups are still in flight.
