@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with device_bundle.tar.xz carried (scripts/device/bundle.sh):
-#   scripts/device/run.sh [tests] [gtest] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [kernels] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
+#   scripts/device/run.sh [tests] [gtest] [parity] [bench] [bench-quick] [long] [sweep] [profile] [serve] [quant] [quant-bench] [quant-throughput] [kernels] [kv] [kv-tier] [kv-sched] [kv-hit-cost] [kv-wide] [fuzz]
 #   (default: tests parity bench long)
 # tests: the GPU unit tests (kernels against host references, the model against the CPU backend and the
 # reference outputs, graph replay against eager); parity: tests/tools/hf_parity_cuda.py against
@@ -133,6 +133,18 @@ PY
         done
       done | tee "$OUT/quant_bench.txt"
       note "quant-bench: $OUT/quant_bench.txt"
+      ;;
+    quant-throughput)  # offline throughput of each kind (QUANT_KINDS, default "none awq int8 fp8"): the bench stage's
+      # 1,000 x 128/128 at --max-num-seqs 256 (QUANT_PROMPTS, QUANT_INPUT_LEN, QUANT_OUTPUT_LEN change it)
+      M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096"
+      for kind in ${QUANT_KINDS:-none awq int8 fp8}; do
+        out=$OUT/qthroughput_$kind
+        timeout 300 "$PAGODA" --log-level info bench throughput $M --quantization $kind ${QUANT_EXTRA:-} \
+          --num-prompts ${QUANT_PROMPTS:-1000} --input-len ${QUANT_INPUT_LEN:-128} --output-len ${QUANT_OUTPUT_LEN:-128} \
+          --max-num-seqs 256 --json >"$out.json" 2>"$out.log"
+        echo "$kind rc=$? $(python3 -c "import json; d=json.load(open('$out.json')); print(round(d['output_tokens_per_second']), 'output tok/s,', round(d['total_tokens_per_second']), 'total')" 2>&1 | tail -1)"
+      done | tee "$OUT/quant_throughput.txt"
+      note "quant-throughput: $OUT/quant_throughput.txt"
       ;;
     long)  # long prompts with the default --max-num-batched-tokens (2,048): chunked prefill, then decode
       M="-m tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 8192"

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/gemm_epilogue.cuh"
@@ -305,11 +306,21 @@ void quant_gemm(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, 
     case TileCodes::kI8: launch<TileCodes::kI8>(out, partial, x, w, num_tokens, slices, stream); break;
     case TileCodes::kE4M3: launch<TileCodes::kE4M3>(out, partial, x, w, num_tokens, slices, stream); break;
   }
-  if (slices > 1) {
-    const int64_t count = static_cast<int64_t>(num_tokens) * w.n;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, int64_t{sm_count()} * 8));
-    launch_kernel("quant_gemm_add_slices", add_slices_kernel, blocks, 256, 0, stream, out, partial, count, slices);
-  }
+  if (slices > 1) add_k_slices(out, partial, static_cast<int64_t>(num_tokens) * w.n, slices, stream);
+}
+
+void add_k_slices(bf16* out, const float* partial, int64_t count, int slices, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, int64_t{sm_count()} * 8));
+  launch_kernel("quant_gemm_add_slices", add_slices_kernel, blocks, 256, 0, stream, out, partial, count, slices);
+}
+
+int quant_gemm_wgmma_min_tokens() {
+  static const int tokens = [] {
+    const char* v = std::getenv("PAGODA_QUANT_WGMMA_MIN_TOKENS");
+    const int n = v && *v ? std::atoi(v) : kQuantGemmWgmmaMinTokens;
+    return n <= 0 ? std::numeric_limits<int>::max() : n;
+  }();
+  return tokens;
 }
 
 }  // namespace pagoda::kernels

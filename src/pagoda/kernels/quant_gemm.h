@@ -1,15 +1,20 @@
-// The quantized GEMM for steps of many tokens (batched decode past the GEMV's 40 tokens, short prompts):
+// The quantized GEMM for steps of many tokens (batched decode past the GEMV's 40 tokens, prompts):
 // out [T, N] = x [T, K] · W [N, K]^T, x and out bf16, W in the tile layout of backend/mma_layout/quant_tiles.h.
-// The codes become bf16 in registers as in the GEMV (quant_codes.cuh) and are multiplied on the tensor cores
-// (mma.sync m16n8k16, fp32 sums scaled once per group), 64 tokens at a time from shared memory: the weights are
-// read once per 64 tokens and never copied to bf16. Past quant_gemm_max_tokens() a bf16 copy of the weight for
-// cuBLAS is faster (the copy is small beside a long prompt's GEMM, and cuBLAS's wgmma beats mma.sync there).
+// The codes become bf16 in registers as in the GEMV (quant_codes.cuh) and are multiplied on the tensor cores from
+// registers, the tokens' x from shared memory: the weights are read once per block of tokens and never copied to
+// bf16. Two forms:
+// - quant_gemm (any sm_80+ GPU): mma.sync m16n8k16, 64 tokens a block, fp32 sums scaled once per group, the zeros
+//   form only; up to quant_gemm_max_tokens() (past it the bf16 copy of the weight for cuBLAS is faster).
+// - quant_gemm_wgmma (Hopper, sm_90a): wgmma m64n128k16, 128 tokens a block, the weights' values (q - z) s or
+//   q s - m rounded to bf16 in registers as the bf16 copy rounds them; both forms of params, any number of tokens,
+//   taken for 65 to 128 (one of its blocks against two of the mma.sync form's; docs/PERFORMANCE.md).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "pagoda/kernels/quant_gemv.h"
 
@@ -31,5 +36,21 @@ size_t quant_gemm_workspace_bytes(const QuantMatrix& w, int num_tokens);
 // out [T, N]; workspace: quant_gemm_workspace_bytes(w, num_tokens) bytes, 16-byte aligned (or null when 0).
 void quant_gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMatrix& w, int num_tokens, void* workspace,
                 cudaStream_t stream);
+
+// The Hopper form (quant_gemm_wgmma.cu). Available on compute capability 9.0 only; supported for the zeros and the
+// offsets forms, K a multiple of 16, groups of whole k-steps, x 16-byte aligned, any number of tokens.
+bool quant_gemm_wgmma_available();
+bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tokens);
+// Steps of kQuantGemmWgmmaMinTokens to kQuantGemmWgmmaMaxTokens tokens take the Hopper form where it is available
+// (PAGODA_QUANT_WGMMA_MIN_TOKENS overrides the first; 0 turns the form off).
+constexpr int kQuantGemmWgmmaMinTokens = 65;
+constexpr int kQuantGemmWgmmaMaxTokens = 128;
+int quant_gemm_wgmma_min_tokens();
+size_t quant_gemm_wgmma_workspace_bytes(const QuantMatrix& w, int num_tokens);
+void quant_gemm_wgmma(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMatrix& w, int num_tokens, void* workspace,
+                      cudaStream_t stream);
+
+// out [count] = the sum of fp32 partial sums [slices][count] in slice order (both forms' K slices).
+void add_k_slices(__nv_bfloat16* out, const float* partial, int64_t count, int slices, cudaStream_t stream);
 
 }  // namespace pagoda::kernels

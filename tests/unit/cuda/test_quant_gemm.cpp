@@ -1,9 +1,10 @@
-// GPU tests of the quantized GEMM for many tokens (kernels/quant_gemm.h): against a float64 reference of the CPU's
-// fp32 values for every zeros form and the odd shapes real models have (N not a multiple of 16 or of the 128 rows of
-// a block, K a multiple of 16 only, groups of 16 to K), at token counts inside one 64-token block, across several,
-// and with K cut into slices; a token's outputs do not depend on the tokens beside it for one slicing. A table of
-// times on Llama-3-8B's shapes against cuBLAS (bf16 weights, and the bf16 copy of the quantized ones the GEMM
-// replaces) is printed under PAGODA_PROFILE=1.
+// GPU tests of the quantized GEMM for many tokens (kernels/quant_gemm.h), both forms: against a float64 reference of
+// the CPU's fp32 values (the mma.sync form, every zeros form) or of those values rounded to bf16 (the Hopper form,
+// which multiplies them so, both forms of params), on the odd shapes real models have (N not a multiple of 16 or of
+// the 128 rows of a block, K a multiple of 16 only, groups of 16 to K), at token counts inside one block of tokens,
+// across several, and with K cut into slices; a token's outputs do not depend on the tokens beside it for one
+// slicing. A table of times on Llama-3-8B's shapes against cuBLAS (bf16 weights, and the bf16 copy of the quantized
+// ones the GEMM replaces) is printed under PAGODA_PROFILE=1.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -47,6 +48,24 @@ std::vector<uint16_t> run_gemm(const k::QuantMatrix& m, const DeviceArray<uint16
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
   return out.download();
 }
+
+// out [T, N] by quant_gemm_wgmma, with its workspace.
+std::vector<uint16_t> run_wgmma(const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
+  DeviceArray<uint16_t> out(static_cast<size_t>(T) * m.shape.n);
+  PAGODA_CUDA_CHECK(cudaMemset(out.get(), 0xff, static_cast<size_t>(T) * m.shape.n * 2));
+  const size_t ws = k::quant_gemm_wgmma_workspace_bytes(m, T);
+  DeviceArray<uint8_t> workspace(ws);
+  k::quant_gemm_wgmma(bf(out.get()), reinterpret_cast<const __nv_bfloat16*>(x.get()), m, T, ws ? workspace.get() : nullptr,
+                      nullptr);
+  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
+  return out.download();
+}
+
+#define SKIP_WITHOUT_HOPPER()                                                          \
+  do {                                                                                 \
+    PAGODA_SKIP_WITHOUT_GPU();                                                         \
+    if (!k::quant_gemm_wgmma_available()) GTEST_SKIP() << "the wgmma form needs sm_90"; \
+  } while (0)
 
 // The shared cases' zeros forms (quant_tiles_testing.h), and N past a block of 128 rows, groups of 3 k-steps (two
 // groups in some stages).
@@ -111,6 +130,59 @@ TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
   }
 }
 
+TEST(QuantGemmWgmma, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
+  SKIP_WITHOUT_HOPPER();
+  const int kTokens[] = {1, 40, 128, 129, 300};  // one, two and three blocks of 128
+  std::vector<QuantCase> cases(std::begin(test::kQuantCases), std::end(test::kQuantCases));
+  cases.insert(cases.end(), {{QuantForm::kInt4Zeros, 300, 1024, 64},
+                             {QuantForm::kInt4Zeros, 129, 544, 32},
+                             {QuantForm::kInt4Zeros, 40, 336, 48},
+                             {QuantForm::kInt4Offsets, 300, 1024, 32},
+                             {QuantForm::kInt8Offsets, 130, 2048, 32}});
+  for (const QuantCase& c : cases) {
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    test::TileValues values = test::tile_values(tiles);
+    for (float& v : values.values) v = bf16_to_f32(f32_to_bf16(v));  // as dequantize_tiles_bf16 rounds them
+    const auto x = random_bf16(size_t{300} * c.k, c.k + 1);
+    DeviceArray<uint16_t> d_x(x);
+    for (const int T : kTokens) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
+                                        << c.group << " T " << T);
+      ASSERT_TRUE(k::quant_gemm_wgmma_supported(d_x.get(), dev.m, T));
+      const auto got = run_wgmma(dev.m, d_x, T);
+      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, T > 64 ? 7 : 1, c.n >= 1024 ? 13 : 1);
+      ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
+TEST(QuantGemmWgmma, TokensDoNotDependOnTheTokensBesideThem) {
+  SKIP_WITHOUT_HOPPER();
+  // 4096 x 4096 W4 (K cut into slices at these counts): 1 and 128 tokens are one token block; 129 and 256 two.
+  RandomQuantWeight rw(QuantForm::kInt4Zeros, 4096, 4096, 128, 11);
+  DeviceTiles dev(pack_quant_tiles(tile_rows(rw.weight)));
+  const int n = 4096;
+  DeviceArray<uint16_t> d_x(random_bf16(size_t{256} * 4096, 5));
+  for (const auto& [a, b] : {std::pair{1, 128}, std::pair{129, 256}}) {
+    SCOPED_TRACE(::testing::Message() << a << " and " << b << " tokens");
+    ASSERT_EQ(k::quant_gemm_wgmma_workspace_bytes(dev.m, a) / a, k::quant_gemm_wgmma_workspace_bytes(dev.m, b) / b);
+    const auto few = run_wgmma(dev.m, d_x, a), many = run_wgmma(dev.m, d_x, b);
+    EXPECT_TRUE(std::equal(few.begin(), few.begin() + static_cast<int64_t>(a) * n, many.begin()));
+  }
+}
+
+TEST(QuantGemmWgmma, RefusesMisalignedActivationsAndNoTokens) {
+  SKIP_WITHOUT_HOPPER();
+  RandomQuantWeight offsets(QuantForm::kInt4Offsets, 64, 256, 32, 1);
+  DeviceTiles a(pack_quant_tiles(tile_rows(offsets.weight)));
+  DeviceArray<uint16_t> d_x(size_t{4096} * 256 + 8);
+  EXPECT_TRUE(k::quant_gemm_wgmma_supported(d_x.get(), a.m, 4096));
+  EXPECT_FALSE(k::quant_gemm_wgmma_supported(d_x.get() + 4, a.m, 64));  // 8 bytes past a 16-byte boundary
+  EXPECT_FALSE(k::quant_gemm_wgmma_supported(d_x.get(), a.m, 0));
+}
+
 // Llama-3-8B's fused QKV, O, fused gate-up and down: microseconds and TFLOP/s of quant_gemm (W4 g128, int8 per row)
 // against cuBLAS on bf16 weights and against the bf16 copy (dequantize_tiles_bf16, then cuBLAS) it replaces; several
 // copies of the weights cycled so that every call reads HBM.
@@ -120,7 +192,7 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
   cublasHandle_t handle;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
   struct Shape { int n, k; };
-  const int kMaxT = 1024;
+  const int kMaxT = 2048;
   // PAGODA_QUANT_GEMM_TABLE=N:T times one shape (the first with N rows) at T tokens alone, for a profiler.
   const char* only = std::getenv("PAGODA_QUANT_GEMM_TABLE");
   int only_n = 0, only_t = 0;
@@ -139,25 +211,39 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
       const auto& devs = weights.copies;
       const int copies = static_cast<int>(devs.size());
       DeviceArray<uint8_t> workspace(size_t{64} << 20);
-      for (const int T : {48, 64, 128, 256, 512, 1024}) {
+      for (const int T : {48, 64, 128, 192, 256, 512, 1024, 2048}) {
         if (only_t && T != only_t) continue;
-        if (!k::quant_gemm_supported(d_x.get(), devs[0]->m, T)) continue;  // (PAGODA_QUANT_GEMM_MAX_TOKENS raises the limit)
-        ASSERT_LE(k::quant_gemm_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
         int call = 0;
-        const double gemm = time_ms(10 * copies, [&] {
-          const k::QuantMatrix& m = devs[call++ % copies]->m;
-          k::quant_gemm(bf(d_out.get()), reinterpret_cast<const __nv_bfloat16*>(d_x.get()), m, T, workspace.get(), nullptr);
-        });
+        double gemm = 0, wide = 0;  // (0: the form does not take T)
+        if (k::quant_gemm_supported(d_x.get(), devs[0]->m, T)) {  // (PAGODA_QUANT_GEMM_MAX_TOKENS raises the limit)
+          ASSERT_LE(k::quant_gemm_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
+          gemm = time_ms(10 * copies, [&] {
+            const k::QuantMatrix& m = devs[call++ % copies]->m;
+            k::quant_gemm(bf(d_out.get()), reinterpret_cast<const __nv_bfloat16*>(d_x.get()), m, T, workspace.get(), nullptr);
+          });
+        }
+        if (k::quant_gemm_wgmma_supported(d_x.get(), devs[0]->m, T)) {
+          ASSERT_LE(k::quant_gemm_wgmma_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
+          wide = time_ms(10 * copies, [&] {
+            const k::QuantMatrix& m = devs[call++ % copies]->m;
+            k::quant_gemm_wgmma(bf(d_out.get()), reinterpret_cast<const __nv_bfloat16*>(d_x.get()), m, T, workspace.get(),
+                                nullptr);
+          });
+        }
         const double copy = time_ms(10, [&] {
           k::dequantize_tiles_bf16(bf(scratch.get()), devs[call++ % copies]->m, nullptr);
           cublas(scratch.get(), T);
         });
         const double dense = time_ms(10, [&] { cublas(d_w.get(), T); });
         const double flop = 2.0 * T * s.n * s.k;
-        std::printf("[ gemm    ] %-14s T=%4d N=%6d K=%6d: quant_gemm %8.2f us (%5.1f TFLOP/s), bf16 copy + cuBLAS %8.2f us, "
-                    "cuBLAS bf16 %8.2f us (%5.1f TFLOP/s): %.2fx the copy, %.2fx bf16\n",
-                    test::quant_form_name(form), T, s.n, s.k, gemm * 1e3, flop / (gemm * 1e-3) / 1e12, copy * 1e3,
-                    dense * 1e3, flop / (dense * 1e-3) / 1e12, copy / gemm, dense / gemm);
+        auto tflops = [&](double ms) { return ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0; };
+        auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+        std::printf("[ gemm    ] %-14s T=%4d N=%6d K=%6d: quant_gemm %8.2f us (%5.1f TFLOP/s), wgmma %8.2f us (%5.1f "
+                    "TFLOP/s), bf16 copy + cuBLAS %8.2f us, cuBLAS bf16 %8.2f us (%5.1f TFLOP/s); mma.sync %.2fx the copy, "
+                    "%.2fx bf16; wgmma %.2fx the copy, %.2fx bf16\n",
+                    test::quant_form_name(form), T, s.n, s.k, gemm * 1e3, tflops(gemm), wide * 1e3, tflops(wide),
+                    copy * 1e3, dense * 1e3, tflops(dense), ratio(copy, gemm), ratio(dense, gemm), ratio(copy, wide),
+                    ratio(dense, wide));
       }
       if (only_n) break;
     }

@@ -283,18 +283,26 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
     }
-    if (kernels::quant_gemm_supported(x.data, m, T)) {
-      // Its partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
+    // Many tokens: the Hopper form of the quantized GEMM where it is the faster (one block of 128 tokens), else the
+    // mma.sync form.
+    const bool wide = T >= kernels::quant_gemm_wgmma_min_tokens() && T <= kernels::kQuantGemmWgmmaMaxTokens &&
+                      kernels::quant_gemm_wgmma_supported(x.data, m, T);
+    if (wide || kernels::quant_gemm_supported(x.data, m, T)) {
+      // Their partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
       // they fit (a few MB: always on Llama-sized models), so that no step grows the workspace.
-      const size_t bytes = kernels::quant_gemm_workspace_bytes(m, T);
+      const size_t bytes =
+          wide ? kernels::quant_gemm_wgmma_workspace_bytes(m, T) : kernels::quant_gemm_workspace_bytes(m, T);
       void* workspace = bytes == 0                              ? nullptr
                         : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
                                                                  : impl_->arena_alloc(bytes);
-      kernels::quant_gemm(bf(out), bf(x), m, T, workspace, impl_->stream);
+      if (wide)
+        kernels::quant_gemm_wgmma(bf(out), bf(x), m, T, workspace, impl_->stream);
+      else
+        kernels::quant_gemm(bf(out), bf(x), m, T, workspace, impl_->stream);
       return;
     }
-    // Long prompts (and the offsets form): a bf16 copy of this one weight in the scratch matrix, then cuBLAS. (Its
-    // cost, a write and a read of N x K bf16, is small beside the GEMM's once T is in the hundreds.)
+    // Long prompts (and the offsets form without Hopper): a bf16 copy of this one weight in the scratch matrix, then
+    // cuBLAS. (Its cost, a write and a read of N x K bf16, is small beside the GEMM's once T is in the hundreds.)
     PAGODA_CHECK(impl_->dequant_scratch.size() >= static_cast<size_t>(N) * K * sizeof(uint16_t),
                  "the dequantization scratch is smaller than a {} x {} weight", N, K);
     auto* scratch = static_cast<bf16*>(impl_->dequant_scratch.data());
