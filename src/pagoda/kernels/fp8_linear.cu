@@ -266,19 +266,7 @@ void quantize_fp8_rows(const Fp8Activations& out, const bf16* x, int num_tokens,
                 out.codes, out.scales, x, k, static_scale);
 }
 
-bool fp8_w8a8_supported() {
-  static const bool supported = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major * 10 + minor >= 89;
-  }();
-  return supported;
-}
+bool fp8_w8a8_supported() { return compute_capability() >= 89; }
 
 bool fp8_gemv_supported(const Fp8Rows& w, int num_tokens) {
   return num_tokens >= 1 && num_tokens <= kFp8GemvMaxTokens && w.n > 0 && w.k > 0 && w.k % 16 == 0 && w.codes &&

@@ -24,18 +24,28 @@ __device__ __forceinline__ void pdl_grid_sync() {
 #endif
 }
 
+// The current device's compute capability as major * 10 + minor (cached; 0 when it cannot be read): which of our
+// kernels it runs (PDL from 90, FP8 MMAs from 89, wgmma on 90 exactly: sm_90a code).
+inline int compute_capability() {
+  static const int capability = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return major * 10 + minor;
+  }();
+  return capability;
+}
+
 // PDL on the current device: compute capability 9.0 or newer, unless PAGODA_NO_PDL=1 (for comparisons).
 inline bool pdl_enabled() {
   static const bool enabled = [] {
     const char* off = std::getenv("PAGODA_NO_PDL");
     if (off && *off == '1') return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major >= 9;
+    return compute_capability() >= 90;
   }();
   return enabled;
 }

@@ -19,18 +19,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 
 #include "pagoda/kernels/cuda_check.h"
-#include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemm.h"
+#include "pagoda/kernels/quant_gemm_blocks.cuh"
 
 namespace pagoda::kernels {
 namespace {
 
-constexpr int kWarps = 8;  // a tile of 16 rows each: 128 rows of W a block
+constexpr int kWarps = kGemmWarps;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBlocksPerSm = 2;
 constexpr int kBlockTokens = 64;
@@ -40,8 +39,6 @@ constexpr int kStageSteps = 4 * kStageChunks;
 constexpr int kStages = 3;
 constexpr int kXRowBytes = kStageChunks * kTileChunkCols * 2 + 32;  // padded: rows p = 0..3 start 8 banks apart
 constexpr int kXCopies = kBlockTokens * kStageChunks * 8 / kThreads;  // 16-byte vectors of x a thread copies a stage
-constexpr int kMinChunksPerSlice = 4;
-constexpr int kMaxSlices = 8;
 
 // One stage of the ring: [64 tokens][kXRowBytes] x, [kWarps][kStageChunks V][32 lanes] code vectors,
 // [kWarps][param_slots][16] params {s, z}.
@@ -53,15 +50,6 @@ struct StageLayout {
   __host__ __device__ int stage_bytes() const { return x_bytes() + codes_bytes() + params_bytes(); }
   __host__ __device__ int block_bytes() const { return kStages * stage_bytes(); }
 };
-
-// Groups (spg k-steps from multiples of spg) that the k-steps of a stage (from a multiple of 4: slices start on any
-// chunk) can touch.
-int stage_groups(int spg) {
-  if (spg >= kStageSteps) return 2;  // one boundary at most, and some start reaches it
-  int most = 1;
-  for (int start = 0; start < 4 * spg; start += 4) most = std::max(most, (start + kStageSteps - 1) / spg - start / spg + 1);
-  return most;
-}
 
 // 16 bytes global -> shared, zero-filled past `bytes` (0 or 16) without reading them.
 __device__ __forceinline__ void copy_async16_zfill(uint32_t shared, const void* global, int bytes) {
@@ -82,9 +70,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int tile_index = blockIdx.y * kWarps + warp;
   const int tile = min(tile_index, w.tiles - 1);  // past the last tile: recompute it, store nothing
   const int slice = blockIdx.z;
-  const int c_begin = static_cast<int>(static_cast<int64_t>(w.chunks) * slice / slices);
-  const int c_end = static_cast<int>(static_cast<int64_t>(w.chunks) * (slice + 1) / slices);
-  const int step_end = min(4 * c_end, w.k / kTileStepCols);
+  const KSlice range = k_slice(w, slice, slices);
+  const int c_begin = range.c_begin, c_end = range.c_end, step_end = range.step_end;
   const int spg = w.steps_per_group;
   const int stage_bytes = layout.stage_bytes();
   const uint32_t ring_base = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
@@ -204,24 +191,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   copy_async_wait<0>();
   if (tile_index >= w.tiles) return;
 
-  // Lane (p, t) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for tokens 8j + 2t and 8j + 2t + 1.
-  const int row = tile * kTileRows + 2 * p;
-#pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int token = token0 + 8 * j + 2 * t + h;
-      if (token >= num_tokens) continue;
-      if (slices == 1) {  // as the GEMV stores (gemm_epilogue.cuh)
-        store_rows<Epilogue::kPlain>(out, QkvRopeOutput{}, w.n, token, row, acc[j][h], 0.0f);
-        store_rows<Epilogue::kPlain>(out, QkvRopeOutput{}, w.n, token, row + 1, acc[j][2 + h], 0.0f);
-      } else {
-        float* o = partial + (static_cast<int64_t>(slice) * num_tokens + token) * w.n;
-        if (row < w.n) o[row] = acc[j][h];
-        if (row + 1 < w.n) o[row + 1] = acc[j][2 + h];
-      }
-    }
-  }
+  store_tile_sums<kTokenTiles>(out, partial, w, tile, token0, num_tokens, slice, slices,
+                               [&](int j, int e) { return acc[j][e]; });
 }
 
 // out [count] = the sum of the slices' partial sums [slices][count], in slice order.
@@ -237,31 +208,10 @@ __global__ void add_slices_kernel(bf16* __restrict__ out, const float* __restric
 
 int token_blocks(int num_tokens) { return (num_tokens + kBlockTokens - 1) / kBlockTokens; }
 
-// Slices of K: enough that token blocks x row blocks x slices fill the resident blocks once (when the first two
-// fall short of three quarters of them), each at least kMinChunksPerSlice chunks.
-int k_slices(const Tiles& w, int num_tokens) {
-  const int64_t blocks = static_cast<int64_t>(token_blocks(num_tokens)) * ((w.tiles + kWarps - 1) / kWarps);
-  const int64_t resident = static_cast<int64_t>(sm_count()) * kBlocksPerSm;
-  if (4 * blocks >= 3 * resident) return 1;
-  const int64_t wanted = (resident + blocks - 1) / blocks;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, kMaxSlices, w.chunks / kMinChunksPerSlice})));
-}
-
 template <TileCodes C>
 void launch(bf16* out, float* partial, const bf16* x, const Tiles& w, int num_tokens, int slices, cudaStream_t stream) {
-  const StageLayout layout{Codes<C>::kVectors, stage_groups(w.steps_per_group)};
-  static const int configured_bytes = [] {  // above the default 48 KiB of dynamic shared memory; shared over L1
-    int device = 0, optin = 0;
-    cuda_check(cudaGetDevice(&device), "quant_gemm", __FILE__, __LINE__);
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "quant_gemm", __FILE__,
-               __LINE__);
-    cuda_check(cudaFuncSetAttribute(quant_gemm_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin), "quant_gemm",
-               __FILE__, __LINE__);
-    cuda_check(cudaFuncSetAttribute(quant_gemm_kernel<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared),
-               "quant_gemm", __FILE__, __LINE__);
-    return optin;
-  }();
+  const StageLayout layout{Codes<C>::kVectors, stage_groups(w.steps_per_group, kStageSteps)};
+  static const int configured_bytes = opt_in_shared_memory(quant_gemm_kernel<C>, "quant_gemm");
   if (layout.block_bytes() > configured_bytes)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemm: the ring does not fit in shared memory", __FILE__, __LINE__);
   const dim3 grid(static_cast<unsigned>(token_blocks(num_tokens)), static_cast<unsigned>((w.tiles + kWarps - 1) / kWarps),
@@ -289,7 +239,7 @@ bool quant_gemm_supported(const void* x, const QuantMatrix& w, int num_tokens) {
 }
 
 size_t quant_gemm_workspace_bytes(const QuantMatrix& m, int num_tokens) {
-  const int slices = k_slices(tiles_of(m), num_tokens);
+  const int slices = k_slices(tiles_of(m), token_blocks(num_tokens), kBlocksPerSm);
   return slices == 1 ? 0 : static_cast<size_t>(slices) * num_tokens * m.shape.n * sizeof(float);
 }
 
@@ -298,7 +248,7 @@ void quant_gemm(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, 
   if (!quant_gemm_supported(x, m, num_tokens))
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemm: shape or alignment not supported", __FILE__, __LINE__);
   const Tiles w = tiles_of(m);
-  const int slices = k_slices(w, num_tokens);
+  const int slices = k_slices(w, token_blocks(num_tokens), kBlocksPerSm);
   auto* partial = static_cast<float*>(workspace);
   if (slices > 1 && !partial) throw_cuda_error(cudaErrorInvalidValue, "quant_gemm: no workspace", __FILE__, __LINE__);
   switch (m.shape.codes) {
@@ -312,15 +262,6 @@ void quant_gemm(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, 
 void add_k_slices(bf16* out, const float* partial, int64_t count, int slices, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, int64_t{sm_count()} * 8));
   launch_kernel("quant_gemm_add_slices", add_slices_kernel, blocks, 256, 0, stream, out, partial, count, slices);
-}
-
-int quant_gemm_wgmma_min_tokens() {
-  static const int tokens = [] {
-    const char* v = std::getenv("PAGODA_QUANT_WGMMA_MIN_TOKENS");
-    const int n = v && *v ? std::atoi(v) : kQuantGemmWgmmaMinTokens;
-    return n <= 0 ? std::numeric_limits<int>::max() : n;
-  }();
-  return tokens;
 }
 
 }  // namespace pagoda::kernels

@@ -46,6 +46,8 @@ bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tok
 constexpr int kQuantGemmWgmmaMinTokens = 65;
 constexpr int kQuantGemmWgmmaMaxTokens = 128;
 int quant_gemm_wgmma_min_tokens();
+// Whether a step takes the Hopper form: its token count in that band, and supported.
+bool quant_gemm_wgmma_takes(const void* x, const QuantMatrix& w, int num_tokens);
 size_t quant_gemm_wgmma_workspace_bytes(const QuantMatrix& w, int num_tokens);
 void quant_gemm_wgmma(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMatrix& w, int num_tokens, void* workspace,
                       cudaStream_t stream);

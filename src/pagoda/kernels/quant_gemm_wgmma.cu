@@ -26,12 +26,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 
 #include "pagoda/kernels/cuda_check.h"
-#include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemm.h"
+#include "pagoda/kernels/quant_gemm_blocks.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PAGODA_WGMMA 1
@@ -40,18 +41,16 @@
 namespace pagoda::kernels {
 namespace {
 
-constexpr int kWarps = 8;  // two warpgroups; a 16-row tile a warp
+constexpr int kWarps = kGemmWarps;  // two warpgroups
 constexpr int kThreads = kWarps * 32;
 constexpr int kBlocksPerSm = 2;
 constexpr int kBlockTokens = 128;  // wgmma's N
 constexpr int kStages = 4;         // a chunk of 64 columns each
-constexpr int kStageSteps = kTileChunkCols / kTileStepCols;
+constexpr int kStageSteps = kChunkSteps;
 constexpr int kXRowBytes = kTileChunkCols * 2;          // 128: one swizzle row a token
 constexpr int kXBytes = kBlockTokens * kXRowBytes;      // 16 KiB: whole 1,024-byte atoms
 constexpr int kXPairs = kBlockTokens * kXRowBytes / 4;  // 4-byte copies of x a stage
 constexpr int kXCopies = kXPairs / kThreads;            // ... a thread (16: a lane's pair in 16 tokens)
-constexpr int kMinChunksPerSlice = 4;
-constexpr int kMaxSlices = 8;
 static_assert(kXRowBytes == 128 && kThreads / 32 == 8, "a warp copies one pair column of 8-token swizzle atoms");
 
 // One stage of the ring: x [128 tokens][128 bytes, swizzled], [kWarps][V][32 lanes] code vectors, [kWarps][param_slots]
@@ -64,20 +63,15 @@ struct StageLayout {
   __host__ __device__ int block_bytes() const { return kStages * stage_bytes(); }
 };
 
-// Groups (spg k-steps from multiples of spg) that a chunk's 4 k-steps can touch.
-int stage_groups(int spg) {
-  int most = 1;
-  for (int start = 0; start < 4 * spg; start += kStageSteps)
-    most = std::max(most, (start + kStageSteps - 1) / spg - start / spg + 1);
-  return most;
-}
-
 // Where pair j (columns 2j, 2j + 1 of a chunk) of x goes in a token's 128-byte row before the swizzle: k-step j / 8,
 // MMA column 2t for the pair 4t (j % 8 = 2t), 2t + 8 for 4t + 2 (j % 8 = 2t + 1).
 __host__ __device__ constexpr int pair_offset(int j) {
   const int in_step = j % 8;
   return (j / 8) * 32 + (in_step % 2 == 0 ? in_step / 2 : 4 + in_step / 2) * 4;
 }
+static_assert(pair_offset(0) == 0 && pair_offset(1) == 16 && pair_offset(2) == 4 && pair_offset(7) == 28 &&
+                  pair_offset(8) == 32 && pair_offset(31) == 124,
+              "k-step j / 8; its pairs 0, 2, 4, 6 to bytes 0..15 and 1, 3, 5, 7 to bytes 16..31");
 
 // 4 bytes global -> shared, zero-filled when `bytes` is 0 (without reading).
 __device__ __forceinline__ void copy_async4_zfill(uint32_t shared, const void* global, int bytes) {
@@ -111,11 +105,6 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_accumulators(float (&d)[64]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i]));
-}
-
-// Keeps the compiler from computing a wgmma's A fragment or descriptor after the fence that precedes it.
-__device__ __forceinline__ void fence_operands(uint32_t (&a)[4], uint64_t& desc) {
-  asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3]), "+l"(desc)::"memory");
 }
 
 // d [64 rows][128 tokens] (the warpgroup's fragments) += a (the warp's 16 rows x 16 columns) · B (16 x 128 at desc).
@@ -165,14 +154,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   extern __shared__ __align__(1024) unsigned char ring[];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int p = lane / 4, t = lane % 4;  // fragment row and column group
+  const int p = lane / 4;  // fragment row
   const int token0 = blockIdx.x * kBlockTokens;
   const int tile_index = blockIdx.y * kWarps + warp;
   const int tile = min(tile_index, w.tiles - 1);  // past the last tile: recompute it, store nothing
   const int slice = blockIdx.z;
-  const int c_begin = static_cast<int>(static_cast<int64_t>(w.chunks) * slice / slices);
-  const int c_end = static_cast<int>(static_cast<int64_t>(w.chunks) * (slice + 1) / slices);
-  const int step_end = min(kStageSteps * c_end, w.k / kTileStepCols);
+  const KSlice range = k_slice(w, slice, slices);
+  const int c_begin = range.c_begin, c_end = range.c_end, step_end = range.step_end;
   const int spg = w.steps_per_group;
   const int stage_bytes = layout.stage_bytes();
   const uint32_t ring_base = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
@@ -288,53 +276,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   copy_async_wait<0>();
   if (tile_index >= w.tiles) return;
 
-  // Lane (p, t) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for tokens 8j + 2t and 8j + 2t + 1.
-  const int row = tile * kTileRows + 2 * p;
-#pragma unroll
-  for (int j = 0; j < kBlockTokens / 8; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int token = token0 + 8 * j + 2 * t + h;
-      if (token >= num_tokens) continue;
-      if (slices == 1) {  // as the GEMV stores (gemm_epilogue.cuh)
-        store_rows<Epilogue::kPlain>(out, QkvRopeOutput{}, w.n, token, row, d[4 * j + h], 0.0f);
-        store_rows<Epilogue::kPlain>(out, QkvRopeOutput{}, w.n, token, row + 1, d[4 * j + 2 + h], 0.0f);
-      } else {
-        float* o = partial + (static_cast<int64_t>(slice) * num_tokens + token) * w.n;
-        if (row < w.n) o[row] = d[4 * j + h];
-        if (row + 1 < w.n) o[row + 1] = d[4 * j + 2 + h];
-      }
-    }
-  }
+  store_tile_sums<kBlockTokens / 8>(out, partial, w, tile, token0, num_tokens, slice, slices,
+                                    [&](int j, int e) { return d[4 * j + e]; });  // wgmma's fragments, as mma.sync's
 }
 
 int token_blocks(int num_tokens) { return (num_tokens + kBlockTokens - 1) / kBlockTokens; }
 
-// Slices of K, as the mma.sync form cuts them (quant_gemm.cu): enough to fill the resident blocks once when the token
-// and row blocks fall short of three quarters of them, each at least kMinChunksPerSlice chunks.
-int k_slices(const Tiles& w, int num_tokens) {
-  const int64_t blocks = static_cast<int64_t>(token_blocks(num_tokens)) * ((w.tiles + kWarps - 1) / kWarps);
-  const int64_t resident = static_cast<int64_t>(sm_count()) * kBlocksPerSm;
-  if (4 * blocks >= 3 * resident) return 1;
-  const int64_t wanted = (resident + blocks - 1) / blocks;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, kMaxSlices, w.chunks / kMinChunksPerSlice})));
-}
-
 template <TileCodes C, bool kOffsets>
 void launch(bf16* out, float* partial, const bf16* x, const Tiles& w, int num_tokens, int slices, cudaStream_t stream) {
-  const StageLayout layout{Codes<C>::kVectors, stage_groups(w.steps_per_group)};
+  const StageLayout layout{Codes<C>::kVectors, stage_groups(w.steps_per_group, kStageSteps)};
   auto* kernel = quant_gemm_wgmma_kernel<C, kOffsets>;
-  static const int configured_bytes = [kernel] {  // above the default 48 KiB of dynamic shared memory
-    int device = 0, optin = 0;
-    cuda_check(cudaGetDevice(&device), "quant_gemm_wgmma", __FILE__, __LINE__);
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "quant_gemm_wgmma",
-               __FILE__, __LINE__);
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin), "quant_gemm_wgmma",
-               __FILE__, __LINE__);
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-               "quant_gemm_wgmma", __FILE__, __LINE__);
-    return optin;
-  }();
+  static const int configured_bytes = opt_in_shared_memory(kernel, "quant_gemm_wgmma");
   if (layout.block_bytes() > configured_bytes)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemm_wgmma: the ring does not fit in shared memory", __FILE__, __LINE__);
   const dim3 grid(static_cast<unsigned>(token_blocks(num_tokens)), static_cast<unsigned>((w.tiles + kWarps - 1) / kWarps),
@@ -345,19 +297,7 @@ void launch(bf16* out, float* partial, const bf16* x, const Tiles& w, int num_to
 
 }  // namespace
 
-bool quant_gemm_wgmma_available() {
-  static const bool available = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major == 9 && minor == 0;  // sm_90a code: wgmma runs on Hopper only
-  }();
-  return available;
-}
+bool quant_gemm_wgmma_available() { return compute_capability() == 90; }  // sm_90a code: Hopper only
 
 bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tokens) {
   const QuantTilesShape& s = w.shape;
@@ -368,8 +308,22 @@ bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tok
          (num_tokens + kBlockTokens - 1) / kBlockTokens < (int64_t{1} << 31);
 }
 
+int quant_gemm_wgmma_min_tokens() {
+  static const int tokens = [] {
+    const char* v = std::getenv("PAGODA_QUANT_WGMMA_MIN_TOKENS");
+    const int n = v && *v ? std::atoi(v) : kQuantGemmWgmmaMinTokens;
+    return n <= 0 ? std::numeric_limits<int>::max() : n;
+  }();
+  return tokens;
+}
+
+bool quant_gemm_wgmma_takes(const void* x, const QuantMatrix& w, int num_tokens) {
+  return num_tokens >= quant_gemm_wgmma_min_tokens() && num_tokens <= kQuantGemmWgmmaMaxTokens &&
+         quant_gemm_wgmma_supported(x, w, num_tokens);
+}
+
 size_t quant_gemm_wgmma_workspace_bytes(const QuantMatrix& m, int num_tokens) {
-  const int slices = k_slices(tiles_of(m), num_tokens);
+  const int slices = k_slices(tiles_of(m), token_blocks(num_tokens), kBlocksPerSm);
   return slices == 1 ? 0 : static_cast<size_t>(slices) * num_tokens * m.shape.n * sizeof(float);
 }
 
@@ -380,7 +334,7 @@ void quant_gemm_wgmma(bf16* out, const bf16* x, const QuantMatrix& m, int num_to
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemm_wgmma: shape, alignment or device not supported", __FILE__,
                      __LINE__);
   const Tiles w = tiles_of(m);
-  const int slices = k_slices(w, num_tokens);
+  const int slices = k_slices(w, token_blocks(num_tokens), kBlocksPerSm);
   auto* partial = static_cast<float*>(workspace);
   if (slices > 1 && !partial)
     throw_cuda_error(cudaErrorInvalidValue, "quant_gemm_wgmma: no workspace", __FILE__, __LINE__);

@@ -106,7 +106,8 @@ void expect_logits_match_the_cpu_within_bf16(const std::string& name) {
   PAGODA_SKIP_WITHOUT_GPU();
   const LoadedModel& m = loaded(name);
   const int64_t vocab = m.config.vocab_size;
-  const std::vector<TokenId> ids = random_ids(45, static_cast<int>(vocab), 7);
+  // 100 tokens: steps of 100 (quantized weights: the wgmma GEMM on Hopper), 45 (the mma.sync GEMM), 7 and 1 (GEMVs).
+  const std::vector<TokenId> ids = random_ids(100, static_cast<int>(vocab), 7);
   CpuOps cpu;
   const std::vector<float> ref = position_logits(cpu, m.config, m.weights, ids, static_cast<int>(ids.size()));
   CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
@@ -117,7 +118,7 @@ void expect_logits_match_the_cpu_within_bf16(const std::string& name) {
   bool w8a8 = false;
   for (const Weight* w : m.weights.all()) w8a8 = w8a8 || w->activations != ActivationQuant::kNone;
   const double bound = w8a8 ? 0.06 : 0.03;
-  for (int chunk : {static_cast<int>(ids.size()), 7, 1}) {  // whole prompt, chunked prefill, decode steps
+  for (int chunk : {static_cast<int>(ids.size()), 45, 7, 1}) {  // whole prompt, chunked prefill, decode steps
     const std::vector<float> got = position_logits(gpu, m.config, weights, ids, chunk);
     double worst = 0;
     for (size_t p = 0; p < ids.size(); ++p) {
@@ -199,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaModel, ::testing::Values("stories260K", "ti
 
 // The quantized checkpoints (tests/data/models/quant/) and llama.cpp's k-quant GGUF files
 // (tests/data/models/gguf-kquant/): the CPU computes with the quantized weights, CUDA with the same weights
-// in its tiles (quant_gemv to 16 tokens, the bf16 scratch beyond). Graph replay equals eager: 20 sequences
+// in its tiles (the GEMVs to 40 tokens, then the quantized GEMM's forms, the bf16 scratch where neither applies). Graph replay equals eager: 20 sequences
 // decode together (the scratch path; graphs of 24), then fewer as they finish (the GEMV's).
 class CudaQuantModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaQuantModel, LogitsMatchTheCpuBackendWithinBf16) { expect_logits_match_the_cpu_within_bf16(GetParam()); }

@@ -10,10 +10,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "../backend/random_quant_weight.h"
@@ -38,27 +40,67 @@ namespace k = kernels;
 
 __nv_bfloat16* bf(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
-// out [T, N] by quant_gemm, with its workspace.
-std::vector<uint16_t> run_gemm(const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
+// A form of the GEMM as the tests call it; bf16_values: it multiplies the values rounded to bf16 (the Hopper form)
+// rather than in fp32.
+struct GemmForm {
+  bool (*supported)(const void*, const k::QuantMatrix&, int);
+  size_t (*workspace_bytes)(const k::QuantMatrix&, int);
+  void (*run)(__nv_bfloat16*, const __nv_bfloat16*, const k::QuantMatrix&, int, void*, cudaStream_t);
+  bool bf16_values;
+};
+const GemmForm kMmaSync{k::quant_gemm_supported, k::quant_gemm_workspace_bytes, k::quant_gemm, false};
+const GemmForm kWgmma{k::quant_gemm_wgmma_supported, k::quant_gemm_wgmma_workspace_bytes, k::quant_gemm_wgmma, true};
+
+// out [T, N] by `form`, with its workspace.
+std::vector<uint16_t> run_gemm(const GemmForm& form, const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
   DeviceArray<uint16_t> out(static_cast<size_t>(T) * m.shape.n);
   PAGODA_CUDA_CHECK(cudaMemset(out.get(), 0xff, static_cast<size_t>(T) * m.shape.n * 2));
-  const size_t ws = k::quant_gemm_workspace_bytes(m, T);
+  const size_t ws = form.workspace_bytes(m, T);
   DeviceArray<uint8_t> workspace(ws);
-  k::quant_gemm(bf(out.get()), reinterpret_cast<const __nv_bfloat16*>(x.get()), m, T, ws ? workspace.get() : nullptr, nullptr);
+  form.run(bf(out.get()), reinterpret_cast<const __nv_bfloat16*>(x.get()), m, T, ws ? workspace.get() : nullptr, nullptr);
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
   return out.download();
 }
 
-// out [T, N] by quant_gemm_wgmma, with its workspace.
-std::vector<uint16_t> run_wgmma(const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
-  DeviceArray<uint16_t> out(static_cast<size_t>(T) * m.shape.n);
-  PAGODA_CUDA_CHECK(cudaMemset(out.get(), 0xff, static_cast<size_t>(T) * m.shape.n * 2));
-  const size_t ws = k::quant_gemm_wgmma_workspace_bytes(m, T);
-  DeviceArray<uint8_t> workspace(ws);
-  k::quant_gemm_wgmma(bf(out.get()), reinterpret_cast<const __nv_bfloat16*>(x.get()), m, T, ws ? workspace.get() : nullptr,
-                      nullptr);
-  PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
-  return out.download();
+// Every case at every token count against float64 sums of the CPU's values (rounded to bf16 first for a form that
+// multiplies them so).
+void expect_matches_reference(const GemmForm& form, const std::vector<QuantCase>& cases, std::vector<int> tokens) {
+  const int max_t = *std::max_element(tokens.begin(), tokens.end());
+  for (const QuantCase& c : cases) {
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
+    DeviceTiles dev(tiles);
+    test::TileValues values = test::tile_values(tiles);
+    if (form.bf16_values)
+      for (float& v : values.values) v = bf16_to_f32(f32_to_bf16(v));  // as dequantize_tiles_bf16 rounds them
+    const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
+    DeviceArray<uint16_t> d_x(x);
+    for (const int T : tokens) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
+                                        << c.group << " T " << T);
+      ASSERT_TRUE(form.supported(d_x.get(), dev.m, T));
+      const auto got = run_gemm(form, dev.m, d_x, T);
+      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, T > 64 ? 7 : 1, c.n >= 1024 ? 13 : 1);
+      ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
+// For each pair of token counts with the same K slices (4096 x 4096 W4), the first count's outputs equal the first
+// rows of the second's.
+void expect_tokens_independent(const GemmForm& form, std::initializer_list<std::pair<int, int>> pairs) {
+  RandomQuantWeight rw(QuantForm::kInt4Zeros, 4096, 4096, 128, 11);
+  DeviceTiles dev(pack_quant_tiles(tile_rows(rw.weight)));
+  const int n = 4096;
+  int max_t = 0;
+  for (const auto& [a, b] : pairs) max_t = std::max({max_t, a, b});
+  DeviceArray<uint16_t> d_x(random_bf16(static_cast<size_t>(max_t) * 4096, 5));
+  for (const auto& [a, b] : pairs) {
+    SCOPED_TRACE(::testing::Message() << a << " and " << b << " tokens");
+    ASSERT_EQ(form.workspace_bytes(dev.m, a) / a, form.workspace_bytes(dev.m, b) / b);
+    const auto few = run_gemm(form, dev.m, d_x, a), many = run_gemm(form, dev.m, d_x, b);
+    EXPECT_TRUE(std::equal(few.begin(), few.begin() + static_cast<int64_t>(a) * n, many.begin()));
+  }
 }
 
 #define SKIP_WITHOUT_HOPPER()                                                          \
@@ -81,39 +123,12 @@ std::vector<QuantCase> gemm_cases() {
 
 TEST(QuantGemm, MatchesFloat64ReferenceForEveryZerosFormAndTokenCount) {
   PAGODA_SKIP_WITHOUT_GPU();
-  const int kTokens[] = {1, 41, 64, 65, 130, k::kQuantGemmMaxTokens};  // one, two and three blocks of 64
-  for (const QuantCase& c : gemm_cases()) {
-    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
-    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
-    DeviceTiles dev(tiles);
-    const test::TileValues values = test::tile_values(tiles);
-    const int max_t = k::kQuantGemmMaxTokens;
-    const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
-    DeviceArray<uint16_t> d_x(x);
-    for (const int T : kTokens) {
-      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
-                                        << c.group << " T " << T);
-      ASSERT_TRUE(k::quant_gemm_supported(d_x.get(), dev.m, T));
-      const auto got = run_gemm(dev.m, d_x, T);
-      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, T > 64 ? 7 : 1, c.n >= 1024 ? 13 : 1);
-      ASSERT_EQ(bad, 0);
-    }
-  }
+  expect_matches_reference(kMmaSync, gemm_cases(), {1, 41, 64, 65, 130, k::kQuantGemmMaxTokens});  // 1-3 blocks of 64
 }
 
 TEST(QuantGemm, TokensDoNotDependOnTheTokensBesideThem) {
   PAGODA_SKIP_WITHOUT_GPU();
-  // 4096 x 4096 W4: 65 and 128 tokens are two token blocks each (the same slices); 129 and 192 three.
-  RandomQuantWeight rw(QuantForm::kInt4Zeros, 4096, 4096, 128, 11);
-  DeviceTiles dev(pack_quant_tiles(tile_rows(rw.weight)));
-  const int n = 4096;
-  DeviceArray<uint16_t> d_x(random_bf16(size_t{192} * 4096, 5));
-  for (const auto& [a, b] : {std::pair{65, 128}, std::pair{129, 192}}) {
-    SCOPED_TRACE(::testing::Message() << a << " and " << b << " tokens");
-    ASSERT_EQ(k::quant_gemm_workspace_bytes(dev.m, a) / a, k::quant_gemm_workspace_bytes(dev.m, b) / b);
-    const auto few = run_gemm(dev.m, d_x, a), many = run_gemm(dev.m, d_x, b);
-    EXPECT_TRUE(std::equal(few.begin(), few.begin() + static_cast<int64_t>(a) * n, many.begin()));
-  }
+  expect_tokens_independent(kMmaSync, {{65, 128}, {129, 192}});  // two token blocks each; three
 }
 
 TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
@@ -132,45 +147,18 @@ TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
 
 TEST(QuantGemmWgmma, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
   SKIP_WITHOUT_HOPPER();
-  const int kTokens[] = {1, 40, 128, 129, 300};  // one, two and three blocks of 128
   std::vector<QuantCase> cases(std::begin(test::kQuantCases), std::end(test::kQuantCases));
   cases.insert(cases.end(), {{QuantForm::kInt4Zeros, 300, 1024, 64},
                              {QuantForm::kInt4Zeros, 129, 544, 32},
                              {QuantForm::kInt4Zeros, 40, 336, 48},
                              {QuantForm::kInt4Offsets, 300, 1024, 32},
                              {QuantForm::kInt8Offsets, 130, 2048, 32}});
-  for (const QuantCase& c : cases) {
-    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 3 * c.n + c.k);
-    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
-    DeviceTiles dev(tiles);
-    test::TileValues values = test::tile_values(tiles);
-    for (float& v : values.values) v = bf16_to_f32(f32_to_bf16(v));  // as dequantize_tiles_bf16 rounds them
-    const auto x = random_bf16(size_t{300} * c.k, c.k + 1);
-    DeviceArray<uint16_t> d_x(x);
-    for (const int T : kTokens) {
-      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
-                                        << c.group << " T " << T);
-      ASSERT_TRUE(k::quant_gemm_wgmma_supported(d_x.get(), dev.m, T));
-      const auto got = run_wgmma(dev.m, d_x, T);
-      const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, T > 64 ? 7 : 1, c.n >= 1024 ? 13 : 1);
-      ASSERT_EQ(bad, 0);
-    }
-  }
+  expect_matches_reference(kWgmma, cases, {1, 40, 65, 128, 129, 300});  // one, two and three blocks of 128
 }
 
 TEST(QuantGemmWgmma, TokensDoNotDependOnTheTokensBesideThem) {
   SKIP_WITHOUT_HOPPER();
-  // 4096 x 4096 W4 (K cut into slices at these counts): 1 and 128 tokens are one token block; 129 and 256 two.
-  RandomQuantWeight rw(QuantForm::kInt4Zeros, 4096, 4096, 128, 11);
-  DeviceTiles dev(pack_quant_tiles(tile_rows(rw.weight)));
-  const int n = 4096;
-  DeviceArray<uint16_t> d_x(random_bf16(size_t{256} * 4096, 5));
-  for (const auto& [a, b] : {std::pair{1, 128}, std::pair{129, 256}}) {
-    SCOPED_TRACE(::testing::Message() << a << " and " << b << " tokens");
-    ASSERT_EQ(k::quant_gemm_wgmma_workspace_bytes(dev.m, a) / a, k::quant_gemm_wgmma_workspace_bytes(dev.m, b) / b);
-    const auto few = run_wgmma(dev.m, d_x, a), many = run_wgmma(dev.m, d_x, b);
-    EXPECT_TRUE(std::equal(few.begin(), few.begin() + static_cast<int64_t>(a) * n, many.begin()));
-  }
+  expect_tokens_independent(kWgmma, {{1, 128}, {129, 256}});  // one token block each (K in slices); two
 }
 
 TEST(QuantGemmWgmma, RefusesMisalignedActivationsAndNoTokens) {

@@ -285,8 +285,7 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
     }
     // Many tokens: the Hopper form of the quantized GEMM where it is the faster (one block of 128 tokens), else the
     // mma.sync form.
-    const bool wide = T >= kernels::quant_gemm_wgmma_min_tokens() && T <= kernels::kQuantGemmWgmmaMaxTokens &&
-                      kernels::quant_gemm_wgmma_supported(x.data, m, T);
+    const bool wide = kernels::quant_gemm_wgmma_takes(x.data, m, T);
     if (wide || kernels::quant_gemm_supported(x.data, m, T)) {
       // Their partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
       // they fit (a few MB: always on Llama-sized models), so that no step grows the workspace.
