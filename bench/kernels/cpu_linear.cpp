@@ -5,8 +5,10 @@
 // cpu::linear_quant_f32.
 //
 //   bench_cpu_linear [--tokens 1,4,512] [--dtypes f16,bf16,f32,q8_0,q4_0] [--isa avx2,avx512] [--threads N]
-//                    [--shape N:K ...] [--reps R]
+//                    [--shape N:K ...] [--reps R] [--copies C]
 //
+// --copies C: C weights of each shape, each call taking the next, so that a run streams its weights from memory as
+// decode does (C x the weight bytes past the last-level cache) instead of reading one weight from the cache.
 // Default shapes: TinyLlama-1.1B's q/o (2048x2048), k/v (256x2048), gate/up (5632x2048) and down (2048x5632).
 #include <omp.h>
 
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/cpu_isa.h"
+#include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/core/buffer.h"
@@ -50,10 +53,12 @@ BenchWeight random_weight(const std::string& kind, int64_t n, int64_t k, std::mt
   if (kind == "q4_0" || kind == "q8_0") {  // codes, scales near 0.001, Q4_0's zero point 8
     const bool int4 = kind == "q4_0";
     const int64_t groups = k / 32;
-    b.owned.emplace_back(int4 ? DType::kU8 : DType::kI8, std::initializer_list<int64_t>{n, int4 ? k / 2 : k});
+    const int64_t code_dims[2] = {n, int4 ? k / 2 : k};  // in huge pages, as the loader allocates them
+    b.owned.emplace_back(int4 ? DType::kU8 : DType::kI8, std::span<const int64_t>(code_dims), Buffer::Init::kHugePages);
     for (int64_t i = 0; i < b.owned.back().view().numel(); ++i) b.owned.back().view().ptr<uint8_t>()[i] = static_cast<uint8_t>(rng());
     b.owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups});
-    for (int64_t i = 0; i < n * groups; ++i) b.owned.back().view().ptr<float>()[i] = 0.001f;
+    // 2^-10: exact in fp16, so the weight takes the fp16-scale form the engine gives GGUF files (compact_weights.h)
+    for (int64_t i = 0; i < n * groups; ++i) b.owned.back().view().ptr<float>()[i] = 0x1p-10f;
     Weight& w = b.weight;
     w.data = b.owned[0].view();
     w.scales = b.owned[1].view();
@@ -66,6 +71,7 @@ BenchWeight random_weight(const std::string& kind, int64_t n, int64_t k, std::mt
     w.group_size = 32;
     w.in_features = k;
     w.activations = ActivationQuant::kInt8Block;
+    b.weight = cpu::compact_weight(w, b.owned);
     return b;
   }
   if (kind == "f16") b.dtype = DType::kF16;
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> isas = {"avx2", "avx512"};
   std::vector<std::pair<int64_t, int64_t>> shapes;
   int reps = 5;
+  int copies = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--tokens") {
@@ -115,6 +122,8 @@ int main(int argc, char** argv) {
     } else if (flag == "--shape") {
       const auto colon = value.find(':');
       shapes.emplace_back(std::stoll(value.substr(0, colon)), std::stoll(value.substr(colon + 1)));
+    } else if (flag == "--copies") {
+      copies = std::stoi(value);
     } else if (flag == "--reps") {
       reps = std::stoi(value);
     } else {
@@ -131,7 +140,9 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   for (const auto& dtype_name_s : dtypes) {
     for (const auto& [n, k] : shapes) {
-      const BenchWeight w = random_weight(dtype_name_s, n, k, rng);
+      std::vector<BenchWeight> ws;
+      for (int c = 0; c < copies; ++c) ws.push_back(random_weight(dtype_name_s, n, k, rng));
+      const BenchWeight& w = ws.front();
       for (int64_t t : tokens) {
         HostTensor x_tensor(DType::kF32, {t, k});  // 64-byte aligned, as the engine's activations
         float* x = x_tensor.view().ptr<float>();
@@ -141,11 +152,11 @@ int main(int argc, char** argv) {
         for (const auto& isa_s : isas) {
           const cpu::Isa used = cpu::set_active_isa(isa_s == "avx512" ? cpu::Isa::kAvx512 : cpu::Isa::kAvx2);
           if (cpu::isa_name(used) != isa_s) continue;
-          multiply(out.data(), x, t, w, n, k);  // warm-up
+          for (const BenchWeight& each : ws) multiply(out.data(), x, t, each, n, k);  // warm-up
           std::vector<double> us;
-          for (int r = 0; r < reps; ++r) {
+          for (int r = 0; r < reps * copies; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            multiply(out.data(), x, t, w, n, k);
+            multiply(out.data(), x, t, ws[static_cast<size_t>(r % copies)], n, k);
             us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
           }
           std::sort(us.begin(), us.end());

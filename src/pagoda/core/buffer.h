@@ -13,9 +13,13 @@ namespace pagoda {
 class Buffer {
  public:
   Buffer() = default;
-  // kHugePages: uninitialized, 2 MiB aligned and advised for transparent huge pages (large weights).
-  enum class Init { kZero, kUninitialized, kHugePages };
+  // kHugePages (weights every token streams): uninitialized; 2 MiB aligned and advised for transparent huge
+  // pages when rounding the size up to 2 MiB adds at most an eighth (smaller ones: as kUninitialized).
+  // kZeroHugePages: the same, zeroed.
+  enum class Init { kZero, kUninitialized, kHugePages, kZeroHugePages };
   explicit Buffer(size_t nbytes, Init init = Init::kZero);
+  // Whether kHugePages gives `nbytes` huge pages: rounding it up to 2 MiB adds at most an eighth.
+  static bool huge_pages_worth(size_t nbytes);
   void* data() const { return data_.get(); }
   size_t size() const { return size_; }
 

@@ -22,7 +22,7 @@ namespace {
 // Rows of `t` (a dtype used as stored) into a new host tensor: dst row r = src row src_row(r).
 template <typename RowMap>
 HostTensor copy_rows(const GgufTensorInfo& t, RowMap src_row) {
-  HostTensor out(t.dtype, std::span<const int64_t>(t.shape));
+  HostTensor out(t.dtype, std::span<const int64_t>(t.shape), Buffer::Init::kHugePages);  // every byte copied below
   const int64_t num_rows = t.shape.size() == 1 ? 1 : t.shape[0];
   const int64_t row_elems = t.shape.size() == 1 ? t.shape[0] : out.view().numel() / num_rows;
   const int64_t row_bytes = dtype_storage_bytes(t.dtype, row_elems);

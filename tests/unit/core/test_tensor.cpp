@@ -85,6 +85,32 @@ TEST(Buffer, AlignedAndZeroed) {
   EXPECT_NE(empty.data(), nullptr);
 }
 
+// Weights in huge pages: 2 MiB aligned where rounding up to 2 MiB adds at most an eighth; a small tensor (a
+// layer norm) keeps the plain alignment instead of taking 2 MiB; kZeroHugePages is zeroed either way.
+TEST(Buffer, HugePagesOnlyWhereTheRoundingIsSmall) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const auto address = [](const Buffer& b) { return reinterpret_cast<uintptr_t>(b.data()); };
+  const Buffer large(3 * kHuge - 4096, Buffer::Init::kZeroHugePages);  // rounds up by 4 KiB
+  EXPECT_EQ(address(large) % kHuge, 0u);
+  EXPECT_EQ(large.size(), 3 * kHuge - 4096);
+  const auto* bytes = static_cast<const unsigned char*>(large.data());
+  for (size_t i = 0; i < large.size(); i += 4093) ASSERT_EQ(bytes[i], 0) << i;
+  EXPECT_EQ(bytes[large.size() - 1], 0);
+  const Buffer exact(kHuge, Buffer::Init::kHugePages);
+  EXPECT_EQ(address(exact) % kHuge, 0u);
+  EXPECT_TRUE(Buffer::huge_pages_worth(kHuge));
+  EXPECT_TRUE(Buffer::huge_pages_worth(8 * kHuge + 1));       // rounds up by almost 2 MiB: under an eighth of 16
+  EXPECT_FALSE(Buffer::huge_pages_worth(kHuge + 1));          // would take 4 MiB for 2
+  EXPECT_FALSE(Buffer::huge_pages_worth(kHuge - kHuge / 8 - 1));  // 2 MiB for a bit under 1.75
+  EXPECT_FALSE(Buffer::huge_pages_worth(8192));               // a layer norm: 2 MiB for 8 KiB
+  EXPECT_FALSE(Buffer::huge_pages_worth(0));
+  // Not worth it: plain 64-byte alignment, still zeroed.
+  const Buffer small(8192, Buffer::Init::kZeroHugePages);
+  EXPECT_EQ(address(small) % 64, 0u);
+  const auto* small_bytes = static_cast<const unsigned char*>(small.data());
+  for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small_bytes[i], 0) << i;
+}
+
 TEST(HostTensor, OwnsEnoughStorage) {
   HostTensor q(DType::kQ4_0, {2, 64});
   EXPECT_EQ(q.view().nbytes(), 2 * 2 * 18);

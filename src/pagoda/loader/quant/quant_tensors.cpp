@@ -73,7 +73,8 @@ QuantWeightBuilder::QuantWeightBuilder(QuantScheme scheme, DType data_dtype, int
   w_.group_size = group_size == 0 ? k : group_size;
   groups_ = k / w_.group_size;
   data_cols_ = int4 ? k / 2 : k;
-  w_.data = owned_.emplace_back(data_dtype, std::initializer_list<int64_t>{n, data_cols_}).view();  // [N, K/2] | [N, K]
+  const int64_t data_dims[2] = {n, data_cols_};  // the codes, which decode streams: huge pages (core/buffer.h)
+  w_.data = owned_.emplace_back(data_dtype, std::span<const int64_t>(data_dims), Buffer::Init::kZeroHugePages).view();  // [N, K/2] | [N, K]
   data_ = w_.data.ptr<uint8_t>();
   w_.scales = owned_.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups_}).view();  // [N, groups]
   scales_ = w_.scales.ptr<float>();
