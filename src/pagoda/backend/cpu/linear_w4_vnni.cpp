@@ -217,10 +217,16 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
       u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
       const int64_t at = row_groups + g0;
       const Chunk here{~__mmask64{0}, groups, g0};
-      if constexpr (P::zeros == W4Zeros::kPerGroup)
+      if constexpr (P::zeros == W4Zeros::kPerGroup) {
+        _mm_prefetch(reinterpret_cast<const char*>(w.zeros + at + kGroupValuesPrefetchGroups), _MM_HINT_T0);
         u.zero = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(chunk_zeros<P>(w, at, here)), lg.lane_group_word);
+      }
+      prefetch_group_values<P::values>(w.scales, row, at, g0);
       u.s = lane_params<P::values>(w.scales, lg, row, at, here);
-      if constexpr (P::offsets) u.m = lane_params<P::values>(w.offsets, lg, row, at, here);
+      if constexpr (P::offsets) {
+        prefetch_group_values<P::values>(w.offsets, row, at, g0);
+        u.m = lane_params<P::values>(w.offsets, lg, row, at, here);
+      }
       add_streamed_chunk<T, P>(u, x, t0, c, acc);
     }
   }

@@ -168,9 +168,12 @@ inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const
       u.q = _mm512_loadu_si512(codes);
       u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
       const int64_t g = row_groups + g0;
+      prefetch_group_values<F>(w.scales, row, g, g0);
       u.s = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.scales, row, g, g0, groups)));
-      if constexpr (kOffsets)
+      if constexpr (kOffsets) {
+        prefetch_group_values<F>(w.offsets, row, g, g0);
         u.m = _mm512_permutexvar_ps(lane_group, _mm512_zextps128_ps512(load_group_values_avx512<F>(w.offsets, row, g, g0, groups)));
+      }
       add(u, c);
     }
   }
