@@ -50,7 +50,7 @@ struct BenchWeight {
 
 BenchWeight random_weight(const std::string& kind, int64_t n, int64_t k, std::mt19937& rng) {
   BenchWeight b;
-  if (kind == "q4_0" || kind == "q8_0") {  // codes, scales near 0.001, Q4_0's zero point 8
+  if (kind == "q4_0" || kind == "q8_0") {  // random codes, scales 2^-10, Q4_0's zero point 8
     const bool int4 = kind == "q4_0";
     const int64_t groups = k / 32;
     const int64_t code_dims[2] = {n, int4 ? k / 2 : k};  // in huge pages, as the loader allocates them

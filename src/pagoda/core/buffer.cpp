@@ -29,7 +29,8 @@ Buffer::Buffer(size_t nbytes, Init init) : size_(nbytes) {
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
   // Best effort (THP may be off). Decode streams every weight once a token; with 4 KB pages it waited on
-  // page walks and the prefetchers' restarts at each page: Q4_0 TinyLlama generation +5% (docs/PERFORMANCE.md).
+  // page walks and the prefetchers' restarts at each page: TinyLlama Q4_0 generation +9.7%, Q8_0 +3.6%
+  // (alternating pairs, docs/PERFORMANCE.md).
   if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);
   if (init == Init::kZero || init == Init::kZeroHugePages) std::memset(p, 0, rounded);
   data_.reset(p);
