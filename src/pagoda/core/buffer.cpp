@@ -28,9 +28,9 @@ Buffer::Buffer(size_t nbytes, Init init) : size_(nbytes) {
   const size_t rounded = round_up(nbytes, align);
   void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  // Best effort (THP may be off). Decode streams every weight once a token; with 4 KB pages it waited on
-  // page walks and the prefetchers' restarts at each page: TinyLlama Q4_0 generation +9.7%, Q8_0 +3.6%
-  // (alternating pairs, docs/PERFORMANCE.md).
+  // Best effort (THP may be off). Decode streams every weight once a token, and in 4 KB pages it ran slower
+  // (TLB misses and prefetchers stopping at page ends, presumably: the VM has no counters to show which):
+  // TinyLlama Q4_0 generation +9.7%, Q8_0 +3.6% in huge pages (alternating pairs, docs/PERFORMANCE.md).
   if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);
   if (init == Init::kZero || init == Init::kZeroHugePages) std::memset(p, 0, rounded);
   data_.reset(p);
