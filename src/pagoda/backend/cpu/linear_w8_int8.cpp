@@ -25,6 +25,7 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (AVX512-VNNI)
+constexpr int64_t kPrefetchBytes = 1024;  // ahead in each row's codes, as linear_w8_vnni.cpp
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -80,6 +81,12 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const bool whole = columns == kW8Chunk && (gs == 16 || gs == 32);
     const int64_t groups = whole ? kW8Chunk / gs : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
     const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
+    for (int r = 0; r < R; ++r) {  // the rows' codes and group values fetched ahead (int8_lanes.h)
+      const int64_t row = r0 + r;
+      _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * w.k + c * kW8Chunk) + kPrefetchBytes, _MM_HINT_T0);
+      prefetch_group_values<F>(w.scales, row, row * w.groups + group0, group0);
+      if constexpr (kOffsets) prefetch_group_values<F>(w.offsets, row, row * w.groups + group0, group0);
+    }
     for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
       for (int r = 0; r < R; ++r) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
