@@ -147,6 +147,10 @@ inline __m128 load_group_values(const GroupValues& v, int64_t row, int64_t at, i
 // Q4_0 file's fp16 scales): left to the hardware, each row's first touch of them waits on memory. The streamed
 // loops prefetch the values kGroupValuesPrefetchGroups groups ahead of group `at` (2,048 columns with groups of
 // 32): TinyLlama generation +3.7% (Q4_0), +7.1% (Q8_0), +5.3% (Q4_K_M) in alternating pairs (docs/PERFORMANCE.md).
+// How far ahead of a streamed row's codes the loops (AVX2 and AVX-512) prefetch them: 4,096 columns of 4-bit
+// codes, 1,024 of 8-bit ones.
+constexpr int64_t kW4CodesPrefetchBytes = 2048;
+constexpr int64_t kW8CodesPrefetchBytes = 1024;
 constexpr int64_t kGroupValuesPrefetchGroups = 64;
 template <GroupValues::Form F>
 inline void prefetch_group_values(const GroupValues& v, int64_t row, int64_t at, int64_t g0) {

@@ -28,8 +28,7 @@ namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
-constexpr int64_t kTokensUnpackedInPlace = 4;
-constexpr int64_t kPrefetchBytes = 2048;  // ahead in each streamed row's codes, as linear_w4_vnni.cpp  // more tokens: each thread's rows unpacked once (row_chunk_loop.h)
+constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (row_chunk_loop.h)
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -203,7 +202,7 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
     if constexpr (!kPrepared) {
       for (int r = 0; r < R; ++r) {  // streamed rows: their codes and group values fetched ahead (int8_lanes.h)
         const int64_t row = r0 + r, at = row * w.groups + ch.group0;
-        _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * (w.k / 2) + c * (kW4Chunk / 2)) + kPrefetchBytes,
+        _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * (w.k / 2) + c * (kW4Chunk / 2)) + kW4CodesPrefetchBytes,
                      _MM_HINT_T0);
         prefetch_group_values<P::values>(w.scales, row, at, ch.group0);
         if constexpr (P::offsets) prefetch_group_values<P::values>(w.offsets, row, at, ch.group0);

@@ -30,7 +30,6 @@
 namespace pagoda::cpu {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 2048;  // ahead in each row's codes (decode streams them)
 
 // Where a chunk's codes and groups are: its valid code bytes and groups as load masks, and its first group.
 struct Chunk {
@@ -86,7 +85,7 @@ struct Unpacked {
 // A row's chunk of codes as its lanes' even and odd columns (0..15 each), and the lanes' scales and offsets.
 inline void load_codes(const W4Rows& w, int64_t row, int64_t c, const Chunk& ch, __m512i& even, __m512i& odd) {
   const uint8_t* codes = w.codes + row * (w.k / 2) + c * (kW4Chunk / 2);
-  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(codes) + kW4CodesPrefetchBytes, _MM_HINT_T0);
   const __m512i bytes = ch.code_bytes == ~__mmask64{0} ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   even = _mm512_and_si512(bytes, nibble);
@@ -211,7 +210,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
     Streamed u;
     if constexpr (P::zeros == W4Zeros::kSymmetric) u.zero = _mm512_set1_epi32(kW4SymmetricZero);
     for (int64_t g0 = 0; c < whole; ++c, codes += kW4Chunk / 2, g0 += groups_per_chunk) {
-      _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes) + kW4CodesPrefetchBytes, _MM_HINT_T0);
       const __m512i bytes = _mm512_loadu_si512(codes);
       u.even = _mm512_and_si512(bytes, nibble);
       u.odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);

@@ -25,7 +25,6 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (AVX512-VNNI)
-constexpr int64_t kPrefetchBytes = 1024;  // ahead in each row's codes, as linear_w8_vnni.cpp
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -83,7 +82,7 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
     for (int r = 0; r < R; ++r) {  // the rows' codes and group values fetched ahead (int8_lanes.h)
       const int64_t row = r0 + r;
-      _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * w.k + c * kW8Chunk) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * w.k + c * kW8Chunk) + kW8CodesPrefetchBytes, _MM_HINT_T0);
       prefetch_group_values<F>(w.scales, row, row * w.groups + group0, group0);
       if constexpr (kOffsets) prefetch_group_values<F>(w.offsets, row, row * w.groups + group0, group0);
     }

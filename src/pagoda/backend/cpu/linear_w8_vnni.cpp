@@ -27,7 +27,6 @@
 namespace pagoda::cpu {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 1024;  // ahead in each row's codes (decode streams them)
 
 struct Chunk {  // a chunk's valid code bytes and groups (1 to 4) as load masks, and its first group
   __mmask64 code_bytes;
@@ -72,7 +71,7 @@ using Form = GroupValues::Form;
 template <bool kOffsets, Form F>
 inline Unpacked unpack(const W8Rows& w, __m512i lane_group, int64_t row, int64_t c, const Chunk& ch) {
   const int8_t* codes = w.codes + row * w.k + c * kW8Chunk;
-  _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
   const bool full = ch.code_bytes == ~__mmask64{0};
   Unpacked u;
   u.q = full ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
@@ -164,7 +163,7 @@ inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     Unpacked u;
     for (int64_t g0 = 0; c < whole; ++c, codes += kW8Chunk, g0 += groups_per_chunk) {
-      _mm_prefetch(reinterpret_cast<const char*>(codes) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
       u.q = _mm512_loadu_si512(codes);
       u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
       const int64_t g = row_groups + g0;
