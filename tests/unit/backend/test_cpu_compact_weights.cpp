@@ -41,6 +41,14 @@ void fill_f16(Tensor values) {
   for (int64_t i = 0; i < values.numel(); ++i) values.ptr<float>()[i] = random_f16(1e-4f, 3e-2f);
 }
 
+// 8-bit codes in [lo, hi] (Q6_K: -32..31, Q5_0: -16..15), both ends in every row.
+void fill_codes(Tensor codes, int lo, int hi) {
+  auto* c = codes.ptr<int8_t>();
+  const int64_t k = codes.dim(1);
+  for (int64_t i = 0; i < codes.numel(); ++i)
+    c[i] = static_cast<int8_t>(i % k == 0 ? lo : i % k == 1 ? hi : std::uniform_int_distribution<int>(lo, hi)(rng));
+}
+
 void fill_zeros(Tensor zeros, bool all_eight) {
   for (int64_t i = 0; i < zeros.numel(); ++i)
     zeros.ptr<uint8_t>()[i] = all_eight ? 8 : static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 15)(rng));
@@ -73,6 +81,7 @@ struct Case {
   int64_t k, group;
   DType expected;       // the compact scales' dtype (F32: unchanged)
   bool drops_zeros;     // a 4-bit weight whose zero points all are 8
+  bool six_bit;         // an 8-bit weight's codes in the 6-bit form (linear_w8_int8.h)
   std::function<void(Weight&)> make;
 };
 
@@ -80,26 +89,37 @@ class CompactWeights : public ::testing::TestWithParam<int> {};
 
 std::vector<Case> cases() {
   return {
-      {"Q4_0", test::QuantForm::kInt4Zeros, 512, 32, DType::kF16, true,
+      {"Q4_0", test::QuantForm::kInt4Zeros, 512, 32, DType::kF16, true, false,
        [](Weight& w) { fill_f16(w.scales); fill_zeros(w.zeros, true); }},
-      {"Q4_K", test::QuantForm::kInt4Offsets, 512, 32, DType::kI8, false,
+      {"Q4_K", test::QuantForm::kInt4Offsets, 512, 32, DType::kI8, false, false,
        [](Weight& w) { fill_kquant(w.scales, 32, 0, 63); fill_kquant(w.offsets, 32, 0, 63); }},
-      {"Q4_1", test::QuantForm::kInt4Offsets, 224, 32, DType::kF16, false,
+      {"Q4_1", test::QuantForm::kInt4Offsets, 224, 32, DType::kF16, false, false,
        [](Weight& w) { fill_f16(w.scales); fill_f16(w.offsets); }},
-      {"AWQ-like zeros", test::QuantForm::kInt4Zeros, 512, 128, DType::kF16, false,
+      {"AWQ-like zeros", test::QuantForm::kInt4Zeros, 512, 128, DType::kF16, false, false,
        [](Weight& w) { fill_f16(w.scales); fill_zeros(w.zeros, false); }},
-      {"Q6_K", test::QuantForm::kInt8Symmetric, 512, 16, DType::kI8, false,
-       [](Weight& w) { fill_kquant(w.scales, 16, -128, 127); }},
-      {"Q5_K", test::QuantForm::kInt8Offsets, 256, 32, DType::kI8, false,
+      {"Q6_K", test::QuantForm::kInt8Symmetric, 512, 16, DType::kI8, false, true,
+       [](Weight& w) { fill_codes(w.data, -32, 31); fill_kquant(w.scales, 16, -128, 127); }},
+      {"Q5_K", test::QuantForm::kInt8Offsets, 256, 32, DType::kI8, false, true,
        [](Weight& w) { fill_kquant(w.scales, 32, 0, 63); fill_kquant(w.offsets, 32, 0, 63); }},
-      {"Q8_0", test::QuantForm::kInt8Symmetric, 320, 32, DType::kF16, false, [](Weight& w) { fill_f16(w.scales); }},
-      {"Q5_1", test::QuantForm::kInt8Offsets, 192, 32, DType::kF16, false,
+      {"Q8_0", test::QuantForm::kInt8Symmetric, 320, 32, DType::kF16, false, false, [](Weight& w) { fill_f16(w.scales); }},
+      {"Q5_1", test::QuantForm::kInt8Offsets, 192, 32, DType::kF16, false, true,
        [](Weight& w) { fill_f16(w.scales); fill_f16(w.offsets); }},
+      {"Q5_0", test::QuantForm::kInt8Symmetric, 320, 32, DType::kF16, false, true,
+       [](Weight& w) { fill_codes(w.data, -16, 15); fill_f16(w.scales); }},
+      // 6-bit codes in rows whose last chunk is half a chunk: the codes stay 8-bit (the kernels pad that chunk)
+      {"Q5_0 tail", test::QuantForm::kInt8Symmetric, 224, 32, DType::kF16, false, false,
+       [](Weight& w) { fill_codes(w.data, -16, 15); fill_f16(w.scales); }},
+      // groups of 128 columns: the chunks go through the kernels' general path (a group spans chunks)
+      {"6-bit codes, groups of 128", test::QuantForm::kInt8Symmetric, 512, 128, DType::kF16, false, true,
+       [](Weight& w) { fill_codes(w.data, -32, 31); fill_f16(w.scales); }},
+      // one code past 31: the codes stay 8-bit
+      {"6-bit but one", test::QuantForm::kInt8Symmetric, 256, 16, DType::kI8, false, false,
+       [](Weight& w) { fill_codes(w.data, -32, 31); w.data.ptr<int8_t>()[w.data.numel() - 1] = 32; fill_kquant(w.scales, 16, -128, 127); }},
       // k-quant scales with offsets that neither form holds: one form for both, so both stay fp32
-      {"mixed", test::QuantForm::kInt4Offsets, 512, 32, DType::kF32, false,
+      {"mixed", test::QuantForm::kInt4Offsets, 512, 32, DType::kF32, false, false,
        [](Weight& w) { fill_kquant(w.scales, 32, 0, 63); }},
       // fp32 scales (RandomQuantWeight's): nothing smaller holds them
-      {"fp32", test::QuantForm::kInt8Symmetric, 256, 32, DType::kF32, false, [](Weight&) {}},
+      {"fp32", test::QuantForm::kInt8Symmetric, 256, 32, DType::kF32, false, false, [](Weight&) {}},
   };
 }
 
@@ -119,6 +139,10 @@ TEST_P(CompactWeights, SameBitsFromFewerBytes) {
   }
   EXPECT_EQ(compact.zeros.empty(), w.zeros.empty() || c.drops_zeros);
   EXPECT_EQ(compact.scales_base.empty(), c.expected != DType::kI8);
+  EXPECT_EQ(compact.data.dtype, c.six_bit ? DType::kU8 : w.data.dtype);
+  if (c.six_bit) {
+    EXPECT_EQ(compact.data.nbytes(), w.data.nbytes() / 4 * 3);
+  }
   if (c.expected == DType::kF32 && !c.drops_zeros) {
     EXPECT_EQ(compact.scales.data, w.scales.data);
     EXPECT_TRUE(storage.empty());

@@ -139,6 +139,26 @@ bool compact_values(Weight& w, std::vector<HostTensor>& storage) {
   return true;
 }
 
+// An 8-bit weight's codes in the 6-bit form of linear_w8_int8.h, when every code is in [-32, 31] and K a multiple
+// of 64 (GGUF's Q6_K, Q5_K, Q5_0 and Q5_1); nothing otherwise (Q8_0's codes, or a row tail the kernels pad).
+std::optional<HostTensor> six_bit_codes(const Weight& w) {
+  const int64_t n = w.num_rows(), k = w.in_features, chunks = k / kW8Chunk;
+  if (w.data.dtype != DType::kI8 || w.data.ndim != 2 || k % kW8Chunk != 0) return std::nullopt;
+  const int8_t* codes = w.data.ptr<const int8_t>();
+  for (int64_t i = 0; i < n * k; ++i)
+    if (codes[i] < -32 || codes[i] > 31) return std::nullopt;
+  const int64_t dims[2] = {n, chunks * kW6ChunkBytes};
+  HostTensor packed(DType::kU8, dims, Buffer::Init::kZeroHugePages);  // streamed every token: huge pages
+  uint8_t* out = packed.ptr<uint8_t>();
+  for (int64_t chunk = 0; chunk < n * chunks; ++chunk, codes += kW8Chunk, out += kW6ChunkBytes) {
+    const auto u = [&](int64_t j) { return static_cast<uint8_t>(codes[j] + 32); };
+    for (int64_t j = 0; j < 32; ++j) out[j] = static_cast<uint8_t>((u(j) & 15) | (u(j + 32) & 15) << 4);
+    for (int64_t j = 0; j < 16; ++j)
+      out[32 + j] = static_cast<uint8_t>(u(j) >> 4 | (u(j + 16) >> 4) << 2 | (u(j + 32) >> 4) << 4 | (u(j + 48) >> 4) << 6);
+  }
+  return packed;
+}
+
 bool all_zero_points_symmetric(const Tensor& zeros) {
   const auto* z = zeros.ptr<const uint8_t>();
   for (int64_t i = 0; i < zeros.numel(); ++i)
@@ -162,6 +182,11 @@ Weight compact_weight(const Weight& w, std::vector<HostTensor>& storage) {
   Weight out = w;
   compact_values(out, storage);
   if (w.scheme == QuantScheme::kInt4Group && !w.zeros.empty() && all_zero_points_symmetric(w.zeros)) out.zeros = Tensor{};
+  if (w.scheme == QuantScheme::kInt8Channel)
+    if (std::optional<HostTensor> packed = six_bit_codes(w)) {
+      out.data = packed->view();
+      storage.push_back(std::move(*packed));
+    }
   return out;
 }
 

@@ -10,7 +10,8 @@
 //   kScaledI8  the values of every 256 columns are base * c, c an int8 (the k-quants: a super-block's d times a
 //              sub-block's scale): 1 byte a group and 4 per 256 columns
 //   as loaded  (fp32) otherwise
-// and drops a 4-bit weight's zero points when every one of them is 8 (Q4_0's). The kernels read each form and
+// drops a 4-bit weight's zero points when every one of them is 8 (Q4_0's), and holds an 8-bit weight's codes in
+// 6 bits when every one fits (Q6_K's, Q5_K's, Q5_0's, Q5_1's: linear_w8_int8.h). The kernels read each form and
 // compute the same bits as from the loaded weight.
 #pragma once
 

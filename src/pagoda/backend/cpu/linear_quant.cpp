@@ -147,7 +147,8 @@ void dequantize_rows(const Weight& w, int64_t row, int64_t count, float* out) {
   PAGODA_CHECK(row >= 0 && count >= 0 && row + count <= w.num_rows(), "dequantize_rows: rows [{}, {}) of {}", row,
                row + count, w.num_rows());
   PAGODA_CHECK(w.scales.empty() || (w.scales.dtype == DType::kF32 && (w.offsets.empty() || w.offsets.dtype == DType::kF32) &&
-                                    (w.scheme != QuantScheme::kInt4Group || w.zeros.empty() != w.offsets.empty())),
+                                    (w.scheme != QuantScheme::kInt4Group || w.zeros.empty() != w.offsets.empty()) &&
+                                    (w.scheme != QuantScheme::kInt8Channel || w.data.dtype == DType::kI8)),
                "dequantize_rows: a weight in a compact CPU form (backend/cpu/compact_weights.h) is for the integer kernels");
   switch (w.scheme) {
     case QuantScheme::kInt4Group: return dequantize_int4_rows(w, row, count, out);

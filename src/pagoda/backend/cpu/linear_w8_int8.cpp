@@ -65,6 +65,20 @@ W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
 
 // The AVX2 loops: a chunk as two halves of 8 lanes (columns 32h..32h+31, one block).
 
+// Half h of a 6-bit chunk (linear_w8_int8.h) as its 32 int8 codes: the low nibbles of the first 32 bytes (half 0)
+// or their high nibbles (half 1); bits 4-5 from the 16 bytes after them, which hold columns 16i..16i+15 at bits
+// 2i (i = 0..3), shifted into place per 16-byte lane (the bits a shift carries in from a neighbour are masked).
+inline __m256i six_bit_codes_half(const uint8_t* chunk, int h) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
+  const __m256i high_bits = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + 32)));
+  const __m256i nibbles = h == 0 ? lo : _mm256_srli_epi16(lo, 4);
+  const __m256i high = h == 0 ? _mm256_sllv_epi32(high_bits, _mm256_setr_epi32(4, 4, 4, 4, 2, 2, 2, 2))
+                              : _mm256_srlv_epi32(high_bits, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+  const __m256i u = _mm256_or_si256(_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0f)),
+                                    _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+  return _mm256_sub_epi8(u, _mm256_set1_epi8(32));
+}
+
 using Form = GroupValues::Form;
 
 template <int R, int T, bool kOffsets, Form F>
@@ -82,13 +96,16 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
     for (int r = 0; r < R; ++r) {  // the rows' codes and group values fetched ahead (int8_lanes.h)
       const int64_t row = r0 + r;
-      _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * w.k + c * kW8Chunk) + kW8CodesPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(w.codes6 ? reinterpret_cast<const char*>(w.codes6 + (row * x.chunks + c) * kW6ChunkBytes) + kW8CodesPrefetchBytes
+                            : reinterpret_cast<const char*>(w.codes + row * w.k + c * kW8Chunk) + kW8CodesPrefetchBytes,
+                   _MM_HINT_T0);
       prefetch_group_values<F>(w.scales, row, row * w.groups + group0, group0);
       if constexpr (kOffsets) prefetch_group_values<F>(w.offsets, row, row * w.groups + group0, group0);
     }
     for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
       for (int r = 0; r < R; ++r) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
+        const __m256i q = w.codes6 ? six_bit_codes_half(w.codes6 + ((r0 + r) * x.chunks + c) * kW6ChunkBytes, h)
+                                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
         const __m256i magnitude = _mm256_abs_epi8(q);
         const int64_t g = (r0 + r) * w.groups + group0;
         const auto lanes = [&](const GroupValues& v) {  // the chunk's 4 groups at most: the upper half unread
@@ -147,13 +164,17 @@ void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8
 
 bool linear_w8_int8_supported(const Weight& w) {
   const int64_t k = w.in_features, gs = w.group_size;
-  return w.scheme == QuantScheme::kInt8Channel && w.g_idx.empty() && w.zeros.empty() && k % kBlock == 0 &&
+  const bool codes = w.data.dtype == DType::kI8 ||
+                     (w8_six_bit_codes(w) && k % kW8Chunk == 0 && w.data.ndim == 2 && w.data.dim(1) == k / kW8Chunk * kW6ChunkBytes);
+  return w.scheme == QuantScheme::kInt8Channel && codes && w.g_idx.empty() && w.zeros.empty() && k % kBlock == 0 &&
          (gs == 16 || gs == 32 || (gs > 0 && gs % kW8Chunk == 0) || gs == k) && group_values_readable(w);
 }
 
 void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight& w) {
   const int64_t k = w.in_features, n = w.num_rows();
-  const W8Rows rows{w.data.ptr<const int8_t>(), scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
+  const bool six = w8_six_bit_codes(w);
+  const W8Rows rows{six ? nullptr : w.data.ptr<const int8_t>(), six ? w.data.ptr<const uint8_t>() : nullptr,
+                    scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
   const W8Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);

@@ -9,19 +9,31 @@
 
 namespace pagoda::cpu {
 
-// An 8-bit weight's arrays, as the integer kernels read them.
-struct W8Rows {
-  const int8_t* codes;  // [N, K]
-  GroupValues scales;   // [N, groups]
-  GroupValues offsets;  // [N, groups], or none (symmetric)
-  int64_t k, groups, group_size;
-};
-
 // The kernels walk K in chunks of 64 columns (2 blocks of 32; a last half chunk is padded with zeros), each
 // chunk as 16 lanes of 4 consecutive columns: lane l holds columns 4l..4l+3.
 constexpr int64_t kW8Chunk = 64;
 constexpr int64_t kW8Lanes = 16;
 inline int64_t w8_chunks(int64_t k) { return (k + kW8Chunk - 1) / kW8Chunk; }
+
+// The CPU's 6-bit form of the codes (compact_weights.h: every code in [-32, 31], K a multiple of 64, as GGUF's
+// Q6_K, Q5_K, Q5_0 and Q5_1 give), data U8 [N, K / 64 * 48]: per row and 64-column chunk, with u = code + 32,
+//   [32] u8  byte j: u[j] & 15 | (u[j + 32] & 15) << 4
+//   [16] u8  byte j: (u[j] >> 4) | (u[j + 16] >> 4) << 2 | (u[j + 32] >> 4) << 4 | (u[j + 48] >> 4) << 6
+// 6 bits a weight where the int8 form has 8 (a Q6_K file holds 6.56 with its scales): decode streams a quarter
+// fewer code bytes. The kernels unpack a chunk into the int8 codes and compute the same bits.
+constexpr int64_t kW6ChunkBytes = 48;
+inline bool w8_six_bit_codes(const Weight& w) {
+  return w.scheme == QuantScheme::kInt8Channel && w.data.dtype == DType::kU8;
+}
+
+// An 8-bit weight's arrays, as the integer kernels read them.
+struct W8Rows {
+  const int8_t* codes;     // [N, K]; null in the 6-bit form
+  const uint8_t* codes6;   // [N, K / 64, 48] in the 6-bit form (above); null otherwise
+  GroupValues scales;   // [N, groups]
+  GroupValues offsets;  // [N, groups], or none (symmetric)
+  int64_t k, groups, group_size;
+};
 
 // Activations as llama.cpp's Q8_0 blocks (per token and block of 32: d = amax / 127, values round(x / d)), per
 // token and chunk:
@@ -43,7 +55,7 @@ struct W8Activations {
 
 // Whether linear_w8_int8 takes `w`: a kInt8Channel weight without zero points or act-order, K a multiple of
 // 32 and groups of 16, 32, a multiple of 64 or the whole row (so no lane straddles two groups); loaded, or in a
-// compact form of compact_weights.h.
+// compact form of compact_weights.h (the 6-bit codes included).
 bool linear_w8_int8_supported(const Weight& w);
 
 // out [num_tokens, N] = x [num_tokens, K] · w [N, K]^T with x quantized to Q8_0 blocks first. Every (row,

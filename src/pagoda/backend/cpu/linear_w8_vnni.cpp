@@ -60,6 +60,20 @@ inline __m512i lane_groups(int64_t group_size) {
   return by_class[group_size == 16 ? 0 : group_size == 32 ? 1 : 2];
 }
 
+// A 6-bit chunk (linear_w8_int8.h) as its 64 int8 codes: the first 32 bytes twice, their high nibbles for
+// columns 32..63; bits 4-5 from the 16 bytes after them, which hold columns 16i..16i+15 at bits 2i, rotated into
+// place in each 128-bit lane i (by 4, 2, 0, -2), the neighbours' bits a rotation brings in masked off.
+inline __m512i six_bit_codes(const uint8_t* chunk) {
+  const __m512i lo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk)));
+  const __m512i nibbles = _mm512_mask_srli_epi16(lo, __mmask32{0xffff0000u}, lo, 4);
+  const __m512i high = _mm512_rolv_epi32(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + 32))),
+                                         _mm512_setr_epi32(4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0, 30, 30, 30, 30));
+  // bits 0-3 from the nibbles, 4-7 from `high` (0xe4: c ? a : b), then bits 6-7 cleared
+  const __m512i u = _mm512_and_si512(_mm512_ternarylogic_epi32(nibbles, high, _mm512_set1_epi8(0x0f), 0xe4),
+                                     _mm512_set1_epi8(0x3f));
+  return _mm512_sub_epi8(u, _mm512_set1_epi8(32));
+}
+
 // A row's chunk, unpacked: the codes, the lanes' starting sums -128 x (lane's codes added), scales and offsets.
 struct Unpacked {
   __m512i q, start;
@@ -70,11 +84,17 @@ using Form = GroupValues::Form;
 
 template <bool kOffsets, Form F>
 inline Unpacked unpack(const W8Rows& w, __m512i lane_group, int64_t row, int64_t c, const Chunk& ch) {
-  const int8_t* codes = w.codes + row * w.k + c * kW8Chunk;
-  _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
-  const bool full = ch.code_bytes == ~__mmask64{0};
   Unpacked u;
-  u.q = full ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+  if (w.codes6) {  // whole chunks only
+    const uint8_t* codes = w.codes6 + (row * w8_chunks(w.k) + c) * kW6ChunkBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
+    u.q = six_bit_codes(codes);
+  } else {
+    const int8_t* codes = w.codes + row * w.k + c * kW8Chunk;
+    _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
+    const bool full = ch.code_bytes == ~__mmask64{0};
+    u.q = full ? _mm512_loadu_si512(codes) : _mm512_maskz_loadu_epi8(ch.code_bytes, codes);
+  }
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
   const int64_t g = row * w.groups + ch.group0;
@@ -138,7 +158,7 @@ inline void tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W8A
 // One row x T tokens from t0, the row's chunks streamed from memory (a few tokens). Whole chunks of groups of 16,
 // 32 or 64 step their addresses instead of working them out per chunk (as linear_w4_vnni.cpp's streamed_row);
 // the rest goes through chunk_at. The same values added in the same order as tile()'s.
-template <int T, bool kOffsets, Form F>
+template <int T, bool kOffsets, bool kSix, Form F>
 inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const W8Activations& x, int64_t t0,
                          float* out, int64_t n) {
   __m512 acc[T];
@@ -158,13 +178,17 @@ inline void streamed_row(const W8Rows& w, __m512i lane_group, int64_t row, const
     const int64_t whole = w.k / kW8Chunk;
     const int64_t groups_per_chunk = kW8Chunk / w.group_size;  // 4, 2 or 1
     const auto groups = static_cast<__mmask8>((1u << groups_per_chunk) - 1);
-    const int8_t* codes = w.codes + row * w.k;
+    // kSix: the 6-bit form's chunks (kW6ChunkBytes each)
+    const auto* codes = kSix ? reinterpret_cast<const char*>(w.codes6 + row * whole * kW6ChunkBytes)
+                             : reinterpret_cast<const char*>(w.codes + row * w.k);
+    constexpr int64_t chunk_bytes = kSix ? kW6ChunkBytes : kW8Chunk;
     const int64_t row_groups = row * w.groups;  // the row's first group
     const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     Unpacked u;
-    for (int64_t g0 = 0; c < whole; ++c, codes += kW8Chunk, g0 += groups_per_chunk) {
-      _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
-      u.q = _mm512_loadu_si512(codes);
+    for (int64_t g0 = 0; c < whole; ++c, codes += chunk_bytes, g0 += groups_per_chunk) {
+      _mm_prefetch(codes + kW8CodesPrefetchBytes, _MM_HINT_T0);
+      if constexpr (kSix) u.q = six_bit_codes(reinterpret_cast<const uint8_t*>(codes));
+      else u.q = _mm512_loadu_si512(codes);
       u.start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, u.q));
       const int64_t g = row_groups + g0;
       prefetch_group_values<F>(w.scales, row, g, g0);
@@ -191,8 +215,12 @@ void rows_times_tokens(const W8Rows& w, __m512i lane_group, const uint8_t* prepa
   int64_t t = t0;
   if constexpr (!kPrepared) {
     static_assert(R == 1, "streamed rows go one at a time");
-    for (; t + 3 <= t1; t += 3) streamed_row<3, kOffsets, F>(w, lane_group, r0, x, t, out, n);
-    for (; t < t1; ++t) streamed_row<1, kOffsets, F>(w, lane_group, r0, x, t, out, n);
+    const auto streamed = [&]<bool kSix>() {
+      for (; t + 3 <= t1; t += 3) streamed_row<3, kOffsets, kSix, F>(w, lane_group, r0, x, t, out, n);
+      for (; t < t1; ++t) streamed_row<1, kOffsets, kSix, F>(w, lane_group, r0, x, t, out, n);
+    };
+    if (w.codes6) streamed.template operator()<true>();
+    else streamed.template operator()<false>();
   } else {
     for (; t + 3 <= t1; t += 3) tile<R, 3, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
     for (; t < t1; ++t) tile<R, 1, kOffsets>(prepared, r0, prep_r0, x, t, out, n);
