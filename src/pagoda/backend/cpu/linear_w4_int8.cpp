@@ -195,11 +195,14 @@ template <int R, int T, class P, bool kPrepared>
 inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                  const W4Activations& x, int64_t t0, float* out, int64_t n) {
   __m256 acc[R][T][2];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
   for (int64_t c = 0; c < x.chunks; ++c) {
     const Chunk ch = kPrepared ? Chunk{} : chunk_at(w, c);
     if constexpr (!kPrepared) {
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {  // streamed rows: their codes and group values fetched ahead (int8_lanes.h)
         const int64_t row = r0 + r, at = row * w.groups + ch.group0;
         _mm_prefetch(reinterpret_cast<const char*>(w.codes + row * (w.k / 2) + c * (kW4Chunk / 2)) + kW4CodesPrefetchBytes,
@@ -208,10 +211,13 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
         if constexpr (P::offsets) prefetch_group_values<P::values>(w.offsets, row, at, ch.group0);
       }
     }
+    #pragma GCC unroll 4
     for (int h = 0; h < 2; ++h) {
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const Half u = kPrepared ? load_prepared_half(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, h, P::offsets)
                                  : unpack_half<P>(w, lg, r0 + r, c, ch, h);
+        #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int64_t at = (t0 + t) * x.chunks + c;
           const uint8_t* bytes = x.bytes + at * 128 + 32 * h;
@@ -227,7 +233,9 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
       }
     }
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 

@@ -85,7 +85,9 @@ template <int R, int T, bool kOffsets, Form F>
 inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x, int64_t t0,
                  float* out, int64_t n) {
   __m256 acc[R][T][2];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
   const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < x.chunks; ++c) {
@@ -94,6 +96,7 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const bool whole = columns == kW8Chunk && (gs == 16 || gs == 32);
     const int64_t groups = whole ? kW8Chunk / gs : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
     const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {  // the rows' codes and group values fetched ahead (int8_lanes.h)
       const int64_t row = r0 + r;
       _mm_prefetch(w.codes6 ? reinterpret_cast<const char*>(w.codes6 + (row * x.chunks + c) * kW6ChunkBytes) + kW8CodesPrefetchBytes
@@ -102,7 +105,10 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
       prefetch_group_values<F>(w.scales, row, row * w.groups + group0, group0);
       if constexpr (kOffsets) prefetch_group_values<F>(w.offsets, row, row * w.groups + group0, group0);
     }
-    for (int h = 0; h < 2 && 32 * h < columns; ++h) {  // a missing half adds zeros (+0) on the other level
+    #pragma GCC unroll 4
+    for (int h = 0; h < 2; ++h) {
+      if (32 * h >= columns) continue;  // a missing half adds zeros (+0) on the other level
+      #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i q = w.codes6 ? six_bit_codes_half(w.codes6 + ((r0 + r) * x.chunks + c) * kW6ChunkBytes, h)
                                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes + (r0 + r) * w.k + c * kW8Chunk + 32 * h));
@@ -115,6 +121,7 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
         const __m256 s = lanes(w.scales);
         __m256 m;
         if constexpr (kOffsets) m = lanes(w.offsets);
+        #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int64_t at = (t0 + t) * x.chunks + c;
           const __m256i values = _mm256_xor_si256(  // the signed values
@@ -128,7 +135,9 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
       }
     }
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
