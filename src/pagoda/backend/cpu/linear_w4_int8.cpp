@@ -239,6 +239,70 @@ inline void tile(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared,
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
+// Whether streamed_row takes w's rows: whole chunks of groups of 32, 64 or 128 (every GGUF 4-bit type's).
+bool streams_whole_chunks(const W4Rows& w) {
+  return w.k % kW4Chunk == 0 && (w.group_size == 32 || w.group_size == 64 || w.group_size == kW4Chunk);
+}
+
+// One row x T tokens from t0, its chunks streamed from memory in address order (a few tokens), as
+// linear_w4_vnni.cpp's streamed_row: the unsigned codes against the signed values (maddubs), the zero point
+// through the lanes' value sums, sum((q - z) x) = sum(q x) + z (-sum(x)); a chunk's group values loaded once for
+// both halves; addresses stepped, no chunk_at. The same int32 sums and fp32 steps as tile(), so the same bits.
+template <int T, class P>
+inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, const W4Activations& x, int64_t t0,
+                         float* out, int64_t n) {
+  static_assert(kW4SymmetricZero == 8, "the symmetric zero point is a shift by 3");
+  __m256 acc[T][2];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  const int64_t groups_per_chunk = kW4Chunk / w.group_size;  // 4, 2 or 1
+  const uint8_t* codes = w.codes + row * (w.k / 2);
+  const __m256i nibble = _mm256_set1_epi8(0x0f), k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c = 0, at = row * w.groups, g0 = 0; c < x.chunks;
+       ++c, codes += kW4Chunk / 2, at += groups_per_chunk, g0 += groups_per_chunk) {
+    _mm_prefetch(reinterpret_cast<const char*>(codes) + kW4CodesPrefetchBytes, _MM_HINT_T0);
+    prefetch_group_values<P::values>(w.scales, row, at, g0);
+    const __m128 scales = load_group_values<P::values>(w.scales, row, at, g0, groups_per_chunk);
+    __m128 offsets;
+    if constexpr (P::offsets) {
+      prefetch_group_values<P::values>(w.offsets, row, at, g0);
+      offsets = load_group_values<P::values>(w.offsets, row, at, g0, groups_per_chunk);
+    }
+    __m256i zeros;  // the chunk's zero points as int32
+    if constexpr (P::zeros == W4Zeros::kPerGroup) {
+      _mm_prefetch(reinterpret_cast<const char*>(w.zeros + at + kGroupValuesPrefetchGroups), _MM_HINT_T0);
+      zeros = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int32_t>(load_low_bytes(w.zeros + at, groups_per_chunk))));
+    }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * h));
+      const __m256i even = _mm256_and_si256(bytes, nibble), odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+      const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales), lg.lane_group[h]);
+      __m256 m;
+      if constexpr (P::offsets) m = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(offsets), lg.lane_group[h]);
+      __m256i z;
+      if constexpr (P::zeros == W4Zeros::kPerGroup) z = _mm256_permutevar8x32_epi32(zeros, lg.lane_group[h]);
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const int64_t a = (t0 + t) * x.chunks + c;
+        const uint8_t* values = x.bytes + a * 128 + 32 * h;
+        const __m256i xe = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values)), k128);
+        const __m256i xo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 64)), k128);
+        __m256i ints = sum8_int32(_mm256_maddubs_epi16(even, xe), _mm256_maddubs_epi16(odd, xo));
+        if constexpr (!P::offsets) {
+          const __m256i neg_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.neg_sums + a * 16 + 8 * h));
+          ints = _mm256_add_epi32(ints, P::zeros == W4Zeros::kSymmetric ? _mm256_slli_epi32(neg_sums, 3)
+                                                                        : _mm256_mullo_epi32(z, neg_sums));
+        }
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, _mm256_loadu_ps(x.dx + a * 16 + 8 * h)), acc[t][h]);
+        if constexpr (P::offsets) acc[t][h] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + a * 16 + 8 * h), acc[t][h]);
+      }
+    }
+  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) out[(t0 + t) * n + row] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
 template <int R, class P, bool kPrepared>
 void rows_times_tokens(const W4Rows& w, const LaneGroups& lg, const uint8_t* prepared, int64_t r0, int64_t prep_r0,
                        const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
@@ -253,6 +317,14 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
           int64_t t1, float* out, int64_t n) {
   const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
+  if (!kPrepared && streams_whole_chunks(w)) {  // rows one at a time, in address order
+    for (; r < r0 + count; ++r) {
+      int64_t t = t0;
+      for (; t + 2 <= t1; t += 2) streamed_row<2, P>(w, lg, r, x, t, out, n);
+      if (t < t1) streamed_row<1, P>(w, lg, r, x, t, out, n);
+    }
+    return;
+  }
   for (; r + 2 <= r0 + count; r += 2) rows_times_tokens<2, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
   for (; r < r0 + count; ++r) rows_times_tokens<1, P, kPrepared>(w, lg, prepared, r, r0, x, t0, t1, out, n);
 }
