@@ -141,6 +141,53 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     for (int t = 0; t < T; ++t) out[(t0 + t) * n + r0 + r] = hsum8(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
+// One row x T tokens from t0, its chunks streamed from memory in address order (a few tokens), for whole chunks of
+// groups of 16, 32 or 64 (every GGUF 8-bit-kind type's): addresses stepped, a chunk's group values loaded once for
+// both halves, no per-chunk group arithmetic. The same sums in the same order as tile(), so the same bits.
+template <int T, bool kOffsets, bool kSix, Form F>
+inline void streamed_row(const W8Rows& w, const __m256i (&lane_group)[2], int64_t row, const W8Activations& x, int64_t t0,
+                         float* out, int64_t n) {
+  __m256 acc[T][2];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  const int64_t groups_per_chunk = kW8Chunk / w.group_size;  // 4, 2 or 1
+  constexpr int64_t chunk_bytes = kSix ? kW6ChunkBytes : kW8Chunk;
+  const auto* codes = kSix ? reinterpret_cast<const uint8_t*>(w.codes6 + row * x.chunks * kW6ChunkBytes)
+                           : reinterpret_cast<const uint8_t*>(w.codes + row * w.k);
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t c = 0, at = row * w.groups, g0 = 0; c < x.chunks;
+       ++c, codes += chunk_bytes, at += groups_per_chunk, g0 += groups_per_chunk) {
+    _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
+    prefetch_group_values<F>(w.scales, row, at, g0);
+    const __m128 scales = load_group_values<F>(w.scales, row, at, g0, groups_per_chunk);
+    __m128 offsets;
+    if constexpr (kOffsets) {
+      prefetch_group_values<F>(w.offsets, row, at, g0);
+      offsets = load_group_values<F>(w.offsets, row, at, g0, groups_per_chunk);
+    }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = kSix ? six_bit_codes_half(codes, h) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * h));
+      const __m256i magnitude = _mm256_abs_epi8(q);
+      const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales), lane_group[h]);
+      __m256 m;
+      if constexpr (kOffsets) m = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(offsets), lane_group[h]);
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const int64_t a = (t0 + t) * x.chunks + c;
+        const __m256i values = _mm256_xor_si256(  // the signed values
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + a * kW8Chunk + 32 * h)), k128);
+        const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)),
+                                               _mm256_set1_epi16(1));
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, _mm256_loadu_ps(x.dx + a * 16 + 8 * h)), acc[t][h]);
+        if constexpr (kOffsets) acc[t][h] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + a * 16 + 8 * h), acc[t][h]);
+      }
+    }
+  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) out[(t0 + t) * n + row] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
 template <int R, bool kOffsets, Form F>
 void rows_times_tokens(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x,
                        int64_t t0, int64_t t1, float* out, int64_t n) {
@@ -158,6 +205,19 @@ void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8
   with_form(w.scales.form, [&](auto form) {
     constexpr Form F = decltype(form)::value;
     int64_t r = r0;
+    if (t1 - t0 <= kTokensUnpackedInPlace && w.k % kW8Chunk == 0 && w.group_size <= kW8Chunk) {
+      // decode: rows one at a time, in address order
+      const auto streamed = [&]<bool kOffsets, bool kSix>() {
+        for (; r < r0 + count; ++r) {
+          int64_t t = t0;
+          for (; t + 2 <= t1; t += 2) streamed_row<2, kOffsets, kSix, F>(w, lane_group, r, x, t, out, n);
+          if (t < t1) streamed_row<1, kOffsets, kSix, F>(w, lane_group, r, x, t, out, n);
+        }
+      };
+      if (w.offsets) w.codes6 ? streamed.template operator()<true, true>() : streamed.template operator()<true, false>();
+      else w.codes6 ? streamed.template operator()<false, true>() : streamed.template operator()<false, false>();
+      return;
+    }
     for (; r + 2 <= r0 + count; r += 2) {
       if (w.offsets) rows_times_tokens<2, true, F>(w, lane_group, r, x, t0, t1, out, n);
       else rows_times_tokens<2, false, F>(w, lane_group, r, x, t0, t1, out, n);
