@@ -4,8 +4,9 @@
 //   zero points:  s * dx * sum((q - z) * xq)
 //   offsets:      s * dx * sum(q * xq) - m * dx * sum(xq)   (value = q * s - m)
 // with the sums exact in int32. The columns go in chunks of 128, 16 lanes of 8 columns each (linear_w4_int8.h
-// says how, and what each level computes); this file has the AVX2 loops (maddubs on the values + 128 against
-// the signed codes, in two 8-lane halves) and the activation quantization, and hands AVX512-VNNI machines to
+// says how, and what each level computes); this file has the AVX2 loops (in two 8-lane halves: prompts maddubs
+// the values + 128 against the signed codes, decode the unsigned codes against the signed values, streamed_row)
+// and the activation quantization, and hands AVX512-VNNI machines to
 // linear_w4_vnni.cpp, which computes the same bits one chunk a register. Against fp32 activations the error
 // is the activations' rounding: up to 1/254 of a block's largest value per input (its effect on perplexity is
 // in docs/QUANTIZATION.md).

@@ -4,7 +4,8 @@
 //   symmetric:  s * dx * sum(q * xq)
 //   offsets:    s * dx * sum(q * xq) - m * dx * sum(xq)   (value = q * s - m)
 // with the sums exact in int32 (linear_w8_int8.h says what each level computes). This file has the AVX2 loops
-// (maddubs of |q| and the values with q's sign, in two 8-lane halves of a 64-column chunk) and the activation
+// (maddubs of |q| and the values with q's sign, in two 8-lane halves of a 64-column chunk: tiles of 2 rows x 2
+// tokens for prompts, rows streamed one at a time for decode) and the activation
 // quantization, and hands AVX512-VNNI machines to linear_w8_vnni.cpp, which computes the same bits.
 #include "pagoda/backend/cpu/linear_w8_int8.h"
 
@@ -94,8 +95,8 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
     const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
     const int64_t gs = w.group_size;  // no division for whole chunks of groups of 16 or 32
     const bool whole = columns == kW8Chunk && (gs == 16 || gs == 32);
-    const int64_t groups = whole ? kW8Chunk / gs : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
-    const int64_t group0 = whole ? c * (kW8Chunk / gs) : c * kW8Chunk / gs;
+    const int64_t groups = whole ? (gs == 16 ? 4 : 2) : gs >= kW8Chunk ? 1 : (columns + gs - 1) / gs;
+    const int64_t group0 = whole ? c * groups : c * kW8Chunk / gs;
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {  // the rows' codes and group values fetched ahead (int8_lanes.h)
       const int64_t row = r0 + r;
