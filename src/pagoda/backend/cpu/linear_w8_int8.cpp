@@ -82,6 +82,20 @@ inline __m256i six_bit_codes_half(const uint8_t* chunk, int h) {
 
 using Form = GroupValues::Form;
 
+// Token chunk `at`'s half h (lanes 8h..8h+7) against a row's codes q (magnitude = |q|), added to acc: the signed
+// values given q's sign, maddubs against |q|, the lanes' exact int32 sums scaled in fp32. tile() and
+// streamed_row() both add through this, so their bits agree.
+template <bool kOffsets>
+inline __m256 add_half(__m256 acc, __m256i q, __m256i magnitude, __m256 s, __m256 m, const W8Activations& x, int64_t at,
+                       int h) {
+  const __m256i values = _mm256_xor_si256(  // the signed values
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + at * kW8Chunk + 32 * h)), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)), _mm256_set1_epi16(1));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, _mm256_loadu_ps(x.dx + at * 16 + 8 * h)), acc);
+  if constexpr (kOffsets) acc = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc);
+  return acc;
+}
+
 template <int R, int T, bool kOffsets, Form F>
 inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, const W8Activations& x, int64_t t0,
                  float* out, int64_t n) {
@@ -90,7 +104,6 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
-  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < x.chunks; ++c) {
     const int64_t columns = std::min<int64_t>(kW8Chunk, w.k - kW8Chunk * c);
     const int64_t gs = w.group_size;  // no division for whole chunks of groups of 16 or 32
@@ -120,19 +133,11 @@ inline void tile(const W8Rows& w, const __m256i (&lane_group)[2], int64_t r0, co
                                           lane_group[h]);
         };
         const __m256 s = lanes(w.scales);
-        __m256 m;
+        __m256 m = _mm256_setzero_ps();
         if constexpr (kOffsets) m = lanes(w.offsets);
         #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const int64_t at = (t0 + t) * x.chunks + c;
-          const __m256i values = _mm256_xor_si256(  // the signed values
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + at * kW8Chunk + 32 * h)), k128);
-          const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)),
-                                                 _mm256_set1_epi16(1));
-          const __m256 dx = _mm256_loadu_ps(x.dx + at * 16 + 8 * h);
-          acc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, dx), acc[r][t][h]);
-          if constexpr (kOffsets) acc[r][t][h] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc[r][t][h]);
-        }
+        for (int t = 0; t < T; ++t)
+          acc[r][t][h] = add_half<kOffsets>(acc[r][t][h], q, magnitude, s, m, x, (t0 + t) * x.chunks + c, h);
       }
     }
   }
@@ -155,7 +160,6 @@ inline void streamed_row(const W8Rows& w, const __m256i (&lane_group)[2], int64_
   constexpr int64_t chunk_bytes = kSix ? kW6ChunkBytes : kW8Chunk;
   const auto* codes = kSix ? reinterpret_cast<const uint8_t*>(w.codes6 + row * x.chunks * kW6ChunkBytes)
                            : reinterpret_cast<const uint8_t*>(w.codes + row * w.k);
-  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0, at = row * w.groups, g0 = 0; c < x.chunks;
        ++c, codes += chunk_bytes, at += groups_per_chunk, g0 += groups_per_chunk) {
     _mm_prefetch(reinterpret_cast<const char*>(codes) + kW8CodesPrefetchBytes, _MM_HINT_T0);
@@ -171,18 +175,10 @@ inline void streamed_row(const W8Rows& w, const __m256i (&lane_group)[2], int64_
       const __m256i q = kSix ? six_bit_codes_half(codes, h) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * h));
       const __m256i magnitude = _mm256_abs_epi8(q);
       const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales), lane_group[h]);
-      __m256 m;
+      __m256 m = _mm256_setzero_ps();
       if constexpr (kOffsets) m = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(offsets), lane_group[h]);
       #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const int64_t a = (t0 + t) * x.chunks + c;
-        const __m256i values = _mm256_xor_si256(  // the signed values
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + a * kW8Chunk + 32 * h)), k128);
-        const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)),
-                                               _mm256_set1_epi16(1));
-        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, _mm256_loadu_ps(x.dx + a * 16 + 8 * h)), acc[t][h]);
-        if constexpr (kOffsets) acc[t][h] = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + a * 16 + 8 * h), acc[t][h]);
-      }
+      for (int t = 0; t < T; ++t) acc[t][h] = add_half<kOffsets>(acc[t][h], q, magnitude, s, m, x, (t0 + t) * x.chunks + c, h);
     }
   }
   #pragma GCC unroll 4
