@@ -69,6 +69,12 @@ DeviceProfile h200_profile() {
   p.quant_gemm_int4_tflops = 250;
   p.quant_gemm_int8_tflops = 240;
   p.quant_gemm_fixed_us = 6;
+  // The Hopper form, bench/results/2026-12-05-h200-quant-wgmma/b-first-form-table.log at 128 tokens: a layer's
+  // four products (55.83 GFLOP) in 223.41 us (4-bit g128) and 240.69 us (int8 per row); less 6 us a call, 280 and
+  // 258 TFLOP/s. Decode with it against the mma.sync form at 80-128 sequences: +13-16% (4-bit), +10% (int8)
+  // (bench/results/2026-12-05-h200-session28/band-wgmma-*.txt).
+  p.quant_gemm_wgmma_int4_tflops = 280;
+  p.quant_gemm_wgmma_int8_tflops = 258;
   // docs/PERFORMANCE.md "GPU: FP8 KV decode from registers", the attention kernel alone at 64 x 4,096 and
   // 256 x 1,024: bf16 KV read at 3.86-3.88 TB/s, FP8 KV at 2.99-3.00.
   p.attention_bf16_fraction = 0.92;

@@ -43,6 +43,8 @@ struct DeviceProfile {
   double quant_gemm_int4_tflops = 0;     // quant_gemm: its rate on whole 64-token blocks (FLOPs of the blocks)
   double quant_gemm_int8_tflops = 0;     // the same on int8 tiles
   double quant_gemm_fixed_us = 0;        // quant_gemm: per call beyond that (ramp, tail, K slices added up)
+  double quant_gemm_wgmma_int4_tflops = 0;  // its Hopper form (65-128 tokens) on a whole 128-token block, 4-bit
+  double quant_gemm_wgmma_int8_tflops = 0;  // the same on int8 tiles (the fixed cost as above)
   double attention_bf16_fraction = 1.0;  // decode attention reading a bf16 KV cache
   double attention_fp8_fraction = 1.0;   // decode attention reading an FP8 KV cache (codes converted in registers)
 };

@@ -182,13 +182,16 @@ LinearCost linear_cost(Precision p, const Linear& l, int64_t t, const DeviceProf
           c.seconds += streaming_seconds(kernel, w, l, std::min<int64_t>(left, kQuantGemvPassTokens), d);
         c.path = passes == 1 ? "gemv" : fmt::format("gemv x{}", passes);
       } else if (t <= kQuantGemmMaxTokens) {
-        const double blocks = static_cast<double>((t + kQuantGemmBlockTokens - 1) / kQuantGemmBlockTokens);
-        const double block_flops = 2.0 * static_cast<double>(l.n * l.k) * kQuantGemmBlockTokens * blocks;
-        const double tflops = p == Precision::kAwq ? d.quant_gemm_int4_tflops : d.quant_gemm_int8_tflops;
+        // 65 to 128 tokens: the wgmma form's one block of 128; otherwise blocks of 64 on mma.sync
+        const bool wgmma = t >= kQuantGemmWgmmaMinTokens && t <= kQuantGemmWgmmaMaxTokens;
+        const int64_t block = wgmma ? kQuantGemmWgmmaMaxTokens : kQuantGemmBlockTokens;
+        const double block_flops = 2.0 * static_cast<double>(l.n * l.k) * static_cast<double>((t + block - 1) / block * block);
+        const double tflops = wgmma ? (p == Precision::kAwq ? d.quant_gemm_wgmma_int4_tflops : d.quant_gemm_wgmma_int8_tflops)
+                                    : (p == Precision::kAwq ? d.quant_gemm_int4_tflops : d.quant_gemm_int8_tflops);
         c.seconds = std::max(w / bw, block_flops / (tflops * 1e12)) + d.quant_gemm_fixed_us * 1e-6;
         c.activation_bytes = bf16_io;
         c.fused_epilogues = false;
-        c.path = "quant gemm";
+        c.path = wgmma ? "quant gemm (wgmma)" : "quant gemm";
       } else {
         const double scratch = 2.0 * static_cast<double>(l.n * l.k);  // bf16, written then read by the GEMM
         c.seconds = std::max(w / bw, scratch / (bw * d.dequant_write_fraction)) +

@@ -55,6 +55,8 @@ inline constexpr int kQuantGemvFewTokensMax = 8;       // quant_gemv_few_tokens.
 inline constexpr int64_t kFewTokensMaxXBytes = 98304;  // its x [T slots, K] in bf16 beside its rings (<= 113 KB)
 inline constexpr int kQuantGemmMaxTokens = 192;   // quant_gemm.h: 4- and 8-bit zeros-form tiles past the GEMV
 inline constexpr int kQuantGemmBlockTokens = 64;  // its token blocks (a partial block costs a whole one)
+inline constexpr int kQuantGemmWgmmaMinTokens = 65;  // quant_gemm.h: the Hopper (wgmma) form takes these steps,
+inline constexpr int kQuantGemmWgmmaMaxTokens = 128;  // one block of 128 tokens
 inline constexpr int kFp8GemvMaxTokens = 16;
 inline constexpr int kAwqGroupSize = 128;
 int64_t decode_graph_rows(int64_t sequences);  // 1, 2, 4, then multiples of 8

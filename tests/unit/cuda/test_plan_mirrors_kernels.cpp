@@ -14,6 +14,8 @@ static_assert(plan::kSkinnyMaxTokens == kernels::kSkinnyGemmMaxTokens);
 static_assert(plan::kQuantGemvMaxTokens == kernels::kQuantGemvMaxTokens);
 static_assert(plan::kQuantGemvFewTokensMax == kernels::kQuantGemvFewTokensMax);
 static_assert(plan::kQuantGemmMaxTokens == kernels::kQuantGemmMaxTokens);
+static_assert(plan::kQuantGemmWgmmaMinTokens == kernels::kQuantGemmWgmmaMinTokens);
+static_assert(plan::kQuantGemmWgmmaMaxTokens == kernels::kQuantGemmWgmmaMaxTokens);
 static_assert(plan::kFp8GemvMaxTokens == kernels::kFp8GemvMaxTokens);
 
 }  // namespace pagoda

@@ -114,6 +114,10 @@ TEST(PlanAccounting, PathsByTokenCount) {
   EXPECT_EQ(path(Precision::kAwq, 17), "gemv x2");
   EXPECT_EQ(path(Precision::kInt8, 40), "gemv x3");
   EXPECT_EQ(path(Precision::kInt8, 41), "quant gemm");
+  EXPECT_EQ(path(Precision::kAwq, 64), "quant gemm");
+  EXPECT_EQ(path(Precision::kAwq, 65), "quant gemm (wgmma)");
+  EXPECT_EQ(path(Precision::kInt8, 128), "quant gemm (wgmma)");
+  EXPECT_EQ(path(Precision::kAwq, 129), "quant gemm");
   EXPECT_EQ(path(Precision::kAwq, 192), "quant gemm");
   EXPECT_EQ(path(Precision::kAwq, 193), "dequant+cublas");
   EXPECT_EQ(path(Precision::kFp8, 16), "fp8 gemv");
