@@ -21,7 +21,7 @@ template <class Row, int R, int T>
 inline void rows_at(const uint8_t* w, int64_t row_bytes, int64_t r, const float* x, int64_t n, int64_t k, float* out) {
   Row rows[R];
   for (int i = 0; i < R; ++i) rows[i] = Row{reinterpret_cast<decltype(Row::p)>(w + (r + i) * row_bytes)};
-  dot_block<Row, R, T>(rows, x, k, out + r, n);
+  dot_block<Row, R, T, true>(rows, x, k, out + r, n);
 }
 
 // Four rows at a time: four independent weight streams per thread keep enough loads in flight.
