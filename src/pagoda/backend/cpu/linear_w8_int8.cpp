@@ -25,7 +25,9 @@ namespace pagoda::cpu {
 namespace {
 
 constexpr int64_t kBlock = 32;
-constexpr int64_t kTokensUnpackedInPlace = 4;  // more tokens: each thread's rows unpacked once (AVX512-VNNI)
+// Up to this many tokens the rows stream (streamed_row, both levels); more: AVX512-VNNI unpacks each thread's rows
+// once, AVX2 runs its 2 x 2 tiles.
+constexpr int64_t kTokensUnpackedInPlace = 4;
 
 struct ActivationStorage {
   std::vector<uint8_t> bytes;
@@ -193,7 +195,11 @@ void rows_times_tokens(const W8Rows& w, const __m256i (&lane_group)[2], int64_t 
   for (; t < t1; ++t) tile<R, 1, kOffsets, F>(w, lane_group, r0, x, t, out, n);
 }
 
-void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
+// Whether streamed_row takes w's rows: whole chunks of groups of 16, 32 or 64 (every GGUF 8-bit-kind type's).
+bool streams_whole_chunks(const W8Rows& w) { return w.k % kW8Chunk == 0 && w.group_size <= kW8Chunk; }
+
+// `decode`: the call has at most kTokensUnpackedInPlace tokens (its rows stream from memory).
+void rows_times_tokens_avx2(const W8Rows& w, bool decode, int64_t r0, int64_t count, const W8Activations& x, int64_t t0,
                             int64_t t1, float* out, int64_t n) {
   alignas(32) int32_t idx[16];
   for (int l = 0; l < 16; ++l) idx[l] = w.group_size == 16 ? l / 4 : w.group_size == 32 ? l / 8 : 0;
@@ -202,8 +208,7 @@ void rows_times_tokens_avx2(const W8Rows& w, int64_t r0, int64_t count, const W8
   with_form(w.scales.form, [&](auto form) {
     constexpr Form F = decltype(form)::value;
     int64_t r = r0;
-    if (t1 - t0 <= kTokensUnpackedInPlace && w.k % kW8Chunk == 0 && w.group_size <= kW8Chunk) {
-      // decode: rows one at a time, in address order
+    if (decode && streams_whole_chunks(w)) {  // rows one at a time, in address order
       const auto streamed = [&]<bool kOffsets, bool kSix>() {
         for (; r < r0 + count; ++r) {
           int64_t t = t0;
@@ -244,17 +249,17 @@ void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
   const W8Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);
+  // A few tokens (decode) read each chunk where it is used; more: AVX512-VNNI unpacks each thread's rows once for
+  // all the tokens, AVX2 runs its tiles.
+  const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
   if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {
     for_each_row_chunk(
         n, k, num_tokens, 0, [](int64_t, int64_t, uint8_t*) {},
         [&](const uint8_t*, int64_t r0, int64_t count, int64_t t0, int64_t t1) {
-          rows_times_tokens_avx2(rows, r0, count, a, t0, t1, out, n);
+          rows_times_tokens_avx2(rows, !unpack_once, r0, count, a, t0, t1, out, n);
         });
     return;
   }
-  // AVX512-VNNI: a few tokens (decode) read each chunk where it is used; more, each thread's rows are unpacked
-  // once for all the tokens.
-  const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
   for_each_row_chunk(
       n, k, num_tokens, unpack_once ? a.chunks * kW8PreparedBytes : 0,
       [&](int64_t r0, int64_t count, uint8_t* prepared) { w8_prepare_rows_vnni(rows, r0, count, prepared); },

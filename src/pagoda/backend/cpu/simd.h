@@ -42,9 +42,9 @@ struct BF16Row {
 
 // out[t * out_stride + r] = dot(w[r], x[t]) for R weight rows and T tokens; token t's activations start
 // at x + t * k. 8-wide FMA accumulation, then a horizontal sum, then the scalar tail.
-// kPrefetch (decode, the rows streaming from memory): each row's bytes fetched kPrefetchBytes ahead, once a 64-byte
-// line at most (the same sums).
-inline constexpr int64_t kPrefetchBytes = 1024;
+// kPrefetch (decode, the rows streaming from memory): each row's bytes fetched kStreamedRowPrefetchBytes ahead,
+// once a 64-byte line (the same sums). The integer kernels' distances are in int8_lanes.h.
+inline constexpr int64_t kStreamedRowPrefetchBytes = 1024;
 template <class Row, int R, int T, bool kPrefetch = false>
 inline void dot_block(const Row (&w)[R], const float* x, int64_t k, float* out, int64_t out_stride) {
   __m256 acc[R][T];
@@ -55,7 +55,7 @@ inline void dot_block(const Row (&w)[R], const float* x, int64_t k, float* out, 
     if constexpr (kPrefetch) {
       constexpr int64_t per_line = 64 / sizeof(*w[0].p);  // elements a line holds: 32 (16-bit), 16 (fp32)
       if (i % per_line == 0)
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r].p + i) + kPrefetchBytes, _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r].p + i) + kStreamedRowPrefetchBytes, _MM_HINT_T0);
     }
     __m256 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = w[r].load8(i);
