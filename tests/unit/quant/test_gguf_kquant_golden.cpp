@@ -83,14 +83,22 @@ TEST(GgufKQuantGolden, CompactCpuFormsGiveTheSameLogits) {
     const LoadedModel m = load_model({.model_path = data_path("models/gguf-kquant/" + name + ".gguf"), .show_progress = false});
     std::vector<HostTensor> storage;
     const ModelWeights compact = cpu::compact_linears(m.weights, storage);
-    int64_t loaded_bytes = 0, compact_bytes = 0, compacted = 0;
+    int64_t loaded_bytes = 0, compact_bytes = 0, compacted = 0, six_bit = 0;
     for (size_t i = 0; i < compact.all().size(); ++i) {
       const Weight& before = *m.weights.all()[i];
       const Weight& after = *compact.all()[i];
       loaded_bytes += before.nbytes();
       compact_bytes += after.nbytes();
       compacted += after.scales.data != before.scales.data;
+      // The 8-bit kind: the 5- and 6-bit types' codes take the 6-bit form, Q8_0's stay int8; the embedding, and
+      // an output projection that shares its storage, stay as loaded (the embedding lookup reads them).
+      const bool tied = before.data.data == m.weights.embed_tokens.data.data;
+      if (before.scheme == QuantScheme::kInt8Channel && !tied) {
+        EXPECT_EQ(after.data.dtype == DType::kU8, before.source_format != "Q8_0") << before.source_format;
+        six_bit += after.data.dtype == DType::kU8;
+      }
     }
+    EXPECT_GT(six_bit, 0);
     EXPECT_GE(compacted, 2 * 7) << "every linear of both layers";
     EXPECT_LT(compact_bytes, loaded_bytes);
     std::printf("[ measured ] %s: %lld of the weights' bytes in the CPU's compact forms, %lld loaded\n", name.c_str(),
