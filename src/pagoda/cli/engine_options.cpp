@@ -103,6 +103,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
 LlmOptions EngineCliOptions::llm_options() const {
   LlmOptions o;
   o.load = model.load_options();
+  o.lm_head_quantization = model.quantize_lm_head == "none" ? "" : model.quantize_lm_head;
   o.num_threads = model.threads;
   o.max_num_seqs = max_num_seqs;
   o.max_num_batched_tokens = max_num_batched_tokens;

@@ -41,9 +41,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "activation blocks with auto, as llama.cpp does, and fp32 inputs with none")
       ->check(CLI::IsMember({"auto", "none"}));
   cmd.add_option("--quantize-lm-head", quantize_lm_head,
-                 "none | fp8: quantize the output projection at load (fp8: e4m3 per row, absmax / 448, with "
-                 "per-token FP8 inputs), which most quantized checkpoints keep in 16 bits")
-      ->check(CLI::IsMember({"none", "fp8"}));
+                 "none | fp8 | int8 | w4: quantize the output projection at start-up, which most quantized "
+                 "checkpoints keep in 16 bits (fp8: e4m3 per row with per-token FP8 inputs; int8: per row, "
+                 "symmetric; w4: groups of 128 with zero points; the round-to-nearest of --fallback-quantization)")
+      ->check(CLI::IsMember({"none", "fp8", "int8", "w4"}));
   cmd.add_option("--tokenizer", tokenizer,
                  "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
                  "without tokenizer files)");
@@ -57,7 +58,6 @@ LoadOptions ModelOptions::load_options() const {
   opts.quantization = quantization;
   opts.tokenizer_path = tokenizer;
   opts.quantize_activations = activation_quantization != "none";
-  opts.lm_head_quantization = quantize_lm_head == "none" ? "" : quantize_lm_head;
   return opts;
 }
 

@@ -79,6 +79,11 @@ nlohmann::json cost_json(const plan::StepCost& c) {
           {"flops", c.flops}};
 }
 
+// --quantize-lm-head's name as the precision the plan models (w4: AWQ's form, groups of 128 with zero points).
+Precision lm_head_precision(const std::string& name) {
+  return name == "fp8" ? Precision::kFp8 : name == "int8" ? Precision::kInt8 : name == "w4" ? Precision::kAwq : Precision::kBf16;
+}
+
 void run_plan(const PlanCliOptions& o) {
   std::vector<Precision> precisions;
   for (const std::string& name : o.precisions) {
@@ -89,7 +94,7 @@ void run_plan(const PlanCliOptions& o) {
   const std::string path = o.model.empty() ? default_model_path() : o.model;
   const plan::ModelShape shape = plan::ModelShape::from_config(plan::read_model_config(path));
   const plan::DeviceProfile device = resolve_profile(o);
-  const plan::PlanOptions options{.kv_fp8 = o.kv_cache_dtype == "fp8", .lm_head_fp8 = o.quantize_lm_head == "fp8"};
+  const plan::PlanOptions options{.kv_fp8 = o.kv_cache_dtype == "fp8", .lm_head = lm_head_precision(o.quantize_lm_head)};
 
   std::vector<plan::PlanPoint> points;
   for (Precision p : precisions) {
@@ -137,7 +142,7 @@ void run_plan(const PlanCliOptions& o) {
                               {"input_len", o.input_len},
                               {"max_num_batched_tokens", o.max_num_batched_tokens},
                               {"kv_cache_dtype", options.kv_fp8 ? "fp8" : "bf16"},
-                              {"lm_head", options.lm_head_fp8 ? "fp8" : "bf16"},
+                              {"lm_head", o.quantize_lm_head == "none" ? "bf16" : o.quantize_lm_head},
                               {"decode", decode},
                               {"prefill", prefill}};
     std::puts(j.dump(2).c_str());
@@ -150,7 +155,7 @@ void run_plan(const PlanCliOptions& o) {
              device.name, device.bandwidth_gbs, device.bf16_tflops, device.bf16_gemm_efficiency, device.fp8_tflops,
              device.fp8_gemm_efficiency, device.step_overhead_us);
   fmt::print("decode at {} tokens of context (KV {}, lm_head {}), one step of all the batch's sequences:\n",
-             o.context_len, options.kv_fp8 ? "fp8" : "bf16", options.lm_head_fp8 ? "fp8" : "bf16");
+             o.context_len, options.kv_fp8 ? "fp8" : "bf16", o.quantize_lm_head == "none" ? "bf16" : o.quantize_lm_head);
   fmt::print("  {:<11} {:>6} {:>9} {:>10} {:>10} {:>9} {:>8} {:>9}  {:<16} {}\n", "precision", "batch", "step ms",
              "tok/s", "tok/s/seq", "weight GB", "KV GB", "TFLOP", "linears", "pareto");
   for (const plan::PlanPoint& pt : points)
@@ -203,8 +208,9 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "auto (bf16) | fp8")->check(CLI::IsMember({"auto", "fp8"}));
   cmd->add_option("--quantize-lm-head", opts->quantize_lm_head,
-                  "none | fp8: the output projection in FP8 W8A8 (otherwise bf16 whatever the layers)")
-      ->check(CLI::IsMember({"none", "fp8"}));
+                  "none | fp8 | int8 | w4: the output projection in FP8 W8A8, W8A16 or W4A16 g128 (otherwise bf16 "
+                  "whatever the layers)")
+      ->check(CLI::IsMember({"none", "fp8", "int8", "w4"}));
   cmd->add_flag("--json", opts->json, "print the prediction as JSON");
   cmd->callback([opts] { run_plan(*opts); });
 }

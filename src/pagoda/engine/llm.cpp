@@ -69,6 +69,13 @@ static const LlmOptions& checked_fallback_options(const LlmOptions& o) {
 LLM::LLM(const LlmOptions& o)
     : loaded_(load_model(checked_fallback_options(checked_kv_options(o)).load)), block_size_(o.block_size) {
   const ModelConfig& c = loaded_.config;
+  if (!o.lm_head_quantization.empty()) {
+    const auto q = quantizer::parse_weight_quantization(o.lm_head_quantization);
+    if (!q) throw Error(fmt::format("unknown --quantize-lm-head \"{}\" (fp8, int8, w4 or none)", o.lm_head_quantization));
+    if (!quantizer::quantize_lm_head(loaded_.weights, *q, loaded_.owned))
+      spdlog::warn("--quantize-lm-head {}: the checkpoint's lm_head is already quantized ({}); kept as it is",
+                   o.lm_head_quantization, loaded_.weights.lm_head.source_format);
+  }
   max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
   if (o.device == "cpu") {
     if (!o.use_mmap) copy_weights_into_memory(loaded_);
@@ -193,7 +200,6 @@ std::optional<ModelWeights> LLM::fallback_host_weights(const LlmOptions& o) {
   lo.model_path = o.fallback_model;
   lo.quantization.clear();
   lo.tokenizer_path.clear();
-  lo.lm_head_quantization.clear();
   fallback_loaded_ = load_model(lo);
   const ModelConfig& a = loaded_.config;
   const ModelConfig& b = fallback_loaded_.config;

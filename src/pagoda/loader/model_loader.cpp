@@ -16,7 +16,6 @@
 #include "pagoda/loader/gguf_loader.h"
 #include "pagoda/loader/hf_config.h"
 #include "pagoda/loader/hf_loader.h"
-#include "pagoda/loader/lm_head_quant.h"
 
 namespace pagoda {
 namespace {
@@ -115,13 +114,6 @@ LoadedModel load_model(const LoadOptions& options) {
     model = load_gguf_model(options.model_path, options);
   }
   if (options.rope_freq_dtype == RopeFreqDtype::kCheckpoint) model.config.rope.inv_freq_dtype = model.config.dtype;
-  if (options.lm_head_quantization == "fp8") {
-    if (!quantize_lm_head_fp8(model.weights.lm_head, model.owned))
-      spdlog::warn("--quantize-lm-head fp8: the checkpoint's lm_head is already quantized; kept as it is");
-  } else if (!options.lm_head_quantization.empty() && options.lm_head_quantization != "none") {
-    throw LoadError(model.source, fmt::format("unknown --quantize-lm-head \"{}\" (expected fp8 or none)",
-                                              options.lm_head_quantization));
-  }
   ActivationQuant activations = ActivationQuant::kNone;  // the first W8A8 linear's, for the log
   for (Weight* w : model.weights.all()) {
     if (!options.quantize_activations) w->activations = ActivationQuant::kNone;

@@ -44,8 +44,6 @@ struct LoadOptions {
   // checkpoint says (Weight::activations); false keeps the inputs unquantized (weight-only, W8A16), for
   // comparing against a reference of the dequantized weights.
   bool quantize_activations = true;
-  // The output projection quantized at load: "" keeps it as stored; "fp8" makes it FP8 W8A8 (lm_head_quant.h).
-  std::string lm_head_quantization{};
 };
 
 struct LoadedModel {

@@ -274,10 +274,10 @@ StepCost predict_step(const ModelShape& m, Precision p, const StepShape& s, cons
   cost.attention_s = layers * attention_s;
 
   // Norms: two a layer and the final one. The lm_head over the rows that are sampled: bf16 unless
-  // --quantize-lm-head fp8 (then FP8 W8A8), whatever the layers' precision.
+  // --quantize-lm-head says otherwise, whatever the layers' precision.
   cost.weight_bytes += static_cast<double>((2 * m.layers + 1) * m.hidden * 2);
   int small_kernels = m.layers * layer_small + 1;
-  const Precision head = o.lm_head_fp8 ? Precision::kFp8 : Precision::kBf16;
+  const Precision head = o.lm_head;
   cost.weight_bytes += static_cast<double>(linear_weight_bytes(head, m.vocab, m.hidden));
   if (s.logits_rows > 0) {
     const LinearCost c = linear_cost(head, Linear{"lm_head", m.vocab, m.hidden}, s.logits_rows, d);

@@ -84,7 +84,8 @@ int64_t kv_bytes_per_token_layer(const ModelShape& m, bool kv_fp8);
 
 struct PlanOptions {
   bool kv_fp8 = false;       // --kv-cache-dtype fp8
-  bool lm_head_fp8 = false;  // --quantize-lm-head fp8: the lm_head as FP8 W8A8; otherwise bf16 whatever the layers
+  // --quantize-lm-head: the lm_head's precision (fp8, int8 or w4: kAwq's form), bf16 otherwise whatever the layers
+  Precision lm_head = Precision::kBf16;
 };
 
 // What a step computes. Decode: one token a sequence; a prompt chunk: its tokens after `before` cached ones.

@@ -49,10 +49,12 @@ void for_each_slab(int64_t n, Fn fn) {
   worker();
 }
 
-Weight quantize_linear(const Weight& src, WeightQuantization q, std::vector<HostTensor>& owned, const std::string& name) {
+// `option`: the command-line option asking for it, for the errors.
+Weight quantize_linear(const Weight& src, WeightQuantization q, std::vector<HostTensor>& owned, const std::string& name,
+                       std::string_view option) {
   const DType dtype = src.data.dtype;
   if (src.quantized() || src.data.ndim != 2 || (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16))
-    throw InvalidRequest(fmt::format("{}: --fallback-quantization quantizes F32, F16 or BF16 weights; this one is {}", name,
+    throw InvalidRequest(fmt::format("{}: {} quantizes F32, F16 or BF16 weights; this one is {}", name, option,
                                      src.quantized() ? std::string(quant_scheme_name(src.scheme)) : dtype_name(dtype)));
   const int64_t n = src.data.dim(0), k = src.data.dim(1);
   switch (q) {
@@ -86,7 +88,7 @@ Weight quantize_linear(const Weight& src, WeightQuantization q, std::vector<Host
     }
     case WeightQuantization::kW4: {
       if (k % kW4GroupSize != 0)
-        throw InvalidRequest(fmt::format("{}: --fallback-quantization w4 needs in_features a multiple of {}; it is {}", name,
+        throw InvalidRequest(fmt::format("{}: {} w4 needs in_features a multiple of {}; it is {}", name, option,
                                          kW4GroupSize, k));
       quant::QuantWeightBuilder out(QuantScheme::kInt4Group, DType::kU8, n, k, kW4GroupSize, true, DType::kU8, owned);
       out.set_source_format("w4 (quantized at start-up)");
@@ -134,9 +136,21 @@ ModelWeights quantize_decoder_linears(const ModelWeights& src, WeightQuantizatio
                                                        {&layer.wv, "v_proj"},    {&layer.wo, "o_proj"},
                                                        {&layer.w_gate, "gate_proj"}, {&layer.w_up, "up_proj"},
                                                        {&layer.w_down, "down_proj"}};
-    for (const auto& [w, name] : linears) *w = quantize_linear(*w, q, owned, fmt::format("layer {} {}", l, name));
+    for (const auto& [w, name] : linears)
+      *w = quantize_linear(*w, q, owned, fmt::format("layer {} {}", l, name), "--fallback-quantization");
   }
   return out;
+}
+
+bool quantize_lm_head(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned) {
+  if (weights.lm_head.quantized()) return false;
+  weights.lm_head = quantize_linear(weights.lm_head, q, owned, "lm_head", "--quantize-lm-head");
+  switch (q) {  // static storage (Weight::source_format), for `pagoda inspect`
+    case WeightQuantization::kFp8: weights.lm_head.source_format = "fp8 (--quantize-lm-head)"; break;
+    case WeightQuantization::kInt8: weights.lm_head.source_format = "int8 (--quantize-lm-head)"; break;
+    case WeightQuantization::kW4: weights.lm_head.source_format = "w4 (--quantize-lm-head)"; break;
+  }
+  return true;
 }
 
 }  // namespace pagoda::quantizer

@@ -7,6 +7,7 @@
 //   int8  int8 per output channel, symmetric, bf16/fp32 inputs (W8A16; compressed-tensors pack-quantized)
 //   w4    4-bit groups of 128 with zero points and fp16 scales (W4A16; AutoAWQ GEMM's RTN)
 // The embedding, the norms and lm_head are not quantized: the copy holds the source's own views of them.
+// `--quantize-lm-head` quantizes the output projection alone, with the same quantizers (quantize_lm_head).
 #pragma once
 
 #include <optional>
@@ -28,5 +29,11 @@ std::string_view weight_quantization_name(WeightQuantization q);
 // InvalidRequest (naming the weight) when a linear is already quantized or its shape does not allow the form
 // (w4: in_features a multiple of 128).
 ModelWeights quantize_decoder_linears(const ModelWeights& src, WeightQuantization q, std::vector<HostTensor>& owned);
+
+// `--quantize-lm-head fp8|int8|w4`: the output projection, which most quantized checkpoints keep in 16 bits (22%
+// of what a W4 Llama-3-8B streams a token), replaced by its form q (the tied embedding table keeps its own view);
+// the new storage is appended to `owned`. Returns false, leaving it, when the lm_head is already quantized (a GGUF
+// file's); throws InvalidRequest when its shape does not allow the form.
+bool quantize_lm_head(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned);
 
 }  // namespace pagoda::quantizer

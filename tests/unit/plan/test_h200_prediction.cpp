@@ -97,7 +97,7 @@ TEST(PlanH200, OtherMeasuredFigures) {
   }
   // docs/PERFORMANCE.md "GPU: FP8 W8A8 ...": --quantize-lm-head fp8 at batch 1, fp8 338 tok/s
   // (bench/results/2026-12-01-h200-fp8-w8a8/lm-head-fp8/; its awq figure, 386, was the general kernel's).
-  const PlanOptions head{.lm_head_fp8 = true};
+  const PlanOptions head{.lm_head = Precision::kFp8};
   check_cell("FP8 W8A8 batch 1, FP8 lm_head, tok/s",
              1 / predict_step(m, Precision::kFp8, decode_step(1, 160), d, head).seconds, 338);
 }

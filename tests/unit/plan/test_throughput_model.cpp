@@ -75,7 +75,7 @@ TEST(PlanAccounting, DecodeStepBytesAndFlops) {
   const StepCost awq = predict_step(tiny(), Precision::kAwq, decode_step(4, 10), h200_profile(), {});
   EXPECT_DOUBLE_EQ(awq.weight_bytes, 2 * 82944 + 131072 + 1280);
   const StepCost fp8_head =
-      predict_step(tiny(), Precision::kAwq, decode_step(4, 10), h200_profile(), {.lm_head_fp8 = true});
+      predict_step(tiny(), Precision::kAwq, decode_step(4, 10), h200_profile(), {.lm_head = Precision::kFp8});
   EXPECT_DOUBLE_EQ(fp8_head.weight_bytes, 2 * 82944 + 512 * 128 + 512 * 4 + 1280);
 }
 

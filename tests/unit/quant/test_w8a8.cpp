@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "../model/golden_helpers.h"
 #include "editable_checkpoint.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/core/dtype.h"
 #include "pagoda/loader/model_loader.h"
+#include "pagoda/quantize/quantize_weights.h"
 
 namespace pagoda {
 namespace {
@@ -153,11 +155,25 @@ TEST(QuantW8A8, LogitsStayCloseToWeightOnly) {
 namespace pagoda {
 namespace {
 
+// The worst |logit difference| / the position's logit range of `a` against `b` over ids' positions.
+double worst_logit_error(const LoadedModel& a, const LoadedModel& b, const std::vector<TokenId>& ids) {
+  const std::vector<float> x = testing::all_position_logits(a, ids, 7), y = testing::all_position_logits(b, ids, 7);
+  const int64_t vocab = b.config.vocab_size;
+  double worst = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const auto [lo, hi] = std::minmax_element(y.begin() + p * vocab, y.begin() + (p + 1) * vocab);
+    double err = 0;
+    for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::fabs(x[p * vocab + v] - y[p * vocab + v])));
+    worst = std::max(worst, err / (*hi - *lo));
+  }
+  return worst;
+}
+
 TEST(QuantLmHead, Fp8LmHeadIsRowScaledRtnWithPerTokenInputs) {
   const std::string dir = test::data_dir() + "/models/quant/tinystories-656k";
   const LoadedModel plain = load_model(LoadOptions{.model_path = dir, .show_progress = false});
-  const LoadedModel fp8 =
-      load_model(LoadOptions{.model_path = dir, .show_progress = false, .lm_head_quantization = "fp8"});
+  LoadedModel fp8 = load_model(LoadOptions{.model_path = dir, .show_progress = false});
+  ASSERT_TRUE(quantizer::quantize_lm_head(fp8.weights, quantizer::WeightQuantization::kFp8, fp8.owned));
   const Weight& src = plain.weights.lm_head;
   const Weight& w = fp8.weights.lm_head;
   ASSERT_EQ(w.scheme, QuantScheme::kFp8Channel);
@@ -176,19 +192,50 @@ TEST(QuantLmHead, Fp8LmHeadIsRowScaledRtnWithPerTokenInputs) {
     for (int64_t c = 0; c < k; ++c)
       ASSERT_EQ(w.data.ptr<const uint8_t>()[r * k + c], f32_to_e4m3_saturating(row[c] / s)) << r << " " << c;
   }
-  const std::vector<TokenId> ids = {1, 403, 1139, 289, 13, 600, 21, 77};
-  const std::vector<float> a = testing::all_position_logits(fp8, ids, 7), b = testing::all_position_logits(plain, ids, 7);
-  const int64_t vocab = plain.config.vocab_size;
-  double worst = 0;
-  for (size_t p = 0; p < ids.size(); ++p) {
-    const auto [lo, hi] = std::minmax_element(b.begin() + p * vocab, b.begin() + (p + 1) * vocab);
-    double err = 0;
-    for (int64_t v = 0; v < vocab; ++v) err = std::max(err, static_cast<double>(std::fabs(a[p * vocab + v] - b[p * vocab + v])));
-    worst = std::max(worst, err / (*hi - *lo));
-  }
+  const double worst = worst_logit_error(fp8, plain, {1, 403, 1139, 289, 13, 600, 21, 77});
   std::printf("[ measured ] FP8 lm_head against fp32: worst |logit diff| / range %.4f\n", worst);
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 0.05);
+}
+
+// int8 (per row, symmetric) and w4 (groups of 128 with zero points): every value within half a step of the
+// stored one (w4: up to 15 steps' worth of its fp16 scale's rounding, 2^-11 s each, more at a clamped end), and the
+// logits close to fp32's (w4's step is 17x int8's, so its bound is looser).
+TEST(QuantLmHead, Int8AndW4LmHeadsAreRoundToNearestOfTheStoredRows) {
+  const std::string dir = test::data_dir() + "/models/quant/tinystories-656k";
+  const LoadedModel plain = load_model(LoadOptions{.model_path = dir, .show_progress = false});
+  const Weight& src = plain.weights.lm_head;
+  const int64_t n = src.data.dim(0), k = src.data.dim(1);
+  ASSERT_EQ(src.data.dtype, DType::kF32);
+  for (const auto& [q, scheme, group, steps, bound] :
+       {std::tuple{quantizer::WeightQuantization::kInt8, QuantScheme::kInt8Channel, k, 0.5f * (1.0f + 1e-3f), 0.01},
+        std::tuple{quantizer::WeightQuantization::kW4, QuantScheme::kInt4Group, int64_t{128}, 0.5f + 16.0f / 2048.0f, 0.1}}) {
+    SCOPED_TRACE(std::string(quantizer::weight_quantization_name(q)));
+    LoadedModel m = load_model(LoadOptions{.model_path = dir, .show_progress = false});
+    ASSERT_TRUE(quantizer::quantize_lm_head(m.weights, q, m.owned));
+    const Weight& w = m.weights.lm_head;
+    ASSERT_EQ(w.scheme, scheme);
+    EXPECT_EQ(w.group_size, group);
+    EXPECT_EQ(w.activations, ActivationQuant::kNone) << "weight-only: the inputs stay unquantized";
+    EXPECT_FALSE(m.weights.embed_tokens.quantized()) << "the tied embedding table stays as stored";
+    ASSERT_EQ(w.num_rows(), n);
+    ASSERT_EQ(w.cols(), k);
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n; r += 31) {
+      cpu::dequantize_rows(w, r, 1, row.data());
+      for (int64_t c = 0; c < k; ++c) {
+        const float s = w.scales.ptr<const float>()[r * w.scales.dim(1) + c / group];
+        ASSERT_LE(std::fabs(row[c] - src.data.ptr<const float>()[r * k + c]), steps * s + 1e-7f)
+            << "row " << r << " column " << c;
+      }
+    }
+    EXPECT_FALSE(quantizer::quantize_lm_head(m.weights, q, m.owned)) << "an lm_head already quantized is kept";
+    const double worst = worst_logit_error(m, plain, {1, 403, 1139, 289, 13, 600, 21, 77});
+    std::printf("[ measured ] %s lm_head against fp32: worst |logit diff| / range %.4f\n",
+                std::string(quantizer::weight_quantization_name(q)).c_str(), worst);
+    EXPECT_GT(worst, 0.0);
+    EXPECT_LT(worst, bound);
+  }
 }
 
 }  // namespace
