@@ -21,12 +21,32 @@ namespace {
 constexpr int64_t kRowsPerChunk = 16;   // weight rows converted together (per thread)
 constexpr int64_t kTokensPerBlock = 48; // activation rows kept hot in L2 while a chunk is swept
 
-template <int R>
-void sweep_tokens(const F32Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
+template <class Row, int R>
+void sweep_tokens(const Row (&w)[R], const float* x, int64_t t_begin, int64_t t_end, int64_t k, float* out,
                   int64_t n) {
   int64_t t = t_begin;
-  for (; t + 4 <= t_end; t += 4) dot_block<F32Row, R, 4>(w, x + t * k, k, out + t * n, n);
-  for (; t < t_end; ++t) dot_block<F32Row, R, 1>(w, x + t * k, k, out + t * n, n);
+  for (; t + 4 <= t_end; t += 4) dot_block<Row, R, 4>(w, x + t * k, k, out + t * n, n);
+  for (; t < t_end; ++t) dot_block<Row, R, 1>(w, x + t * k, k, out + t * n, n);
+}
+
+// The AVX2 tiles over rows [0, nr) of a chunk stored as Row (16-bit rows converted in registers): 3 rows x 4 tokens,
+// then the rest.
+template <class Row, class Elem>
+void sweep_rows_avx2(const Elem* rows, int64_t nr, const float* x, int64_t tb, int64_t te, int64_t k, float* out,
+                     int64_t n) {
+  int64_t r = 0;
+  for (; r + 3 <= nr; r += 3) {
+    const Row wr[3] = {{rows + r * k}, {rows + (r + 1) * k}, {rows + (r + 2) * k}};
+    sweep_tokens<Row, 3>(wr, x, tb, te, k, out + r, n);
+  }
+  for (; r + 2 <= nr; r += 2) {
+    const Row wr[2] = {{rows + r * k}, {rows + (r + 1) * k}};
+    sweep_tokens<Row, 2>(wr, x, tb, te, k, out + r, n);
+  }
+  if (r < nr) {
+    const Row wr[1] = {{rows + r * k}};
+    sweep_tokens<Row, 1>(wr, x, tb, te, k, out + r, n);
+  }
 }
 
 // A chunk of weight rows as the tiles read them: fp32, or (AVX-512 only) F16 / BF16 converted in registers.
@@ -56,16 +76,12 @@ void sweep_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n,
         chunk_times_tokens_avx512(src.rows, src.dtype, src.row_bytes, nr, x, tb, te, k, out + r0, n);
         continue;
       }
-      const auto* src_rows = reinterpret_cast<const float*>(src.rows);
-      int64_t r = 0;
-      for (; r + 2 <= nr; r += 2) {
-        const F32Row wr[2] = {{src_rows + r * k}, {src_rows + (r + 1) * k}};
-        sweep_tokens<2>(wr, x, tb, te, k, out + r0 + r, n);
-      }
-      if (r < nr) {
-        const F32Row wr[1] = {{src_rows + r * k}};
-        sweep_tokens<1>(wr, x, tb, te, k, out + r0 + r, n);
-      }
+      if (src.dtype == DType::kF16)
+        sweep_rows_avx2<F16Row>(reinterpret_cast<const uint16_t*>(src.rows), nr, x, tb, te, k, out + r0, n);
+      else if (src.dtype == DType::kBF16)
+        sweep_rows_avx2<BF16Row>(reinterpret_cast<const uint16_t*>(src.rows), nr, x, tb, te, k, out + r0, n);
+      else
+        sweep_rows_avx2<F32Row>(reinterpret_cast<const float*>(src.rows), nr, x, tb, te, k, out + r0, n);
     }
   });
 }
@@ -89,8 +105,7 @@ void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, D
   // The AVX-512 tiles read F16 and BF16 rows as stored, converting in registers as decode does (one pass over
   // half the bytes: TinyLlama F16 512-token prompts 99-101 -> 119-123 tok/s on a Zen 5); otherwise rows are
   // converted a chunk at a time.
-  const bool as_stored = w_dtype == DType::kF32 || (active_isa() == Isa::kAvx512 &&
-                                                    (w_dtype == DType::kF16 || w_dtype == DType::kBF16));
+  const bool as_stored = w_dtype == DType::kF32 || w_dtype == DType::kF16 || w_dtype == DType::kBF16;
   sweep_row_chunks(out, x, num_tokens, n, k, [&](int64_t r0, int64_t nr, float* scratch) {
     if (as_stored) return TypedRows{bytes + r0 * row_bytes, w_dtype, row_bytes};
     for (int64_t r = 0; r < nr; ++r) dequantize_row(bytes + (r0 + r) * row_bytes, w_dtype, k, scratch + r * k);
