@@ -1,7 +1,7 @@
 // CPU matrix multiply out = x · wᵀ for every weight dtype. Weight rows go a chunk at a time (so each weight
-// byte is read once per call), converted to fp32 first unless the tile reads them as stored (F32; F16 and BF16
-// on AVX-512), then a register tile computes the dot products while both operands sit in cache: simd.h's
-// dot_block (2 rows x 4 tokens) with AVX2, linear_avx512.cpp's (4 rows x 6 tokens) with AVX-512.
+// byte is read once per call), read as stored (F32, F16, BF16: converted in registers) or converted to fp32 first
+// (the quantized kinds' dequantized rows), then a register tile computes the dot products while both operands sit
+// in cache: simd.h's dot_block (3 rows x 4 tokens) with AVX2, linear_avx512.cpp's (4 rows x 6 tokens) with AVX-512.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -56,7 +56,7 @@ struct TypedRows {
   int64_t row_bytes;
 };
 
-// rows_of(r0, nr, scratch) -> TypedRows for rows [r0, r0 + nr), fp32 unless the AVX-512 tiles read them.
+// rows_of(r0, nr, scratch) -> TypedRows for rows [r0, r0 + nr): as stored, or fp32 in `scratch`.
 template <class RowsOf>
 void sweep_row_chunks(float* out, const float* x, int64_t num_tokens, int64_t n, int64_t k, const RowsOf& rows_of) {
   const int64_t num_chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -102,9 +102,8 @@ void linear_f32(float* out, const float* x, int64_t num_tokens, const void* w, D
   if (linear_direct_f32(out, x, num_tokens, w, w_dtype, n, k)) return;
   const int64_t row_bytes = dtype_storage_bytes(w_dtype, k);
   const auto* bytes = static_cast<const uint8_t*>(w);
-  // The AVX-512 tiles read F16 and BF16 rows as stored, converting in registers as decode does (one pass over
-  // half the bytes: TinyLlama F16 512-token prompts 99-101 -> 119-123 tok/s on a Zen 5); otherwise rows are
-  // converted a chunk at a time.
+  // The tiles read F16 and BF16 rows as stored, converting in registers as decode does (one pass over half the
+  // bytes: TinyLlama F16 512-token prompts on a Zen 5, AVX-512 99-101 -> 119-123 tok/s, AVX2 58-64 -> 67-73).
   const bool as_stored = w_dtype == DType::kF32 || w_dtype == DType::kF16 || w_dtype == DType::kBF16;
   sweep_row_chunks(out, x, num_tokens, n, k, [&](int64_t r0, int64_t nr, float* scratch) {
     if (as_stored) return TypedRows{bytes + r0 * row_bytes, w_dtype, row_bytes};
