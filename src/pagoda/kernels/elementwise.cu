@@ -281,17 +281,25 @@ __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const fl
 // (sincosf, accurate for any argument) of the fp32 angle positions[t] * inv_freq[i].
 __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
                                       const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq,
-                                      float scaling, int num_heads, int num_kv_heads, int head_dim) {
+                                      float scaling, int num_heads, int num_kv_heads, int head_dim,
+                                      ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
   const int half = head_dim / 2;
   const int64_t slot = slot_mapping[t];
   const bf16* src = qkv + (t * (num_heads + 2 * num_kv_heads) + h) * head_dim;
+  // The FP8 GEMM's sums: element j of this head times its row's scale and the token's, in that order.
+  const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * head_dim : nullptr;
+  const float token_scale = scales.rows != nullptr ? scales.tokens[t] : 1.0f;
+  const auto value = [&](int j) { return row_scales != nullptr ? load1(src + j) * row_scales[j] * token_scale : load1(src + j); };
   if (h >= num_heads + num_kv_heads) {  // a V head: copied as it is
     if (slot < 0) return;
     bf16* dst = v_cache + (slot * num_kv_heads + (h - num_heads - num_kv_heads)) * head_dim;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = src[i];
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+      if (row_scales != nullptr) store1(dst + i, value(i));
+      else dst[i] = src[i];
+    }
     return;
   }
   bf16* dst;
@@ -304,7 +312,7 @@ __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cach
   const int pos = positions[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {  // the pair (i, i + half) sits at src[2i], src[2i + 1]
     float o0, o1;
-    rope_rotate_pair(load1(src + 2 * i), load1(src + 2 * i + 1), pos, inv_freq[i], scaling, &o0, &o1);
+    rope_rotate_pair(value(2 * i), value(2 * i + 1), pos, inv_freq[i], scaling, &o0, &o1);
     store1(dst + i, o0);
     store1(dst + i + half, o1);
   }
@@ -344,7 +352,8 @@ __global__ void silu_mul_kernel(bf16* out, const bf16* gate, const bf16* up, int
 
 // out [R, I] = silu(gate_up[:, 2j]) * gate_up[:, 2j + 1] (rows of the gate-up weight interleaved). `vec`:
 // 4 outputs per item from one 16-byte load (I % 4 == 0, gate_up 16-byte and out 8-byte aligned).
-__global__ void silu_mul_interleaved_kernel(bf16* out, const bf16* gate_up, int64_t rows, int inter, bool vec) {
+__global__ void silu_mul_interleaved_kernel(bf16* out, const bf16* gate_up, int64_t rows, int inter, bool vec,
+                                            ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t units = vec ? inter / 4 : inter;
   const int64_t total = rows * units;
@@ -355,13 +364,26 @@ __global__ void silu_mul_interleaved_kernel(bf16* out, const bf16* gate_up, int6
     const bf16* gu = gate_up + r * 2 * inter;
     bf16* o = out + r * inter;
     if (vec) {
-      const F8 v = load8(gu + c * 8);
+      F8 v = load8(gu + c * 8);
+      if (scales.rows != nullptr) {  // the FP8 GEMM's sums: times the row's and the token's scales, in that order
+        const float sx = scales.tokens[r];
+        const float4 a = *reinterpret_cast<const float4*>(scales.rows + c * 8);
+        const float4 b = *reinterpret_cast<const float4*>(scales.rows + c * 8 + 4);
+        const float sw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v.v[j] = v.v[j] * sw[j] * sx;
+      }
       __nv_bfloat162 pair[2];
       pair[0] = __floats2bfloat162_rn(swiglu(v.v[0], v.v[1]), swiglu(v.v[2], v.v[3]));
       pair[1] = __floats2bfloat162_rn(swiglu(v.v[4], v.v[5]), swiglu(v.v[6], v.v[7]));
       *reinterpret_cast<uint2*>(o + c * 4) = *reinterpret_cast<const uint2*>(pair);
     } else {
-      store1(o + c, swiglu(load1(gu + 2 * c), load1(gu + 2 * c + 1)));
+      float g = load1(gu + 2 * c), u = load1(gu + 2 * c + 1);
+      if (scales.rows != nullptr) {
+        g = g * scales.rows[2 * c] * scales.tokens[r];
+        u = u * scales.rows[2 * c + 1] * scales.tokens[r];
+      }
+      store1(o + c, swiglu(g, u));
     }
   }
 }
@@ -478,13 +500,13 @@ void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const 
 
 void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, const int32_t* positions,
                     const int32_t* slot_mapping, const float* inv_freq, float scaling, int num_tokens, int num_heads,
-                    int num_kv_heads, int head_dim, cudaStream_t stream) {
+                    int num_kv_heads, int head_dim, cudaStream_t stream, ProductScales scales) {
   const int half = head_dim / 2;
   if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
   const unsigned threads = static_cast<unsigned>((half + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * num_kv_heads));
   launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, threads, 0, stream, q_out, qkv, k_cache, v_cache,
-                positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim);
+                positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim, scales);
 }
 
 void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream) {
@@ -493,12 +515,14 @@ void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream
   launch_kernel("silu_mul", silu_mul_kernel, flat_blocks(vec ? n / kVec : n), kFlatThreads, 0, stream, out, gate, up, n, vec);
 }
 
-void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream) {
+void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream,
+                          ProductScales scales) {
   if (rows <= 0 || intermediate <= 0) return;
-  const bool vec = intermediate % 4 == 0 && aligned16(gate_up) && reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  const bool vec = intermediate % 4 == 0 && aligned16(gate_up) && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
+                   reinterpret_cast<uintptr_t>(scales.rows) % 16 == 0;
   const int64_t work = static_cast<int64_t>(rows) * (vec ? intermediate / 4 : intermediate);
   launch_kernel("silu_mul_interleaved", silu_mul_interleaved_kernel, flat_blocks(work), kFlatThreads, 0, stream, out,
-                gate_up, static_cast<int64_t>(rows), intermediate, vec);
+                gate_up, static_cast<int64_t>(rows), intermediate, vec, scales);
 }
 
 void bf16_to_f32(float* out, const bf16* x, int64_t n, cudaStream_t stream) {

@@ -35,20 +35,31 @@ void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, flo
 void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* slot_mapping,
               int num_tokens, int num_kv_heads, int head_dim, cudaStream_t stream);
 
+// The per-row and per-token scales of an FP8 W8A8 GEMM's unscaled sums (cuBLASLt has no outer-vector scales on
+// sm_90: fp8_linear.h), applied by the kernel that reads them: value = float(sum) * rows[n] * tokens[t]. Null
+// rows: the input is already scaled.
+struct ProductScales {
+  const float* rows = nullptr;    // [N] the weight's output-channel scales, in the input's column order
+  const float* tokens = nullptr;  // [T] the activations' per-token scales
+};
+
 // The fused QKV path: qkv [T, nh + 2 nkv, hd] (one GEMM's output; heads q..., k..., v...), each Q and K
 // head in rope-pair order (element i at 2i, element i + hd/2 at 2i + 1: the CUDA backend's row order of the
 // fused weight, see skinny_gemm_qkv_rope). Writes q_out [T, nh, hd] = rope(q) in the usual order; K =
 // rope(k) and V into the caches at slot_mapping (as store_kv). One launch.
+// With `scales`, qkv holds unscaled FP8 sums (ProductScales).
 void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, const int32_t* positions,
                     const int32_t* slot_mapping, const float* inv_freq, float scaling, int num_tokens, int num_heads,
-                    int num_kv_heads, int head_dim, cudaStream_t stream);
+                    int num_kv_heads, int head_dim, cudaStream_t stream, ProductScales scales = {});
 
 // out [n] = silu(gate) * up (silu in fp32; the product rounded once).
 void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream);
 
 // out [R, I] = silu(gate_up[:, 2j]) * gate_up[:, 2j + 1] for gate_up [R, 2I]: the output of the fused
-// gate-up GEMM, whose weight interleaves gate and up rows (skinny_gemm_silu does both steps for T <= 8).
-void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream);
+// gate-up GEMM, whose weight interleaves gate and up rows (skinny_gemm_silu does both steps for T <= 8). With
+// `scales`, gate_up holds unscaled FP8 sums (ProductScales).
+void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermediate, cudaStream_t stream,
+                          ProductScales scales = {});
 
 // out [R, C] = x[rows[r], :] for x [*, C].
 void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, int row_elems, cudaStream_t stream);

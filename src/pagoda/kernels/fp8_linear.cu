@@ -184,25 +184,37 @@ void launch(bf16* out, const Fp8Activations& x, const Fp8Rows& w, int num_tokens
   }
 }
 
-// One block per row: the row's amax (unless the scale is static), then its codes, 8 values a thread a step.
+// One block per row: the row's amax (unless the scale is static), then its codes, 8 values a thread a step. The
+// first kCachedSteps steps' values stay in registers between the two passes (K up to 16,384 with 256 threads), so
+// the row is read once.
+constexpr int kCachedSteps = 8;
 __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __restrict__ scales,
                                          const bf16* __restrict__ x, int k, float static_scale) {
   pdl_grid_sync();
   __shared__ float warp_max[32];
   __shared__ float row_scale;
   const bf16* row = x + static_cast<int64_t>(blockIdx.x) * k;
+  const int step = static_cast<int>(blockDim.x) * 8;
+  uint4 cached[kCachedSteps];
+#pragma unroll
+  for (int j = 0; j < kCachedSteps; ++j) {  // all loads in flight before any is used
+    const int i = threadIdx.x * 8 + j * step;
+    cached[j] = i < k ? *reinterpret_cast<const uint4*>(row + i) : make_uint4(0, 0, 0, 0);
+  }
   float s = static_scale;
   if (!(static_scale > 0.0f)) {
     float amax = 0.0f;
-    for (int i = threadIdx.x * 8; i < k; i += blockDim.x * 8) {
-      const uint4 v = *reinterpret_cast<const uint4*>(row + i);
+    const auto add = [&](const uint4& v) {
       const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 f = __bfloat1622float2(h[j]);
         amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
       }
-    }
+    };
+#pragma unroll
+    for (int j = 0; j < kCachedSteps; ++j) add(cached[j]);  // zeros past K change no maximum
+    for (int i = threadIdx.x * 8 + kCachedSteps * step; i < k; i += step) add(*reinterpret_cast<const uint4*>(row + i));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
@@ -218,8 +230,7 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
   if (threadIdx.x == 0) scales[blockIdx.x] = s;
   const float inv = __frcp_rn(s);  // vLLM's quantizers multiply by the reciprocal too
   uint8_t* out = codes + static_cast<int64_t>(blockIdx.x) * k;
-  for (int i = threadIdx.x * 8; i < k; i += blockDim.x * 8) {
-    const uint4 v = *reinterpret_cast<const uint4*>(row + i);
+  const auto store = [&](const uint4& v, int i) {
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
     uint32_t packed[2] = {0, 0};
 #pragma unroll
@@ -230,32 +241,59 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
       packed[j / 2] |= (lo | hi << 8) << (16 * (j % 2));
     }
     *reinterpret_cast<uint2*>(out + i) = make_uint2(packed[0], packed[1]);
+  };
+#pragma unroll
+  for (int j = 0; j < kCachedSteps; ++j) {
+    const int i = threadIdx.x * 8 + j * step;
+    if (i < k) store(cached[j], i);
   }
+  for (int i = threadIdx.x * 8 + kCachedSteps * step; i < k; i += step) store(*reinterpret_cast<const uint4*>(row + i), i);
 }
 
-// Two values a thread: out[t, n] = bf16(float(out[t, n]) * s_w[n] * s_x[t]).
+// out[t, n] = bf16(float(out[t, n]) * s_w[n] * s_x[t]): a row of tokens per blockIdx.y, 8 values (16 bytes) a thread
+// (n a multiple of 8), or 2 when n is not.
 __global__ void scale_fp8_products_kernel(bf16* __restrict__ out, const float* __restrict__ row_scales,
-                                          const float* __restrict__ token_scales, int n, int64_t pairs) {
+                                          const float* __restrict__ token_scales, int n, bool vec) {
   pdl_grid_sync();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= pairs) return;
-  const int64_t e = 2 * i;
-  const int t = static_cast<int>(e / n), c = static_cast<int>(e % n);  // n even: a pair stays in its row
-  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(out) + i;
-  const float2 v = __bfloat1622float2(*p);
-  const float sx = token_scales[t];
-  *p = __floats2bfloat162_rn(v.x * row_scales[c] * sx, v.y * row_scales[c + 1] * sx);
+  const int per = vec ? 8 : 2;
+  const int c = (static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * per;
+  if (c >= n) return;
+  const float sx = token_scales[blockIdx.y];
+  bf16* p = out + static_cast<int64_t>(blockIdx.y) * n + c;
+  if (vec) {
+    uint4 v = *reinterpret_cast<const uint4*>(p);
+    const float4 a = *reinterpret_cast<const float4*>(row_scales + c);
+    const float4 b = *reinterpret_cast<const float4*>(row_scales + c + 4);
+    const float sw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      h[j] = __floats2bfloat162_rn(f.x * sw[2 * j] * sx, f.y * sw[2 * j + 1] * sx);
+    }
+    *reinterpret_cast<uint4*>(p) = v;
+  } else {
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(p);
+    const float2 f = __bfloat1622float2(*h);
+    *h = __floats2bfloat162_rn(f.x * row_scales[c] * sx, f.y * row_scales[c + 1] * sx);
+  }
 }
 
 }  // namespace
 
 void scale_fp8_products(bf16* out, const float* row_scales, const float* token_scales, int num_tokens, int n,
                         cudaStream_t stream) {
-  const int64_t pairs = static_cast<int64_t>(num_tokens) * n / 2;
-  if (pairs == 0) return;
+  if (num_tokens <= 0 || n <= 0) return;
   if (n % 2 != 0) throw_cuda_error(cudaErrorInvalidValue, "scale_fp8_products: odd N", __FILE__, __LINE__);
-  launch_kernel("scale_fp8_products", scale_fp8_products_kernel, static_cast<unsigned>((pairs + 255) / 256), 256, 0,
-                stream, out, row_scales, token_scales, n, pairs);
+  const bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(row_scales) % 16 == 0;
+  const int threads = 128, per_block = threads * (vec ? 8 : 2);
+  constexpr int kMaxGridY = 65535;
+  for (int t0 = 0; t0 < num_tokens; t0 += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block),
+                    static_cast<unsigned>(std::min(kMaxGridY, num_tokens - t0)));
+    launch_kernel("scale_fp8_products", scale_fp8_products_kernel, grid, threads, 0, stream,
+                  out + static_cast<int64_t>(t0) * n, row_scales, token_scales + t0, n, vec);
+  }
 }
 
 void quantize_fp8_rows(const Fp8Activations& out, const bf16* x, int num_tokens, int k, float static_scale,

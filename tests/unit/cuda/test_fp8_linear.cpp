@@ -77,7 +77,7 @@ struct QuantizedX {
 
 TEST(Fp8Linear, ActivationCodesAndScalesEqualTheCpuReference) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int kk : {16, 80, 4096}) {
+  for (const int kk : {16, 80, 4096, 20000}) {  // 20,000: past the values the kernel keeps in registers
     for (const float static_scale : {0.0f, 0.01f}) {  // 0.01: values past 4.48 saturate
       const int T = 37;
       std::vector<uint16_t> x = random_bf16(static_cast<size_t>(T) * kk, kk);
@@ -218,6 +218,98 @@ TEST(Fp8Linear, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
     EXPECT_EQ(results[1], results[4]) << "k cache";
     EXPECT_EQ(results[2], results[5]) << "v cache";
     if (HasFailure()) return;
+  }
+}
+
+// Positive scales for ProductScales: rows like a weight's (fp32 [n]), tokens like activations' ([t]).
+std::vector<float> random_scales(size_t n, float lo, float hi, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The scaling pass over cuBLASLt's unscaled sums: bf16(float(v) * s_w * s_x) exactly, 8 values a thread (N a multiple
+// of 8) or 2 (not).
+TEST(Fp8Linear, ScalingPassRoundsEachProductOnce) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const int n : {4096, 38}) {
+    const int T = 3;
+    const std::vector<uint16_t> raw = random_bf16(static_cast<size_t>(T) * n, n);
+    const std::vector<float> sw = random_scales(static_cast<size_t>(n), 0.5e-3f, 2e-3f, 1), sx = random_scales(T, 1e-2f, 1e-1f, 2);
+    DeviceArray<uint16_t> d_out(raw);
+    DeviceArray<float> d_sw(sw), d_sx(sx);
+    k::scale_fp8_products(bf(d_out.get()), d_sw.get(), d_sx.get(), T, n, nullptr);
+    const std::vector<uint16_t> got = d_out.download();
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < n; ++c) {
+        const size_t i = static_cast<size_t>(t) * n + c;
+        ASSERT_EQ(got[i], f32_to_bf16(bf16_to_f32(raw[i]) * sw[c] * sx[t])) << "N " << n << " token " << t << " col " << c;
+      }
+  }
+}
+
+// The kernels that read the unscaled sums (ProductScales): SwiGLU of the scaled gate and up, against float64 (the
+// vector path, intermediate a multiple of 4, and the scalar one); the QKV store, V exactly the scaled value rounded
+// once, Q and K rotated from it (float64, within two bf16 steps of the pair's magnitude).
+TEST(Fp8Linear, ConsumersApplyTheProductScales) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const int T = 5;
+  const std::vector<float> sx = random_scales(T, 1e-2f, 1e-1f, 3);
+  DeviceArray<float> d_sx(sx);
+  for (const int inter : {64, 6}) {
+    SCOPED_TRACE(::testing::Message() << "intermediate " << inter);
+    std::vector<uint16_t> raw = random_bf16(static_cast<size_t>(T) * 2 * inter, inter);
+    for (auto& v : raw) v = f32_to_bf16(bf16_to_f32(v) * 4096.0f);  // sums of products, before their scales
+    const std::vector<float> sw = random_scales(static_cast<size_t>(2 * inter), 0.5e-3f, 2e-3f, 4);
+    DeviceArray<uint16_t> d_raw(raw), d_out(static_cast<size_t>(T) * inter);
+    DeviceArray<float> d_sw(sw);
+    k::silu_mul_interleaved(bf(d_out.get()), bf(d_raw.get()), T, inter, nullptr, k::ProductScales{d_sw.get(), d_sx.get()});
+    const std::vector<uint16_t> got = d_out.download();
+    for (int t = 0; t < T; ++t)
+      for (int j = 0; j < inter; ++j) {
+        const size_t g = static_cast<size_t>(t) * 2 * inter + 2 * j;
+        const double gate = static_cast<double>(bf16_to_f32(raw[g])) * sw[2 * j] * sx[t];
+        const double up = static_cast<double>(bf16_to_f32(raw[g + 1])) * sw[2 * j + 1] * sx[t];
+        const double want = gate / (1.0 + std::exp(-gate)) * up;
+        const double v = bf16_to_f32(got[static_cast<size_t>(t) * inter + j]);
+        ASSERT_LE(std::fabs(v - want), 0x1p-7 * std::fabs(want) + 1e-6) << "token " << t << " j " << j;
+      }
+  }
+  const int nh = 4, nkv = 2, hd = 32, n = (nh + 2 * nkv) * hd, row = nkv * hd, half = hd / 2;
+  std::vector<uint16_t> raw = random_bf16(static_cast<size_t>(T) * n, 5);
+  for (auto& v : raw) v = f32_to_bf16(bf16_to_f32(v) * 4096.0f);
+  const std::vector<float> sw = random_scales(static_cast<size_t>(n), 0.5e-3f, 2e-3f, 6);
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
+  std::vector<int32_t> positions(T), slots(T);
+  for (int t = 0; t < T; ++t) positions[t] = 31 * t + 2, slots[t] = 2 * t + 1;
+  DeviceArray<uint16_t> d_raw(raw), qo(static_cast<size_t>(T) * nh * hd), kc(size_t{16} * row), vc(size_t{16} * row);
+  DeviceArray<float> d_sw(sw), d_inv(inv_freq);
+  DeviceArray<int32_t> d_pos(positions), d_slots(slots);
+  k::qkv_rope_store(bf(qo.get()), bf(d_raw.get()), bf(kc.get()), bf(vc.get()), d_pos.get(), d_slots.get(), d_inv.get(),
+                    1.0f, T, nh, nkv, hd, nullptr, k::ProductScales{d_sw.get(), d_sx.get()});
+  const std::vector<uint16_t> q = qo.download(), kcache = kc.download(), vcache = vc.download();
+  const auto scaled = [&](int t, int col) { return bf16_to_f32(raw[static_cast<size_t>(t) * n + col]) * sw[col] * sx[t]; };
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < nkv; ++h)
+      for (int i = 0; i < hd; ++i)
+        ASSERT_EQ(vcache[(static_cast<size_t>(slots[t]) * nkv + h) * hd + i], f32_to_bf16(scaled(t, (nh + nkv + h) * hd + i)))
+            << "V token " << t << " head " << h << " element " << i;
+    for (int h = 0; h < nh + nkv; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double x0 = scaled(t, h * hd + 2 * i), x1 = scaled(t, h * hd + 2 * i + 1);
+        const double a = static_cast<double>(static_cast<float>(positions[t]) * inv_freq[i]);
+        const double want[2] = {x0 * std::cos(a) - x1 * std::sin(a), x1 * std::cos(a) + x0 * std::sin(a)};
+        for (int e = 0; e < 2; ++e) {
+          const size_t at = h < nh ? (static_cast<size_t>(t) * nh + h) * hd + i + e * half
+                                   : (static_cast<size_t>(slots[t]) * nkv + h - nh) * hd + i + e * half;
+          const double v = bf16_to_f32(h < nh ? q[at] : kcache[at]);
+          ASSERT_LE(std::fabs(v - want[e]), 0x1p-7 * (std::fabs(x0) + std::fabs(x1)) + 1e-6)
+              << "token " << t << " head " << h << " pair " << i << " element " << e;
+        }
+      }
   }
 }
 

@@ -205,6 +205,19 @@ void CudaOps::Impl::arena_reset() {
   step_bytes = 0;
 }
 
+kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w) {
+  static const bool scale_pass = [] {  // PAGODA_FP8_SCALE_PASS=1: the separate scaling pass instead (A/B runs)
+    const char* v = std::getenv("PAGODA_FP8_SCALE_PASS");
+    return v != nullptr && v[0] == '1';
+  }();
+  const int T = rows_of(x), N = static_cast<int>(w.num_rows()), K = static_cast<int>(w.cols());
+  if (scale_pass || !is_fp8_rows(w) || T <= kernels::kFp8GemvMaxTokens || !fp8_gemm->supported(T, N, K)) return {};
+  const kernels::Fp8Activations q = quantize_input(x, w);
+  const kernels::Fp8Rows rows = fp8_rows(w);
+  fp8_gemm->run(static_cast<bf16*>(out.data), q, rows, T, /*scaled=*/false);
+  return kernels::ProductScales{rows.scales, q.scales};
+}
+
 kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Weight& w) {
   const int T = rows_of(x), K = row_elems(x);
   kernels::Fp8Activations a{static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
@@ -378,6 +391,15 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
     }
   }
   Tensor qkv = alloc(DType::kBF16, {T, N});
+  if (!cache.spec.fp8()) {  // FP8 W8A8 through cuBLASLt: the store kernel scales the sums
+    const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(qkv, x, wqkv);
+    if (scales.rows != nullptr) {
+      kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
+                              i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream,
+                              scales);
+      return;
+    }
+  }
   linear(qkv, x, wqkv);
   if (cache.spec.fp8()) {
     kernels::qkv_rope_store_fp8(bf(q_out), bf(qkv), fp8_kv_layer(cache, layer), i32(batch.positions),
@@ -478,8 +500,9 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
     return;
   }
   Tensor gate_up = alloc(DType::kBF16, {T, N});
-  linear(gate_up, x, w_gate_up);
-  kernels::silu_mul_interleaved(bf(out), bf(gate_up), T, N / 2, impl_->stream);
+  const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(gate_up, x, w_gate_up);  // FP8 W8A8, cuBLASLt
+  if (scales.rows == nullptr) linear(gate_up, x, w_gate_up);
+  kernels::silu_mul_interleaved(bf(out), bf(gate_up), T, N / 2, impl_->stream, scales);
 }
 
 void CudaOps::gather_rows(Tensor out, Tensor x, Tensor rows) {

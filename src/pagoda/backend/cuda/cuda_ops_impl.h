@@ -13,6 +13,7 @@
 #include "pagoda/backend/cuda/device_memory.h"
 #include "pagoda/backend/cuda/fp8_gemm.h"
 #include "pagoda/backend/cuda/step_inputs.h"
+#include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/sampling.h"
 
@@ -77,6 +78,10 @@ struct CudaOps::Impl {
   void* arena_alloc(size_t bytes);
   // W8A8: x [T, K] as FP8 codes and per-token (or the static) scales, in the workspace.
   kernels::Fp8Activations quantize_input(const Tensor& x, const Weight& w);
+  // An FP8 W8A8 weight on cuBLASLt (more tokens than the GEMV takes): out [T, N] = the unscaled sums of x's codes
+  // and w's, and the scales that make them the product, for the kernel that reads them. Other weights and shapes:
+  // nothing done, null scales.
+  kernels::ProductScales fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w);
   void arena_reset();
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();

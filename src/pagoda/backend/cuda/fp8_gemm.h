@@ -25,7 +25,10 @@ class Fp8Gemm {
 
   // Whether cuBLASLt has an algorithm for this shape on this GPU (compute capability 8.9 or newer).
   bool supported(int num_tokens, int n, int k);
-  void run(__nv_bfloat16* out, const kernels::Fp8Activations& x, const kernels::Fp8Rows& w, int num_tokens);
+  // scaled = false: out holds the unscaled sums, for a kernel that reads them to apply the scales
+  // (kernels::ProductScales) instead of a pass of its own.
+  void run(__nv_bfloat16* out, const kernels::Fp8Activations& x, const kernels::Fp8Rows& w, int num_tokens,
+           bool scaled = true);
 
  private:
   struct Plan;
