@@ -80,16 +80,23 @@ __global__ void store_kv_fp8_kernel(const Fp8KvLayer c, const bf16* k, const bf1
 // grid = (T, nh + 2 nkv): as qkv_rope_store_kernel (elementwise.cu), K and V rows into the FP8 cache.
 __global__ void qkv_rope_store_fp8_kernel(bf16* q_out, const bf16* qkv, const Fp8KvLayer c, const int32_t* positions,
                                           const int32_t* slot_mapping, const float* inv_freq, float scaling,
-                                          int num_heads) {
+                                          int num_heads, ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y, nkv = c.num_kv_heads, hd = c.head_dim, half = hd / 2, i = threadIdx.x;
   const int64_t slot = slot_mapping[t];
   const bf16* src = qkv + (t * (num_heads + 2 * nkv) + h) * hd;
+  // Element j of this head: as stored, or the FP8 GEMM's sum times its row's scale and the token's.
+  const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * hd : nullptr;
+  const float token_scale = scales.rows != nullptr ? scales.tokens[t] : 1.0f;
+  const auto value = [&](int j) {
+    const float v = __bfloat162float(src[j]);
+    return row_scales != nullptr ? v * row_scales[j] * token_scale : v;
+  };
   if (h >= num_heads + nkv) {  // a V head, in the usual order
     if (slot < 0) return;
-    const float x0 = i < half ? __bfloat162float(src[i]) : 0.0f;
-    const float x1 = i < half ? __bfloat162float(src[i + half]) : 0.0f;
+    const float x0 = i < half ? round_bf16(value(i)) : 0.0f;  // (exact when src holds the values)
+    const float x1 = i < half ? round_bf16(value(i + half)) : 0.0f;
     const Fp8Row dst = fp8_row(c, true, slot, h - num_heads - nkv);
     store_fp8_row(dst.codes, dst.exponent, x0, x1, i, half);
     return;
@@ -97,8 +104,7 @@ __global__ void qkv_rope_store_fp8_kernel(bf16* q_out, const bf16* qkv, const Fp
   if (h >= num_heads && slot < 0) return;
   float o0 = 0.0f, o1 = 0.0f;  // the pair (i, i + half) sits at src[2i], src[2i + 1]
   if (i < half) {
-    rope_rotate_pair(__bfloat162float(src[2 * i]), __bfloat162float(src[2 * i + 1]), positions[t], inv_freq[i],
-                     scaling, &o0, &o1);
+    rope_rotate_pair(value(2 * i), value(2 * i + 1), positions[t], inv_freq[i], scaling, &o0, &o1);
   }
   if (h < num_heads) {
     bf16* dst = q_out + (t * num_heads + h) * hd;
@@ -134,12 +140,12 @@ void store_kv_fp8(const Fp8KvLayer& cache, const bf16* k, const bf16* v, const i
 
 void qkv_rope_store_fp8(bf16* q_out, const bf16* qkv, const Fp8KvLayer& cache, const int32_t* positions,
                         const int32_t* slot_mapping, const float* inv_freq, float scaling, int num_tokens,
-                        int num_heads, cudaStream_t stream) {
+                        int num_heads, cudaStream_t stream, ProductScales scales) {
   if (num_tokens <= 0) return;
   check_layer(cache, "qkv_rope_store_fp8: bad shape");
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * cache.num_kv_heads));
   launch_kernel("qkv_rope_store_fp8", qkv_rope_store_fp8_kernel, grid, row_threads(cache.head_dim), 0, stream, q_out,
-                qkv, cache, positions, slot_mapping, inv_freq, scaling, num_heads);
+                qkv, cache, positions, slot_mapping, inv_freq, scaling, num_heads, scales);
 }
 
 }  // namespace pagoda::kernels

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "pagoda/kernels/elementwise.h"
+
 namespace pagoda::kernels {
 
 // One layer's FP8 cache: codes [num_blocks, block_size, nkv, hd], exponents [num_blocks, nkv, block_size].
@@ -26,8 +28,10 @@ void store_kv_fp8(const Fp8KvLayer& cache, const __nv_bfloat16* k, const __nv_bf
 
 // qkv_rope_store (elementwise.h) with an FP8 cache: q_out [T, nh, hd] = rope(q); rope(k) and v quantized
 // into the cache rows of slot_mapping.
+// With `scales`, qkv holds unscaled FP8 sums (ProductScales): V is the scaled value rounded to bf16, as the bf16
+// kernel stores it.
 void qkv_rope_store_fp8(__nv_bfloat16* q_out, const __nv_bfloat16* qkv, const Fp8KvLayer& cache,
                         const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq, float scaling,
-                        int num_tokens, int num_heads, cudaStream_t stream);
+                        int num_tokens, int num_heads, cudaStream_t stream, ProductScales scales = {});
 
 }  // namespace pagoda::kernels

@@ -128,32 +128,39 @@ TEST(KvFp8Store, StoreKvQuantizesEveryRowAsTheCpuReference) {
   }
 }
 
-// qkv_rope_store_fp8 = qkv_rope_store into a bf16 cache, each row then quantized; q_out identical.
+// qkv_rope_store_fp8 = qkv_rope_store into a bf16 cache, each row then quantized; q_out identical. Also with
+// ProductScales (qkv as an FP8 GEMM's unscaled sums): the same values from both.
 TEST(KvFp8Store, QkvRopeStoreIsTheBf16StoreQuantized) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int hd : {16, 64, 128}) {
-    const int T = 9, nh = 4, nkv = 2, num_slots = 3 * 16, heads = nh + 2 * nkv, row = nkv * hd, block_size = 16;
-    const auto qkv = test_rows(T * heads, hd, 40 + hd);  // as the GEMM wrote it (Q/K heads in RoPE-pair order)
-    std::vector<int32_t> positions(T);
-    for (int t = 0; t < T; ++t) positions[t] = 3 + 517 * t;
-    const auto slots = token_slots(T, num_slots, 2, 9 * hd);
-    std::vector<float> inv_freq(hd / 2);
-    for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
-    DeviceArray<uint16_t> d_qkv(qkv), q_bf16(static_cast<size_t>(T) * nh * hd), q_fp8(q_bf16.size());
-    DeviceArray<uint16_t> kc(static_cast<size_t>(num_slots) * row), vc(kc.size());
-    PAGODA_CUDA_CHECK(cudaMemset(kc.get(), 0, kc.size() * 2));
-    PAGODA_CUDA_CHECK(cudaMemset(vc.get(), 0, vc.size() * 2));
-    DeviceArray<int32_t> d_pos(positions), d_slots(slots);
-    DeviceArray<float> d_inv(inv_freq);
-    kernels::qkv_rope_store(bf(q_bf16.get()), cbf(d_qkv.get()), bf(kc.get()), bf(vc.get()), d_pos.get(), d_slots.get(),
-                            d_inv.get(), 1.1f, T, nh, nkv, hd, nullptr);
-    Fp8Cache c(num_slots, nkv, hd, block_size);
-    kernels::qkv_rope_store_fp8(bf(q_fp8.get()), cbf(d_qkv.get()), c.layer, d_pos.get(), d_slots.get(), d_inv.get(),
-                                1.1f, T, nh, nullptr);
-    SCOPED_TRACE("head_dim " + std::to_string(hd));
-    EXPECT_EQ(q_fp8.download(), q_bf16.download());
-    expect_cache(c, num_slots, slots, kc.download(), vc.download(), "qkv_rope_store_fp8");
-  }
+  for (const bool scaled : {false, true})
+    for (const int hd : {16, 64, 128}) {
+      const int T = 9, nh = 4, nkv = 2, num_slots = 3 * 16, heads = nh + 2 * nkv, row = nkv * hd, block_size = 16;
+      const auto qkv = test_rows(T * heads, hd, 40 + hd);  // as the GEMM wrote it (Q/K heads in RoPE-pair order)
+      std::vector<int32_t> positions(T);
+      for (int t = 0; t < T; ++t) positions[t] = 3 + 517 * t;
+      const auto slots = token_slots(T, num_slots, 2, 9 * hd);
+      std::vector<float> inv_freq(hd / 2);
+      for (int i = 0; i < hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
+      std::vector<float> row_scales(static_cast<size_t>(heads) * hd), token_scales(T);
+      for (size_t i = 0; i < row_scales.size(); ++i) row_scales[i] = 0.5f + 0.01f * static_cast<float>(i % 97);
+      for (int t = 0; t < T; ++t) token_scales[t] = 0.25f + 0.1f * static_cast<float>(t);
+      DeviceArray<float> d_rs(row_scales), d_ts(token_scales);
+      const kernels::ProductScales scales = scaled ? kernels::ProductScales{d_rs.get(), d_ts.get()} : kernels::ProductScales{};
+      DeviceArray<uint16_t> d_qkv(qkv), q_bf16(static_cast<size_t>(T) * nh * hd), q_fp8(q_bf16.size());
+      DeviceArray<uint16_t> kc(static_cast<size_t>(num_slots) * row), vc(kc.size());
+      PAGODA_CUDA_CHECK(cudaMemset(kc.get(), 0, kc.size() * 2));
+      PAGODA_CUDA_CHECK(cudaMemset(vc.get(), 0, vc.size() * 2));
+      DeviceArray<int32_t> d_pos(positions), d_slots(slots);
+      DeviceArray<float> d_inv(inv_freq);
+      kernels::qkv_rope_store(bf(q_bf16.get()), cbf(d_qkv.get()), bf(kc.get()), bf(vc.get()), d_pos.get(), d_slots.get(),
+                              d_inv.get(), 1.1f, T, nh, nkv, hd, nullptr, scales);
+      Fp8Cache c(num_slots, nkv, hd, block_size);
+      kernels::qkv_rope_store_fp8(bf(q_fp8.get()), cbf(d_qkv.get()), c.layer, d_pos.get(), d_slots.get(), d_inv.get(),
+                                  1.1f, T, nh, nullptr, scales);
+      SCOPED_TRACE("head_dim " + std::to_string(hd) + (scaled ? ", scaled" : ""));
+      EXPECT_EQ(q_fp8.download(), q_bf16.download());
+      expect_cache(c, num_slots, slots, kc.download(), vc.download(), "qkv_rope_store_fp8");
+    }
 }
 
 }  // namespace

@@ -391,22 +391,15 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
     }
   }
   Tensor qkv = alloc(DType::kBF16, {T, N});
-  if (!cache.spec.fp8()) {  // FP8 W8A8 through cuBLASLt: the store kernel scales the sums
-    const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(qkv, x, wqkv);
-    if (scales.rows != nullptr) {
-      kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                              i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream,
-                              scales);
-      return;
-    }
-  }
-  linear(qkv, x, wqkv);
+  const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(qkv, x, wqkv);  // FP8 W8A8 on cuBLASLt
+  if (scales.rows == nullptr) linear(qkv, x, wqkv);
   if (cache.spec.fp8()) {
     kernels::qkv_rope_store_fp8(bf(q_out), bf(qkv), fp8_kv_layer(cache, layer), i32(batch.positions),
-                                i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, impl_->stream);
+                                i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, impl_->stream, scales);
   } else {
     kernels::qkv_rope_store(bf(q_out), bf(qkv), bf(cache.k[layer]), bf(cache.v[layer]), i32(batch.positions),
-                            i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream);
+                            i32(batch.slot_mapping), inv_freq, params.attention_scaling, T, nh, nkv, hd, impl_->stream,
+                            scales);
   }
 }
 
