@@ -34,11 +34,14 @@ struct ActivationStorage {
   std::vector<float> dx, sdx;
 };
 
-// x [num_tokens, k] as the W8 kernels' int8 lanes (linear_w8_int8.h), quantized by `rule`.
-W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, ActivationStorage& s) {
+// x [num_tokens, k] as the W8 kernels' int8 lanes (linear_w8_int8.h), quantized by `rule`; the values stored + 128
+// (the VNNI loops: u8 operands) or as signed bytes (`signed_values`: the AVX2 loops, which sign them by the codes).
+W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, bool signed_values,
+                                   ActivationStorage& s) {
   const int64_t chunks = w8_chunks(k), nb = k / kBlock, per_scale = q8_rule_block(rule) / kBlock;
   PAGODA_CHECK(nb % per_scale == 0, "linear_w8_int8: {} inputs are not whole blocks of {}", k, q8_rule_block(rule));
-  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * kW8Chunk), 128);
+  const int32_t bias = signed_values ? 0 : 128;
+  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * kW8Chunk), static_cast<uint8_t>(bias));
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW8Lanes), 0.0f);
   Q8Block q[8];
@@ -53,7 +56,7 @@ W8Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
         int32_t sum = 0;
         for (int64_t j = 0; j < 4; ++j) {
           const int32_t v = block.v[lane * 4 + j];
-          bytes[lane * 4 + j] = static_cast<uint8_t>(v + 128);
+          bytes[lane * 4 + j] = static_cast<uint8_t>(v + bias);
           sum += v;
         }
         s.dx[chunk * kW8Lanes + lane0 + lane] = d;
@@ -90,8 +93,7 @@ using Form = GroupValues::Form;
 template <bool kOffsets>
 inline __m256 add_half(__m256 acc, __m256i q, __m256i magnitude, __m256 s, __m256 m, const W8Activations& x, int64_t at,
                        int h) {
-  const __m256i values = _mm256_xor_si256(  // the signed values
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + at * kW8Chunk + 32 * h)), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i values = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bytes + at * kW8Chunk + 32 * h));  // signed
   const __m256i ints = _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(values, q)), _mm256_set1_epi16(1));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(s, _mm256_loadu_ps(x.dx + at * 16 + 8 * h)), acc);
   if constexpr (kOffsets) acc = _mm256_fnmadd_ps(m, _mm256_loadu_ps(x.sdx + at * 16 + 8 * h), acc);
@@ -248,11 +250,12 @@ void linear_w8_int8(float* out, const float* x, int64_t num_tokens, const Weight
                     scale_values(w), offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
-  const W8Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);
+  const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
+  const W8Activations a = quantize_activations(x, num_tokens, k, rule, /*signed_values=*/!vnni, calling_threads);
   // A few tokens (decode) read each chunk where it is used; more: AVX512-VNNI unpacks each thread's rows once for
   // all the tokens, AVX2 runs its tiles.
   const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
-  if (!(active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni)) {
+  if (!vnni) {
     for_each_row_chunk(
         n, k, num_tokens, 0, [](int64_t, int64_t, uint8_t*) {},
         [&](const uint8_t*, int64_t r0, int64_t count, int64_t t0, int64_t t1) {

@@ -37,7 +37,7 @@ struct W8Rows {
 
 // Activations as llama.cpp's Q8_0 blocks (per token and block of 32: d = amax / 127, values round(x / d)), per
 // token and chunk:
-//   bytes [64] u8: the values + 128, in column order
+//   bytes [64] u8: the values + 128, in column order (the AVX2 loops: the values as int8)
 //   dx    [16] f32: lane l's block scale d (lane l is in block l / 8)
 //   sdx   [16] f32: lane l's 4 values added (exact), times d: what an offset multiplies
 // Columns past K (the padding) have value 0 and d 0.
