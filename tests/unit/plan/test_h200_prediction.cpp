@@ -100,6 +100,14 @@ TEST(PlanH200, OtherMeasuredFigures) {
   const PlanOptions head{.lm_head = Precision::kFp8};
   check_cell("FP8 W8A8 batch 1, FP8 lm_head, tok/s",
              1 / predict_step(m, Precision::kFp8, decode_step(1, 160), d, head).seconds, 338);
+  // docs/PERFORMANCE.md "GPU: a quantized lm_head, ..." (2026-12-05): W4A16 g128 at batch 1 (128 prompt tokens, 64
+  // generated) with --quantize-lm-head int8 and w4, 498.6 and 512.8 tok/s
+  // (bench/results/2026-12-05-h200-session29/lm-head-batch1.txt).
+  for (const auto& [lm_head, measured] : {std::pair{Precision::kInt8, 498.6}, std::pair{Precision::kAwq, 512.8}}) {
+    const PlanOptions o{.lm_head = lm_head};
+    check_cell(std::string("W4A16 batch 1, ") + std::string(precision_label(lm_head)) + " lm_head, tok/s",
+               1 / predict_step(m, Precision::kAwq, decode_step(1, 160), d, o).seconds, measured);
+  }
 }
 
 }  // namespace
