@@ -95,6 +95,7 @@ void run_plan(const PlanCliOptions& o) {
   const plan::ModelShape shape = plan::ModelShape::from_config(plan::read_model_config(path));
   const plan::DeviceProfile device = resolve_profile(o);
   const plan::PlanOptions options{.kv_fp8 = o.kv_cache_dtype == "fp8", .lm_head = lm_head_precision(o.quantize_lm_head)};
+  const std::string lm_head = o.quantize_lm_head == "none" ? "bf16" : o.quantize_lm_head;  // as printed
 
   std::vector<plan::PlanPoint> points;
   for (Precision p : precisions) {
@@ -142,7 +143,7 @@ void run_plan(const PlanCliOptions& o) {
                               {"input_len", o.input_len},
                               {"max_num_batched_tokens", o.max_num_batched_tokens},
                               {"kv_cache_dtype", options.kv_fp8 ? "fp8" : "bf16"},
-                              {"lm_head", o.quantize_lm_head == "none" ? "bf16" : o.quantize_lm_head},
+                              {"lm_head", lm_head},
                               {"decode", decode},
                               {"prefill", prefill}};
     std::puts(j.dump(2).c_str());
@@ -155,7 +156,7 @@ void run_plan(const PlanCliOptions& o) {
              device.name, device.bandwidth_gbs, device.bf16_tflops, device.bf16_gemm_efficiency, device.fp8_tflops,
              device.fp8_gemm_efficiency, device.step_overhead_us);
   fmt::print("decode at {} tokens of context (KV {}, lm_head {}), one step of all the batch's sequences:\n",
-             o.context_len, options.kv_fp8 ? "fp8" : "bf16", o.quantize_lm_head == "none" ? "bf16" : o.quantize_lm_head);
+             o.context_len, options.kv_fp8 ? "fp8" : "bf16", lm_head);
   fmt::print("  {:<11} {:>6} {:>9} {:>10} {:>10} {:>9} {:>8} {:>9}  {:<16} {}\n", "precision", "batch", "step ms",
              "tok/s", "tok/s/seq", "weight GB", "KV GB", "TFLOP", "linears", "pareto");
   for (const plan::PlanPoint& pt : points)

@@ -14,6 +14,8 @@
 #include "editable_checkpoint.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/core/dtype.h"
+#include "pagoda/core/error.h"
+#include "pagoda/engine/llm.h"
 #include "pagoda/loader/model_loader.h"
 #include "pagoda/quantize/quantize_weights.h"
 
@@ -236,6 +238,62 @@ TEST(QuantLmHead, Int8AndW4LmHeadsAreRoundToNearestOfTheStoredRows) {
     EXPECT_GT(worst, 0.0);
     EXPECT_LT(worst, bound);
   }
+}
+
+// The engine takes the option: LlmOptions::lm_head_quantization reaches the served weights (each form's scheme, as
+// `pagoda inspect` names it) and changes what the model computes; an already quantized lm_head is kept, a name it
+// does not know is refused.
+TEST(QuantLmHead, LlmServesTheQuantizedOutputProjection) {
+  const std::string dir = test::data_dir() + "/models/quant/tinystories-656k";
+  const auto llm_options = [&](const std::string& lm_head) {
+    LlmOptions o;
+    o.load = LoadOptions{.model_path = dir, .show_progress = false};
+    o.max_num_seqs = 4;
+    o.lm_head_quantization = lm_head;
+    return o;
+  };
+  GenerateRequest request;
+  request.prompt_ids = {1, 403, 1139, 289, 13};
+  request.params.temperature = 0;
+  request.params.ignore_eos = true;
+  request.params.max_tokens = 4;
+  request.params.logprobs = 1;
+  LLM plain(llm_options(""));
+  const CompletionOutput base = plain.generate({request})[0];
+  ASSERT_EQ(base.logprobs.size(), 4u);
+  for (const auto& [name, scheme] : {std::pair{"fp8", QuantScheme::kFp8Channel}, std::pair{"int8", QuantScheme::kInt8Channel},
+                                      std::pair{"w4", QuantScheme::kInt4Group}}) {
+    SCOPED_TRACE(name);
+    LLM served(llm_options(name));
+    const Weight& head = served.model().weights.lm_head;
+    EXPECT_EQ(head.scheme, scheme);
+    EXPECT_EQ(head.source_format, std::string(name) + " (--quantize-lm-head)");
+    const CompletionOutput out = served.generate({request})[0];
+    ASSERT_EQ(out.logprobs.size(), base.logprobs.size());
+    double differs = 0;
+    for (size_t t = 0; t < out.logprobs.size(); ++t)
+      differs = std::max(differs, static_cast<double>(std::fabs(out.logprobs[t][0].logprob - base.logprobs[t][0].logprob)));
+    EXPECT_GT(differs, 0.0) << "the outputs are the unquantized model's";
+  }
+  EXPECT_THROW(LLM(llm_options("nf4")), Error);
+}
+
+// The shapes a form cannot take are refused with the option's name: w4 needs in_features a multiple of its group of
+// 128 (a 64-wide model's lm_head), and an already quantized lm_head is left as it is.
+TEST(QuantLmHead, RefusesWhatTheFormCannotHold) {
+  std::vector<HostTensor> owned;
+  ModelWeights w;
+  w.lm_head.data = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{32, 64}).view();
+  try {
+    quantizer::quantize_lm_head(w, quantizer::WeightQuantization::kW4, owned);
+    ADD_FAILURE() << "a 64-column lm_head took the w4 form";
+  } catch (const InvalidRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("--quantize-lm-head w4"), std::string::npos) << e.what();
+  }
+  ASSERT_TRUE(quantizer::quantize_lm_head(w, quantizer::WeightQuantization::kInt8, owned));
+  const Weight int8_head = w.lm_head;
+  EXPECT_FALSE(quantizer::quantize_lm_head(w, quantizer::WeightQuantization::kFp8, owned));
+  EXPECT_EQ(w.lm_head.data.data, int8_head.data.data);
 }
 
 }  // namespace

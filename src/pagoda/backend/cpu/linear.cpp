@@ -49,7 +49,7 @@ void sweep_rows_avx2(const Elem* rows, int64_t nr, const float* x, int64_t tb, i
   }
 }
 
-// A chunk of weight rows as the tiles read them: fp32, or (AVX-512 only) F16 / BF16 converted in registers.
+// A chunk of weight rows as the tiles read them: fp32, or F16 / BF16 converted in registers.
 struct TypedRows {
   const uint8_t* rows;
   DType dtype;

@@ -13,8 +13,8 @@
 #include "pagoda/backend/cuda/device_memory.h"
 #include "pagoda/backend/cuda/fp8_gemm.h"
 #include "pagoda/backend/cuda/step_inputs.h"
-#include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/sampling.h"
 
 namespace pagoda {
