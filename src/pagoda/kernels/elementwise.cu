@@ -275,44 +275,54 @@ __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* positions, const fl
   }
 }
 
-// One block per (token, head) of qkv [T, nh + 2 nkv, hd], so a decode step of one token still spreads
-// over nh + 2 nkv blocks: q heads -> q_out [T, nh, hd] = rope(q); unless slot < 0, k heads -> rope(k)
-// and v heads -> v into the cache rows [slot] of k_cache, v_cache [slots, nkv, hd]. cos/sin in fp32
-// (sincosf, accurate for any argument) of the fp32 angle positions[t] * inv_freq[i].
+// Blocks of qkv_rope_grid over qkv [T, nh + 2 nkv, hd]: a block takes one token's heads blockIdx.y * rows + row,
+// stepping by gridDim.y * rows, with the token's RoPE (cos, sin) computed once into shared memory; a thread per pair:
+// q heads -> q_out [T, nh, hd] = rope(q); unless slot < 0, k heads -> rope(k) and v heads -> v into the cache rows
+// [slot] of k_cache, v_cache [slots, nkv, hd]. cos/sin in fp32 (sincosf, accurate for any argument) of the fp32 angle
+// positions[t] * inv_freq[i]. blockDim = (half rounded up to 32, kQkvHeadRows); shared memory: half float2.
+constexpr int kQkvHeadRows = 4;
 __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
                                       const int32_t* positions, const int32_t* slot_mapping, const float* inv_freq,
                                       float scaling, int num_heads, int num_kv_heads, int head_dim,
                                       ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
+  extern __shared__ float2 rope_cs[];  // [half]
   const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const int half = head_dim / 2;
-  const int64_t slot = slot_mapping[t];
-  const bf16* src = qkv + (t * (num_heads + 2 * num_kv_heads) + h) * head_dim;
-  // The FP8 GEMM's sums: element j of this head times its row's scale and the token's, in that order.
-  const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * head_dim : nullptr;
-  const float token_scale = scales.rows != nullptr ? scales.tokens[t] : 1.0f;
-  const auto value = [&](int j) { return row_scales != nullptr ? load1(src + j) * row_scales[j] * token_scale : load1(src + j); };
-  if (h >= num_heads + num_kv_heads) {  // a V head: copied as it is
-    if (slot < 0) return;
-    bf16* dst = v_cache + (slot * num_kv_heads + (h - num_heads - num_kv_heads)) * head_dim;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-      if (row_scales != nullptr) store1(dst + i, value(i));
-      else dst[i] = src[i];
-    }
-    return;
-  }
-  bf16* dst;
-  if (h < num_heads) {
-    dst = q_out + (t * num_heads + h) * head_dim;
-  } else {
-    if (slot < 0) return;
-    dst = k_cache + (slot * num_kv_heads + (h - num_heads)) * head_dim;
-  }
+  const int half = head_dim / 2, heads = num_heads + 2 * num_kv_heads;
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
   const int pos = positions[t];
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {  // the pair (i, i + half) sits at src[2i], src[2i + 1]
+  for (int i = thread; i < half; i += blockDim.x * blockDim.y) rope_cs[i] = rope_cos_sin(pos, inv_freq[i], scaling);
+  __syncthreads();
+  const int64_t slot = slot_mapping[t];
+  const float token_scale = scales.rows != nullptr ? scales.tokens[t] : 1.0f;
+  const int i = threadIdx.x;  // the pair (i, i + half) of a Q or K head sits at src[2i], src[2i + 1]
+  if (i >= half) return;      // (no barrier below)
+  for (int h = blockIdx.y * blockDim.y + threadIdx.y; h < heads; h += gridDim.y * blockDim.y) {
+    const bf16* src = qkv + (t * heads + h) * head_dim;
+    // The FP8 GEMM's sums: element j of this head times its row's scale and the token's, in that order.
+    const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * head_dim : nullptr;
+    const auto value = [&](int j) { return row_scales != nullptr ? load1(src + j) * row_scales[j] * token_scale : load1(src + j); };
+    if (h >= num_heads + num_kv_heads) {  // a V head: elements 2i, 2i + 1 copied as they are
+      if (slot < 0) continue;
+      bf16* dst = v_cache + (slot * num_kv_heads + (h - num_heads - num_kv_heads)) * head_dim;
+      if (row_scales != nullptr) {
+        store1(dst + 2 * i, value(2 * i));
+        store1(dst + 2 * i + 1, value(2 * i + 1));
+      } else {
+        dst[2 * i] = src[2 * i];
+        dst[2 * i + 1] = src[2 * i + 1];
+      }
+      continue;
+    }
+    bf16* dst;
+    if (h < num_heads) {
+      dst = q_out + (t * num_heads + h) * head_dim;
+    } else {
+      if (slot < 0) continue;
+      dst = k_cache + (slot * num_kv_heads + (h - num_heads)) * head_dim;
+    }
     float o0, o1;
-    rope_rotate_pair(value(2 * i), value(2 * i + 1), pos, inv_freq[i], scaling, &o0, &o1);
+    rope_apply(value(2 * i), value(2 * i + 1), rope_cs[i], &o0, &o1);
     store1(dst + i, o0);
     store1(dst + i + half, o1);
   }
@@ -503,10 +513,11 @@ void qkv_rope_store(bf16* q_out, const bf16* qkv, bf16* k_cache, bf16* v_cache, 
                     int num_kv_heads, int head_dim, cudaStream_t stream, ProductScales scales) {
   const int half = head_dim / 2;
   if (num_tokens <= 0 || half <= 0 || num_heads + num_kv_heads <= 0) return;
-  const unsigned threads = static_cast<unsigned>((half + 31) / 32 * 32);
-  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * num_kv_heads));
-  launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, threads, 0, stream, q_out, qkv, k_cache, v_cache,
-                positions, slot_mapping, inv_freq, scaling, num_heads, num_kv_heads, head_dim, scales);
+  const dim3 threads(static_cast<unsigned>((half + 31) / 32 * 32), kQkvHeadRows);
+  const dim3 grid = qkv_rope_grid(num_tokens, num_heads + 2 * num_kv_heads, kQkvHeadRows);
+  launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, threads,
+                static_cast<size_t>(half) * sizeof(float2), stream, q_out, qkv, k_cache, v_cache, positions, slot_mapping,
+                inv_freq, scaling, num_heads, num_kv_heads, head_dim, scales);
 }
 
 void silu_mul(bf16* out, const bf16* gate, const bf16* up, int64_t n, cudaStream_t stream) {

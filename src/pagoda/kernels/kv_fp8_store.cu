@@ -1,6 +1,6 @@
-// FP8 KV store kernels (contract: kv_fp8_store.h; number format: kv/kv_fp8.h). One block per (token, head
-// row), ceil(hd / 2 / 32) warps; thread i holds elements i and i + hd / 2 (the RoPE pair), the block
-// reduces the row's amax, and each thread writes its two codes.
+// FP8 KV store kernels (contract: kv_fp8_store.h; number format: kv/kv_fp8.h). store_kv_fp8: one block per (token,
+// head row), ceil(hd / 2 / 32) warps; thread i holds elements i and i + hd / 2, the block reduces the row's amax, and
+// each thread writes its two codes. qkv_rope_store_fp8: a warp per head row, a lane holding every 32nd pair.
 #include "pagoda/kernels/kv_fp8_store.h"
 
 #include <cuda_fp8.h>
@@ -14,7 +14,8 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kMaxWarps = 4;  // head_dim <= 256
+constexpr int kMaxWarps = 4;      // head_dim <= 256: a block of store_kv_fp8 has at most 4 warps
+constexpr int kMaxLanePairs = 4;  // and a lane of qkv_rope_store_fp8 at most 4 pairs
 
 // kv_fp8.cpp's fp8_kv_exponent: the smallest e in [-126, 63] with 448 * 2^e >= amax (the same
 // IEEE operations: frexpf / ldexpf are exact, the division correctly rounded).
@@ -77,46 +78,92 @@ __global__ void store_kv_fp8_kernel(const Fp8KvLayer c, const bf16* k, const bf1
   store_fp8_row(dst.codes, dst.exponent, x0, x1, i, half);
 }
 
-// grid = (T, nh + 2 nkv): as qkv_rope_store_kernel (elementwise.cu), K and V rows into the FP8 cache.
+// Warp-wide: quantizes the row whose pairs (i, i + half) for i = lane + 32 k lane holds in x0[k], x1[k] into
+// codes[0, 2 half) and *exponent (the row's amax by shuffles, no barrier). Every lane of the warp calls it.
+__device__ __forceinline__ void store_fp8_row_warp(uint8_t* codes, int8_t* exponent, const float (&x0)[kMaxLanePairs],
+                                                   const float (&x1)[kMaxLanePairs], int lane, int half) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxLanePairs; ++k) amax = fmaxf(amax, fmaxf(fabsf(x0[k]), fabsf(x1[k])));  // (0 where unused)
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const int e = fp8_kv_exponent(amax);
+  const float inv = __int_as_float((127 - e) << 23);  // 2^-e, a normal float for e in [-126, 63]
+#pragma unroll
+  for (int k = 0; k < kMaxLanePairs; ++k) {
+    const int i = lane + 32 * k;
+    if (i >= half) break;
+    codes[i] = __nv_cvt_float_to_fp8(x0[k] * inv, __NV_SATFINITE, __NV_E4M3);
+    codes[i + half] = __nv_cvt_float_to_fp8(x1[k] * inv, __NV_SATFINITE, __NV_E4M3);
+  }
+  if (lane == 0) *exponent = static_cast<int8_t>(e);
+}
+
+// Blocks of qkv_rope_grid (rope_pair.cuh) as qkv_rope_store_kernel's (elementwise.cu), a warp per head: the token's
+// RoPE (cos, sin) once into shared memory, then warp w takes heads blockIdx.y * warps + w, stepping by gridDim.y *
+// warps, lane holding pairs lane + 32 k; K and V rows into the FP8 cache. blockDim = (32, kQkvFp8Warps); shared
+// memory: half float2.
+constexpr int kQkvFp8Warps = 8;
 __global__ void qkv_rope_store_fp8_kernel(bf16* q_out, const bf16* qkv, const Fp8KvLayer c, const int32_t* positions,
                                           const int32_t* slot_mapping, const float* inv_freq, float scaling,
                                           int num_heads, ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
+  extern __shared__ float2 rope_cs[];  // [half]
   const int64_t t = blockIdx.x;
-  const int h = blockIdx.y, nkv = c.num_kv_heads, hd = c.head_dim, half = hd / 2, i = threadIdx.x;
+  const int nkv = c.num_kv_heads, hd = c.head_dim, half = hd / 2, heads = num_heads + 2 * nkv, lane = threadIdx.x;
+  const int pos = positions[t];
+  for (int i = threadIdx.y * 32 + lane; i < half; i += 32 * blockDim.y) rope_cs[i] = rope_cos_sin(pos, inv_freq[i], scaling);
+  __syncthreads();
   const int64_t slot = slot_mapping[t];
-  const bf16* src = qkv + (t * (num_heads + 2 * nkv) + h) * hd;
-  // Element j of this head: as stored, or the FP8 GEMM's sum times its row's scale and the token's.
-  const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * hd : nullptr;
   const float token_scale = scales.rows != nullptr ? scales.tokens[t] : 1.0f;
-  const auto value = [&](int j) {
-    const float v = __bfloat162float(src[j]);
-    return row_scales != nullptr ? v * row_scales[j] * token_scale : v;
-  };
-  if (h >= num_heads + nkv) {  // a V head, in the usual order
-    if (slot < 0) return;
-    const float x0 = i < half ? round_bf16(value(i)) : 0.0f;  // (exact when src holds the values)
-    const float x1 = i < half ? round_bf16(value(i + half)) : 0.0f;
-    const Fp8Row dst = fp8_row(c, true, slot, h - num_heads - nkv);
-    store_fp8_row(dst.codes, dst.exponent, x0, x1, i, half);
-    return;
-  }
-  if (h >= num_heads && slot < 0) return;
-  float o0 = 0.0f, o1 = 0.0f;  // the pair (i, i + half) sits at src[2i], src[2i + 1]
-  if (i < half) {
-    rope_rotate_pair(value(2 * i), value(2 * i + 1), positions[t], inv_freq[i], scaling, &o0, &o1);
-  }
-  if (h < num_heads) {
-    bf16* dst = q_out + (t * num_heads + h) * hd;
-    if (i < half) {
-      dst[i] = __float2bfloat16(o0);
-      dst[i + half] = __float2bfloat16(o1);
+  for (int h = blockIdx.y * blockDim.y + threadIdx.y; h < heads; h += gridDim.y * blockDim.y) {  // warp-uniform
+    if (h >= num_heads && slot < 0) continue;
+    const bf16* src = qkv + (t * heads + h) * hd;
+    // Element j of this head: as stored, or the FP8 GEMM's sum times its row's scale and the token's.
+    const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * hd : nullptr;
+    const auto value = [&](int j) {
+      const float v = __bfloat162float(src[j]);
+      return row_scales != nullptr ? v * row_scales[j] * token_scale : v;
+    };
+    float x0[kMaxLanePairs] = {}, x1[kMaxLanePairs] = {};
+    if (h >= num_heads + nkv) {  // a V head, in the usual order (rounding exact when src holds the values)
+#pragma unroll
+      for (int k = 0; k < kMaxLanePairs; ++k) {
+        const int i = lane + 32 * k;
+        if (i >= half) break;
+        x0[k] = round_bf16(value(i));
+        x1[k] = round_bf16(value(i + half));
+      }
+      const Fp8Row dst = fp8_row(c, true, slot, h - num_heads - nkv);
+      store_fp8_row_warp(dst.codes, dst.exponent, x0, x1, lane, half);
+      continue;
     }
-    return;
+#pragma unroll
+    for (int k = 0; k < kMaxLanePairs; ++k) {  // the pair (i, i + half) sits at src[2i], src[2i + 1]
+      const int i = lane + 32 * k;
+      if (i >= half) break;
+      rope_apply(value(2 * i), value(2 * i + 1), rope_cs[i], &x0[k], &x1[k]);
+    }
+    if (h < num_heads) {
+      bf16* dst = q_out + (t * num_heads + h) * hd;
+#pragma unroll
+      for (int k = 0; k < kMaxLanePairs; ++k) {
+        const int i = lane + 32 * k;
+        if (i >= half) break;
+        dst[i] = __float2bfloat16(x0[k]);
+        dst[i + half] = __float2bfloat16(x1[k]);
+      }
+      continue;
+    }
+    // K: rounded to bf16 as the bf16 cache stores it, then quantized.
+#pragma unroll
+    for (int k = 0; k < kMaxLanePairs; ++k) {
+      x0[k] = round_bf16(x0[k]);
+      x1[k] = round_bf16(x1[k]);
+    }
+    const Fp8Row dst = fp8_row(c, false, slot, h - num_heads);
+    store_fp8_row_warp(dst.codes, dst.exponent, x0, x1, lane, half);
   }
-  // K: rounded to bf16 as the bf16 cache stores it, then quantized.
-  const Fp8Row dst = fp8_row(c, false, slot, h - num_heads);
-  store_fp8_row(dst.codes, dst.exponent, round_bf16(o0), round_bf16(o1), i, half);
 }
 
 unsigned row_threads(int head_dim) { return static_cast<unsigned>((head_dim / 2 + 31) / 32 * 32); }
@@ -143,9 +190,11 @@ void qkv_rope_store_fp8(bf16* q_out, const bf16* qkv, const Fp8KvLayer& cache, c
                         int num_heads, cudaStream_t stream, ProductScales scales) {
   if (num_tokens <= 0) return;
   check_layer(cache, "qkv_rope_store_fp8: bad shape");
-  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads + 2 * cache.num_kv_heads));
-  launch_kernel("qkv_rope_store_fp8", qkv_rope_store_fp8_kernel, grid, row_threads(cache.head_dim), 0, stream, q_out,
-                qkv, cache, positions, slot_mapping, inv_freq, scaling, num_heads, scales);
+  const dim3 grid = qkv_rope_grid(num_tokens, num_heads + 2 * cache.num_kv_heads, kQkvFp8Warps);
+  const dim3 threads(32, kQkvFp8Warps);
+  launch_kernel("qkv_rope_store_fp8", qkv_rope_store_fp8_kernel, grid, threads,
+                static_cast<size_t>(cache.head_dim / 2) * sizeof(float2), stream, q_out, qkv, cache, positions,
+                slot_mapping, inv_freq, scaling, num_heads, scales);
 }
 
 }  // namespace pagoda::kernels

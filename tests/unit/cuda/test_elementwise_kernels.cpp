@@ -290,10 +290,15 @@ std::vector<uint16_t> to_rope_pairs(const std::vector<uint16_t>& qkv, int heads,
   return out;
 }
 
+// Also 1,100 tokens of 12 heads: the launch's blocks then take several heads each in turn (qkv_rope_grid).
 TEST(ElementwiseKernels, QkvRopeStoreRotatesQAndKAndCachesKV) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int hd : {8, 16, 64, 128}) {
-    const int T = 6, nh = 4, nkv = 2, num_slots = 3 * 16, pad = 2;
+  struct Shape {
+    int T, nh, nkv;
+  };
+  for (const Shape shape : {Shape{6, 4, 2}, Shape{1100, 8, 2}})
+  for (const int hd : {8, 16, 64, 128, 256}) {
+    const int T = shape.T, nh = shape.nh, nkv = shape.nkv, num_slots = (T / 16 + 3) * 16, pad = 2;
     const float scaling = 1.1f;
     const int heads = nh + 2 * nkv, row = nkv * hd;
     const auto qkv = random_bf16(static_cast<size_t>(T) * heads * hd, 100 + hd);
@@ -331,7 +336,7 @@ TEST(ElementwiseKernels, QkvRopeStoreRotatesQAndKAndCachesKV) {
       const std::vector<uint16_t> v_row(got_v.begin() + int64_t{slots[t]} * row,
                                         got_v.begin() + int64_t{slots[t] + 1} * row);
       const std::vector<uint16_t> v_want(tok + int64_t{nh + nkv} * hd, tok + int64_t{nh + 2 * nkv} * hd);
-      EXPECT_EQ(v_row, v_want) << "v cache, token " << t << " hd " << hd;
+      EXPECT_EQ(v_row, v_want) << "v cache, token " << t << " of " << T << " hd " << hd;
     }
     expect_close(q_out.download(), want_q, scale_q, kRopeRel, 1e-6, "q_out");
     for (int s = 0; s < num_slots; ++s) {

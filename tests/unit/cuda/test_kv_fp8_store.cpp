@@ -129,12 +129,18 @@ TEST(KvFp8Store, StoreKvQuantizesEveryRowAsTheCpuReference) {
 }
 
 // qkv_rope_store_fp8 = qkv_rope_store into a bf16 cache, each row then quantized; q_out identical. Also with
-// ProductScales (qkv as an FP8 GEMM's unscaled sums): the same values from both.
+// ProductScales (qkv as an FP8 GEMM's unscaled sums): the same values from both. Also 1,100 tokens of 20 heads: a
+// block's warps then take several heads each in turn (qkv_rope_grid); head_dim 256: four pairs a lane.
 TEST(KvFp8Store, QkvRopeStoreIsTheBf16StoreQuantized) {
   PAGODA_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int T, nh, nkv;
+  };
+  for (const Shape shape : {Shape{9, 4, 2}, Shape{1100, 16, 2}})
   for (const bool scaled : {false, true})
-    for (const int hd : {16, 64, 128}) {
-      const int T = 9, nh = 4, nkv = 2, num_slots = 3 * 16, heads = nh + 2 * nkv, row = nkv * hd, block_size = 16;
+    for (const int hd : {16, 64, 128, 256}) {
+      const int T = shape.T, nh = shape.nh, nkv = shape.nkv, num_slots = (T / 16 + 3) * 16, heads = nh + 2 * nkv;
+      const int row = nkv * hd, block_size = 16;
       const auto qkv = test_rows(T * heads, hd, 40 + hd);  // as the GEMM wrote it (Q/K heads in RoPE-pair order)
       std::vector<int32_t> positions(T);
       for (int t = 0; t < T; ++t) positions[t] = 3 + 517 * t;
@@ -157,7 +163,7 @@ TEST(KvFp8Store, QkvRopeStoreIsTheBf16StoreQuantized) {
       Fp8Cache c(num_slots, nkv, hd, block_size);
       kernels::qkv_rope_store_fp8(bf(q_fp8.get()), cbf(d_qkv.get()), c.layer, d_pos.get(), d_slots.get(), d_inv.get(),
                                   1.1f, T, nh, nullptr, scales);
-      SCOPED_TRACE("head_dim " + std::to_string(hd) + (scaled ? ", scaled" : ""));
+      SCOPED_TRACE("tokens " + std::to_string(T) + ", head_dim " + std::to_string(hd) + (scaled ? ", scaled" : ""));
       EXPECT_EQ(q_fp8.download(), q_bf16.download());
       expect_cache(c, num_slots, slots, kc.download(), vc.download(), "qkv_rope_store_fp8");
     }
