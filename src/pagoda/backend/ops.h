@@ -60,6 +60,14 @@ class Ops {
   // residual += x; out = rms_norm(residual) * w. The pre-norm residual stream in one pass.
   virtual void add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) = 0;
   virtual void linear(Tensor out, Tensor x, const Weight& w) = 0;  // out [T, N] = x [T, K] · w [N, K]^T
+  // An output projection and the residual norm after it: proj = x · w^T, then add_rms_norm(residual, proj, out,
+  // norm). proj [T, H] is scratch: afterwards it holds what the backend left there (the CUDA backend's FP8 W8A8
+  // path leaves the GEMM's unscaled sums, which its norm kernel scales as it reads them). The default runs the two.
+  virtual void linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out,
+                                   const Weight& norm, float eps) {
+    linear(proj, x, w);
+    add_rms_norm(residual, proj, out, norm, eps);
+  }
   // Rotates q [T, num_heads, head_dim] and k [T, num_kv_heads, head_dim] in place (rotate-half layout).
   virtual void rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) = 0;
   // Writes k, v [T, num_kv_heads, head_dim] into the layer's cache at batch.slot_mapping.

@@ -14,6 +14,7 @@
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/product_scales.cuh"
 #include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
@@ -150,10 +151,18 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
 
 // ---- RMSNorm ----
 
-// The 8-vector u of a row: x (kAdd: bf16(residual + x), stored back into the residual).
+// The 8-vector u of a row: x (kAdd: bf16(residual + x), stored back into the residual). With product scales
+// (`sw`: the row's scales, `sx` the token's), x first becomes bf16(scaled_sum(x, sw, sx)).
 template <bool kAdd>
-__device__ __forceinline__ F8 add_residual8(const bf16* xr, bf16* rr, int u) {
+__device__ __forceinline__ F8 add_residual8(const bf16* xr, bf16* rr, int u, const float* sw, float sx) {
   F8 v = load8(xr + u * kVec);
+  if (kAdd && sw != nullptr) {
+    const float4 a = *reinterpret_cast<const float4*>(sw + u * kVec);
+    const float4 b = *reinterpret_cast<const float4*>(sw + u * kVec + 4);
+    const float s[kVec] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(scaled_sum(v.v[j], s[j], sx));
+  }
   if (kAdd) {
     const F8 r = load8(rr + u * kVec);
 #pragma unroll
@@ -182,9 +191,11 @@ __device__ __forceinline__ void store_normalised8(bf16* out, F8 v, const F8& g, 
 // the vector stays in registers and w is loaded before the reduction: one round trip to memory, not two.
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
-                                bool vec) {
+                                bool vec, ProductScales scales) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
+  const float* sw = scales.rows;  // (kAdd only)
+  const float sx = sw != nullptr ? scales.tokens[blockIdx.x] : 1.0f;
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
   bf16* orow = out + base;
@@ -192,7 +203,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   if (vec && nv <= static_cast<int>(blockDim.x)) {
     const int u = threadIdx.x;
     const bool active = u < nv;
-    const F8 v = active ? add_residual8<kAdd>(xr, rr, u) : F8{};
+    const F8 v = active ? add_residual8<kAdd>(xr, rr, u, sw, sx) : F8{};
     const F8 g = active ? load8(w + u * kVec) : F8{};
     float ss = 0.0f;
     add_squares8(v, ss);
@@ -202,11 +213,12 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   }
   float ss = 0.0f;
   if (vec) {
-    for (int u = threadIdx.x; u < nv; u += blockDim.x) add_squares8(add_residual8<kAdd>(xr, rr, u), ss);
+    for (int u = threadIdx.x; u < nv; u += blockDim.x) add_squares8(add_residual8<kAdd>(xr, rr, u, sw, sx), ss);
   } else {
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
       float v = load1(xr + i);
       if (kAdd) {
+        if (sw != nullptr) v = round_bf16(scaled_sum(v, sw[i], sx));
         v = round_bf16(load1(rr + i) + v);
         store1(rr + i, v);
       }
@@ -226,12 +238,13 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
 
 template <bool kAdd>
 void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, int rows, int hidden, float eps,
-                     cudaStream_t stream, const char* name) {
+                     cudaStream_t stream, const char* name, ProductScales scales = {}) {
   if (rows <= 0 || hidden <= 0) return;
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
-                   (!kAdd || aligned16(residual));
+                   (!kAdd || aligned16(residual)) && (scales.rows == nullptr || aligned16(scales.rows));
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
-  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec);
+  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec,
+                scales);
 }
 
 // ---- RoPE ----
@@ -301,7 +314,7 @@ __global__ void qkv_rope_store_kernel(bf16* q_out, const bf16* qkv, bf16* k_cach
     const bf16* src = qkv + (t * heads + h) * head_dim;
     // The FP8 GEMM's sums: element j of this head times its row's scale and the token's, in that order.
     const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * head_dim : nullptr;
-    const auto value = [&](int j) { return row_scales != nullptr ? load1(src + j) * row_scales[j] * token_scale : load1(src + j); };
+    const auto value = [&](int j) { return row_scales != nullptr ? scaled_sum(load1(src + j), row_scales[j], token_scale) : load1(src + j); };
     if (h >= num_heads + num_kv_heads) {  // a V head: elements 2i, 2i + 1 copied as they are
       if (slot < 0) continue;
       bf16* dst = v_cache + (slot * num_kv_heads + (h - num_heads - num_kv_heads)) * head_dim;
@@ -381,7 +394,7 @@ __global__ void silu_mul_interleaved_kernel(bf16* out, const bf16* gate_up, int6
         const float4 b = *reinterpret_cast<const float4*>(scales.rows + c * 8 + 4);
         const float sw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v.v[j] = v.v[j] * sw[j] * sx;
+        for (int j = 0; j < 8; ++j) v.v[j] = scaled_sum(v.v[j], sw[j], sx);
       }
       __nv_bfloat162 pair[2];
       pair[0] = __floats2bfloat162_rn(swiglu(v.v[0], v.v[1]), swiglu(v.v[2], v.v[3]));
@@ -485,8 +498,8 @@ void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, flo
 }
 
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream) {
-  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm");
+                  cudaStream_t stream, ProductScales scales) {
+  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm", scales);
 }
 
 void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling, int num_tokens,

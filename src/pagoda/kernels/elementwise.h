@@ -19,9 +19,19 @@ void embedding(bf16* out, const int32_t* ids, const bf16* table, int num_tokens,
 // (rounded), as transformers' LlamaRMSNorm does in bf16.
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream);
 
+// The per-row and per-token scales of an FP8 W8A8 GEMM's unscaled sums (cuBLASLt has no outer-vector scales on
+// sm_90: fp8_linear.h), applied by the kernel that reads them: value = float(sum) * rows[n] * tokens[t]. Null
+// rows: the input is already scaled.
+struct ProductScales {
+  const float* rows = nullptr;    // [N] the weight's output-channel scales, in the input's column order
+  const float* tokens = nullptr;  // [T] the activations' per-token scales
+};
+
 // residual [R, H] += x (stored rounded to bf16); out = rms_norm(residual) * w. One pass per row.
+// With `scales`, x holds unscaled FP8 sums (ProductScales), each scaled and rounded to bf16 as the scaling pass
+// would have stored it before the addition: the same bits as scale_fp8_products followed by add_rms_norm.
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream);
+                  cudaStream_t stream, ProductScales scales = {});
 
 // Rotate-half RoPE in place on q [T, nh, hd] and k [T, nkv, hd]: for i < hd/2, angle = positions[t] *
 // inv_freq[i] (fp32), c = cos(angle) * scaling, s = sin(angle) * scaling,
@@ -34,14 +44,6 @@ void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, flo
 // (slot = block * block_size + offset; slot < 0: skipped, a padding token).
 void store_kv(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* slot_mapping,
               int num_tokens, int num_kv_heads, int head_dim, cudaStream_t stream);
-
-// The per-row and per-token scales of an FP8 W8A8 GEMM's unscaled sums (cuBLASLt has no outer-vector scales on
-// sm_90: fp8_linear.h), applied by the kernel that reads them: value = float(sum) * rows[n] * tokens[t]. Null
-// rows: the input is already scaled.
-struct ProductScales {
-  const float* rows = nullptr;    // [N] the weight's output-channel scales, in the input's column order
-  const float* tokens = nullptr;  // [T] the activations' per-token scales
-};
 
 // The fused QKV path: qkv [T, nh + 2 nkv, hd] (one GEMM's output; heads q..., k..., v...), each Q and K
 // head in rope-pair order (element i at 2i, element i + hd/2 at 2i + 1: the CUDA backend's row order of the

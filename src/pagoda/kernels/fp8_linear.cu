@@ -21,6 +21,7 @@
 #include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/product_scales.cuh"
 #include "pagoda/kernels/weight_loads.cuh"
 
 namespace pagoda::kernels {
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       const int token = 8 * tt + 2 * t + j;
       if (token >= num_tokens) continue;
       const float sx = xs[token];
-      const float a0 = acc[tt][j] * s0 * sx, a1 = acc[tt][2 + j] * s1 * sx;
+      const float a0 = scaled_sum(acc[tt][j], s0, sx), a1 = scaled_sum(acc[tt][2 + j], s1, sx);
       if constexpr (E == Epilogue::kPlain) {
         store_rows<E>(out, rope, w.n, token, row, a0, 0.0f);
         store_rows<E>(out, rope, w.n, token, row + 1, a1, 0.0f);
@@ -269,13 +270,13 @@ __global__ void scale_fp8_products_kernel(bf16* __restrict__ out, const float* _
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 f = __bfloat1622float2(h[j]);
-      h[j] = __floats2bfloat162_rn(f.x * sw[2 * j] * sx, f.y * sw[2 * j + 1] * sx);
+      h[j] = __floats2bfloat162_rn(scaled_sum(f.x, sw[2 * j], sx), scaled_sum(f.y, sw[2 * j + 1], sx));
     }
     *reinterpret_cast<uint4*>(p) = v;
   } else {
     __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(p);
     const float2 f = __bfloat1622float2(*h);
-    *h = __floats2bfloat162_rn(f.x * row_scales[c] * sx, f.y * row_scales[c + 1] * sx);
+    *h = __floats2bfloat162_rn(scaled_sum(f.x, row_scales[c], sx), scaled_sum(f.y, row_scales[c + 1], sx));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/launch.cuh"
+#include "pagoda/kernels/product_scales.cuh"
 #include "pagoda/kernels/rope_pair.cuh"
 
 namespace pagoda::kernels {
@@ -123,7 +124,7 @@ __global__ void qkv_rope_store_fp8_kernel(bf16* q_out, const bf16* qkv, const Fp
     const float* row_scales = scales.rows != nullptr ? scales.rows + static_cast<int64_t>(h) * hd : nullptr;
     const auto value = [&](int j) {
       const float v = __bfloat162float(src[j]);
-      return row_scales != nullptr ? v * row_scales[j] * token_scale : v;
+      return row_scales != nullptr ? scaled_sum(v, row_scales[j], token_scale) : v;
     };
     float x0[kMaxLanePairs] = {}, x1[kMaxLanePairs] = {};
     if (h >= num_heads + nkv) {  // a V head, in the usual order (rounding exact when src holds the values)

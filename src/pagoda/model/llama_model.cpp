@@ -56,13 +56,9 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
   }
 
   ops.embedding(residual, batch.token_ids, weights_.embed_tokens);
+  ops.rms_norm(normed, residual, weights_.layers[0].attn_norm, eps);
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
-    if (l == 0) {
-      ops.rms_norm(normed, residual, w.attn_norm, eps);
-    } else {
-      ops.add_rms_norm(residual, proj, normed, w.attn_norm, eps);
-    }
     if (fused) {
       ops.qkv_rope_store(q, normed, w.wqkv, cache, l, batch, rope_);
     } else {
@@ -73,9 +69,7 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.store_kv(cache, l, k, v, batch);
     }
     ops.attention(attn, q, cache, l, batch, attn_scale_);
-    ops.linear(proj, attn.reshape({T, nh * hd}), w.wo);
-
-    ops.add_rms_norm(residual, proj, normed, w.ffn_norm, eps);
+    ops.linear_add_rms_norm(residual, proj, attn.reshape({T, nh * hd}), w.wo, normed, w.ffn_norm, eps);
     if (fused) {
       ops.gate_up_silu(gate, normed, w.w_gate_up);
     } else {
@@ -83,7 +77,11 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.linear(up, normed, w.w_up);
       ops.silu_mul(gate, gate, up);
     }
-    ops.linear(proj, gate, w.w_down);
+    if (l + 1 < config_.num_layers) {  // the next layer's attention norm (the last layer's proj is read below)
+      ops.linear_add_rms_norm(residual, proj, gate, w.w_down, normed, weights_.layers[l + 1].attn_norm, eps);
+    } else {
+      ops.linear(proj, gate, w.w_down);
+    }
   }
 
   // A step whose chunks all end before their prompt does (chunked prefill) samples nothing: no final

@@ -250,6 +250,33 @@ TEST(Fp8Linear, ScalingPassRoundsEachProductOnce) {
   }
 }
 
+// The residual norm reading an output projection's unscaled sums (CudaOps::linear_add_rms_norm): the same bits as the
+// scaling pass followed by the plain add_rms_norm, in the residual and the normed output. Hidden sizes: one 8-vector a
+// thread (4096), several (8200), and the scalar path (4100, not a multiple of 8).
+TEST(Fp8Linear, ResidualNormAppliesTheProductScalesAsThePassWould) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const int hidden : {4096, 8200, 4100}) {
+    SCOPED_TRACE(::testing::Message() << "hidden " << hidden);
+    const int T = 5;
+    std::vector<uint16_t> raw = random_bf16(static_cast<size_t>(T) * hidden, hidden);
+    for (auto& v : raw) v = f32_to_bf16(bf16_to_f32(v) * 4096.0f);  // sums of products, before their scales
+    const std::vector<uint16_t> residual = random_bf16(static_cast<size_t>(T) * hidden, hidden + 1);
+    const std::vector<uint16_t> norm_w = random_bf16(static_cast<size_t>(hidden), hidden + 2);
+    const std::vector<float> sw = random_scales(static_cast<size_t>(hidden), 0.5e-3f, 2e-3f, 7);
+    const std::vector<float> sx = random_scales(T, 1e-2f, 1e-1f, 8);
+    DeviceArray<float> d_sw(sw), d_sx(sx);
+    DeviceArray<uint16_t> d_w(norm_w), passed(raw), res_pass(residual), out_pass(raw.size());
+    k::scale_fp8_products(bf(passed.get()), d_sw.get(), d_sx.get(), T, hidden, nullptr);
+    k::add_rms_norm(bf(res_pass.get()), bf(passed.get()), bf(out_pass.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr);
+    DeviceArray<uint16_t> unscaled(raw), res_fused(residual), out_fused(raw.size());
+    k::add_rms_norm(bf(res_fused.get()), bf(unscaled.get()), bf(out_fused.get()), bf(d_w.get()), T, hidden, 1e-5f,
+                    nullptr, k::ProductScales{d_sw.get(), d_sx.get()});
+    EXPECT_EQ(res_fused.download(), res_pass.download()) << "residual";
+    EXPECT_EQ(out_fused.download(), out_pass.download()) << "normed";
+    EXPECT_NE(res_fused.download(), residual) << "the residual was updated";
+  }
+}
+
 // The kernels that read the unscaled sums (ProductScales): SwiGLU of the scaled gate and up, against float64 (the
 // vector path, intermediate a multiple of 4, and the scalar one); the QKV store, V exactly the scaled value rounded
 // once, Q and K rotated from it (float64, within two bf16 steps of the pair's magnitude).

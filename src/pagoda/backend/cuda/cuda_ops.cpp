@@ -270,6 +270,17 @@ void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& 
   kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
 }
 
+void CudaOps::linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out,
+                                  const Weight& norm, float eps) {
+  PAGODA_CHECK(row_elems(x) == w.cols() && row_elems(proj) == w.num_rows() && rows_of(proj) == rows_of(x),
+               "linear_add_rms_norm: x {} w {} proj {}", x.shape_string(), w.data.shape_string(), proj.shape_string());
+  // FP8 W8A8 on cuBLASLt: the sums stay unscaled and the norm kernel applies s_w[n] * s_x[t] as it reads them.
+  const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(proj, x, w);
+  if (scales.rows == nullptr) linear(proj, x, w);
+  kernels::add_rms_norm(bf(residual), bf(proj), bf(out), bf(norm.data), rows_of(proj), row_elems(proj), eps,
+                        impl_->stream, scales);
+}
+
 void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   const int T = rows_of(x), N = static_cast<int>(w.num_rows()), K = static_cast<int>(w.cols());
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
