@@ -255,6 +255,31 @@ class ServerTest(unittest.TestCase):
                             f"token {i} {t!r} at {o}: {text[o:o + len(t)]!r}")
         self.assertEqual(offsets[n_prompt], len("Once upon a time"), "the completion starts after the prompt")
 
+    def test_text_offset_counts_characters(self):
+        """Offsets are string indices (code points), as OpenAI's and vLLM's are, not UTF-8 bytes: after non-ASCII
+        prompt text, the ASCII words still stand at their offsets, and the completion starts at len(prompt)."""
+        prompt = "\u00e9 \u00f1 \u201cquote\u201d Once upon a time"
+        body = {"prompt": prompt, "max_tokens": 4, "temperature": 0, "logprobs": 0, "echo": True}
+        status, out = self.server.post("/v1/completions", body)
+        self.assertEqual(status, 200, out)
+        c = out["choices"][0]
+        text, offsets, tokens = c["text"], c["logprobs"]["text_offset"], c["logprobs"]["tokens"]
+        self.assertTrue(text.startswith(prompt))
+        self.assertEqual(offsets, sorted(offsets))
+        self.assertLessEqual(offsets[-1], len(text))
+        n_prompt = out["usage"]["prompt_tokens"]
+        self.assertEqual(offsets[n_prompt], len(prompt), "the completion starts after the prompt's characters")
+        words = [i for i, t in enumerate(tokens[:n_prompt]) if t.strip() in ("Once", "upon", "time")]
+        self.assertEqual(len(words), 3, tokens)
+        for i in words:
+            t, o = tokens[i], offsets[i]
+            self.assertEqual(text[o:o + len(t)], t, f"token {i} {t!r} at {o}")
+        # Streamed chunks give the same offsets.
+        events = self.server.sse("/v1/completions", dict(body, stream=True))
+        streamed = [o for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["logprobs"]
+                    for o in e["choices"][0]["logprobs"]["text_offset"]]
+        self.assertEqual(streamed, offsets)
+
     def test_chat(self):
         status, out = self.server.post("/v1/chat/completions", {
             "model": "stories", "messages": [{"role": "user", "content": "Tell me a story"}],

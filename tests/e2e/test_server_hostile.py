@@ -2,10 +2,13 @@
 bloated the server before its fix. Deep JSON nesting (a stack overflow), integers that wrapped when
 narrowed, a context check that overflowed, wrong JSON types that gave 500s, requests that fan out
 without bound, an unauthenticated debug endpoint that drew images of any size, prompts of spaces that
-held the I/O threads for seconds, and an accept loop that spun at the file-descriptor limit."""
+held the I/O threads for seconds, an accept loop that spun at the file-descriptor limit, stop strings matched in
+quadratic time on the I/O threads, and HTTP framing that broke clients (a body after HEAD, chunks to HTTP/1.0,
+`Expect: 100-continue` never answered)."""
 import http.client
 import json
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -58,6 +61,16 @@ class HostileRequests(unittest.TestCase):
         assert_error(self, status, body, 400, "prompt")
         status, body = self.server.post("/detokenize", {"tokens": "1,2"})
         assert_error(self, status, body, 400, "tokens")
+
+    def test_token_ids_outside_the_vocabulary_are_400_before_a_stream_starts(self):
+        # They used to be found by the engine, after a stream's 200 and headers had gone out, with `param` null.
+        for stream in (False, True):
+            for body, field in (({"prompt": [1, 10**6], "max_tokens": 2}, "prompt"),
+                                ({"prompt": "Once", "max_tokens": 2, "logit_bias": {"1000000": 5}}, "logit_bias")):
+                status, _, text = self.server.request("POST", "/v1/completions", dict(body, stream=stream))
+                assert_error(self, status, json.loads(text), 400, field)
+                self.assertIn("outside the vocabulary", text)
+        self.assert_still_serving()
 
     def test_fan_out_is_capped(self):
         status, body = self.server.post("/v1/completions", {"prompt": ["a"] * 1025, "max_tokens": 1})
@@ -125,6 +138,115 @@ class SpacesDoNotFreeze(unittest.TestCase):
                 self.assertLess(seconds, 10.0 * pagoda_cli.TIME_SCALE)
                 self.assertGreater(count, 0)
             self.assertLess(worst, 1.0, "/health waited behind the tokenization")
+        finally:
+            server.stop()
+
+
+class HttpFraming(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def raw(self, data, wait_for=b"", seconds=5):
+        """Sends bytes on a fresh connection; reads until `wait_for` appears, the server closes, or `seconds` pass."""
+        got = b""
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=seconds) as s:
+            s.sendall(data)
+            deadline = time.time() + seconds
+            while time.time() < deadline and (not wait_for or wait_for not in got):
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    break
+                if not chunk:
+                    break
+                got += chunk
+        return got
+
+    def test_head_has_no_body_and_the_connection_stays_usable(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+        conn.request("HEAD", "/v1/models")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertGreater(int(r.getheader("Content-Length")), 0)  # as GET's
+        self.assertEqual(r.read(), b"")
+        conn.request("GET", "/health")  # the next response on the same connection is read correctly
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        r.read()
+        conn.close()
+        # On the wire: after HEAD's header, the next bytes are the next response's status line.
+        got = self.raw(b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                       wait_for=b"\r\n\r\n", seconds=3)
+        first_end = got.index(b"\r\n\r\n") + 4
+        self.assertTrue(got[first_end:].startswith(b"HTTP/1.1 ") or got[first_end:] == b"", got[:400])
+
+    def test_http10_streams_are_not_chunked(self):
+        body = json.dumps({"prompt": "Once", "max_tokens": 4, "stream": True}).encode()
+        got = self.raw(b"POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                       % len(body) + body, seconds=30)
+        head, _, rest = got.partition(b"\r\n\r\n")
+        self.assertIn(b" 200 ", head.split(b"\r\n")[0])
+        self.assertNotIn(b"transfer-encoding", head.lower())
+        self.assertTrue(rest.startswith(b"data: "), rest[:80])  # the events themselves, no chunk sizes
+        self.assertTrue(rest.rstrip().endswith(b"data: [DONE]"), rest[-80:])
+
+    def test_expect_100_continue_is_answered_before_the_body(self):
+        body = json.dumps({"prompt": "Once", "max_tokens": 2}).encode()
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+            s.settimeout(5)
+            interim = s.recv(4096)
+            self.assertTrue(interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), interim)
+            s.sendall(body)
+            got = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+            while b"\r\n\r\n" not in got:
+                got += s.recv(65536)
+            self.assertTrue(got.startswith(b"HTTP/1.1 200 "), got[:200])
+
+
+class StopStrings(unittest.TestCase):
+    """Stop strings were searched in the whole held-back text for every token on an I/O thread: a request with
+    many long near-matching stops held both I/O threads for seconds and /health timed out. Matching is linear now,
+    and their number and size are bounded."""
+
+    def test_near_matching_stops_do_not_hold_the_io_threads(self):
+        server = Server()  # the stops below: 27 KB, within the default --max-stop-bytes
+        try:
+            # logit_bias forces one token; the stops almost match its repetitions, one holds all text back.
+            status, tok = server.post("/tokenize", {"prompt": " the", "add_special_tokens": False})
+            self.assertEqual(status, 200, tok)
+            the = tok["tokens"][-1]
+            piece = " the"
+            stops = [piece * 40 + "X" for _ in range(120)] + [piece * 2000]
+            body = {"prompt": "Once", "max_tokens": 300, "n": 4, "temperature": 0, "logit_bias": {str(the): 100},
+                    "stop": stops}
+            results = []
+            threads = [threading.Thread(target=lambda: results.append(server.post("/v1/completions", body)))
+                       for _ in range(2)]
+            for t in threads:
+                t.start()
+            slowest = 0.0
+            while any(t.is_alive() for t in threads):
+                t0 = time.time()
+                status, _ = server.request("GET", "/health", timeout=10)[:2]
+                slowest = max(slowest, time.time() - t0)
+                self.assertEqual(status, 200)
+                time.sleep(0.05)
+            for t in threads:
+                t.join()
+            self.assertLess(slowest, 1.0, "an I/O thread was held")
+            for status, out in results:
+                self.assertEqual(status, 200, out)
+                self.assertEqual(len(out["choices"]), 4)
+            # Over the limits: 400 naming `stop`.
+            status, out = server.post("/v1/completions", {"prompt": "Once", "stop": ["a"] * 129})
+            assert_error(self, status, out, 400, "stop")
         finally:
             server.stop()
 

@@ -251,7 +251,8 @@ class RateAndConnectionLimits(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             keys = os.path.join(d, "keys.txt")
             with open(keys, "w") as f:
-                f.write("key-slow slow 0 2\nkey-free free\n")  # 2 requests a second (a burst of 2)
+                # 2 requests a second (a burst of 2); half a request a second (one every 2 s, never none)
+                f.write("key-slow slow 0 2\nkey-free free\nkey-rare rare 0 0.5\n")
             server = Server("--api-keys-file", keys)
             try:
                 slow = {"Authorization": "Bearer key-slow"}
@@ -264,8 +265,15 @@ class RateAndConnectionLimits(unittest.TestCase):
                 self.assertIn("2 requests per second", json.loads(refused[2])["error"]["message"])
                 # Other tenants are not affected, and the slow one is served again after a second.
                 self.assertEqual(server.post("/v1/completions", body, headers={"Authorization": "Bearer key-free"})[0], 200)
+                rare = {"Authorization": "Bearer key-rare"}
+                self.assertEqual(server.request("POST", "/v1/completions", body, headers=rare)[0], 200)
+                refused = server.request("POST", "/v1/completions", body, headers=rare)
+                self.assertEqual(refused[0], 429)
+                self.assertEqual(refused[1].get("Retry-After"), "2")
                 time.sleep(1.1)
                 self.assertEqual(server.request("POST", "/v1/completions", body, headers=slow)[0], 200)
+                time.sleep(1.0)  # 2.1 s after the rare tenant's first request
+                self.assertEqual(server.request("POST", "/v1/completions", body, headers=rare)[0], 200)
             finally:
                 server.stop()
 

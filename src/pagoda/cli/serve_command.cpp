@@ -256,6 +256,12 @@ void add_serve_command(CLI::App& app) {
                   fmt::format("most tokens one request may ask for: (prompt + max_tokens) x n over its prompts "
                               "(default {})", l.max_tokens))
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-stop-strings", l.max_stop_strings,
+                  fmt::format("most `stop` strings in one request (default {})", l.max_stop_strings))
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-stop-bytes", l.max_stop_bytes,
+                  fmt::format("most bytes of `stop` strings in one request, summed (default {})", l.max_stop_bytes))
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--trace-file", opts->trace_file,
                   "append one JSON line per finished request: engine times (queued, scheduled, prefill done, each "
                   "token, finished)");

@@ -188,6 +188,7 @@ void Engine::admit(Pending p) {
     scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
                                    .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
                                    .cache_salt = p.request.cache_salt, .tenant = p.request.tenant,
+                                   .reads_prefix_cache = p.request.params.prompt_logprobs < 0,
                                    .submitted_s = std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()});
   } catch (const Error& e) {
     RequestEvent event;

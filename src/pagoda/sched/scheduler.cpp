@@ -387,12 +387,13 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
   const std::span<const TokenId> tokens(seq.token_ids);
   // Never the whole sequence: the last token must be computed to have logits to sample.
-  const PrefixHit hit = block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt());
+  const PrefixHit hit =
+      seq.reads_prefix_cache ? block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt()) : PrefixHit{};
   const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
   // Waits for its tenant's blocks; others go past it.
   if (over_tenant_cap(seq, hit.num_tokens + num_new)) return Admission::kSkipped;
   if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) return Admission::kNoBlocks;
-  if (block_manager_.prefix_caching_enabled())
+  if (block_manager_.prefix_caching_enabled() && seq.reads_prefix_cache)
     block_manager_.record_prefix_lookup(seq.num_tokens(), hit.num_tokens, hit.num_host_blocks() * block_manager_.block_size());
   if (seq.status == SeqStatus::kWaiting) {
     seq.num_cached_tokens = hit.num_tokens;

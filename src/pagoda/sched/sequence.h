@@ -51,6 +51,9 @@ struct SequenceRequest {
   int priority = 0;        // priority and slo policies: lower values run first (vLLM semantics); FCFS ignores it
   std::string cache_salt;  // scopes prefix-cache sharing (tenant / request cache_salt)
   TenantKv tenant;         // quotas and eviction weight (tenant_kv.h)
+  // False: the prompt is computed whole, never served from the prefix cache (a request asking for prompt logprobs
+  // needs the logits of every prompt position, as in vLLM); its blocks still enter the cache for others.
+  bool reads_prefix_cache = true;
   // When the request was submitted, in seconds on the scheduler's clock (the engine: steady_clock since its
   // epoch, Scheduler::steady_seconds). Unset: when add() is called.
   std::optional<double> submitted_s{};
@@ -66,6 +69,7 @@ struct Sequence {
         arrival_index(arrival_index),
         submitted_s(request.submitted_s.value_or(0)),
         tenant(std::move(request.tenant)),
+        reads_prefix_cache(request.reads_prefix_cache),
         blocks(std::move(request.cache_salt), tenant.weight) {}
 
   // Tokens whose ids are known (token_ids).
@@ -87,6 +91,7 @@ struct Sequence {
   double submitted_s;            // submission time, seconds on the scheduler's clock
   std::optional<double> first_token_s;  // when update() appended its first output token (same clock)
   TenantKv tenant;
+  bool reads_prefix_cache;  // SequenceRequest's
   // Leading tokens whose K/V are in the cache or computed by a launched step (advanced when planned).
   int num_computed_tokens = 0;
   // Tokens sampled by planned steps whose results update() has not applied yet (async scheduling: at

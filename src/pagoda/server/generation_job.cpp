@@ -12,6 +12,7 @@
 
 #include "pagoda/server/api_error.h"
 #include "pagoda/tokenizer/token_piece.h"
+#include "pagoda/tokenizer/utf8.h"
 
 namespace pagoda::server {
 namespace {
@@ -52,12 +53,14 @@ void GenerationJob::start() {
   id_ = (parsed_.chat ? "chatcmpl-" : "cmpl-") + random_hex();
   created_ = static_cast<int64_t>(std::time(nullptr));
   const int n = parsed_.n;
+  const StopMatcher stops(parsed_.stop);  // its automata, shared by every choice's copy
   for (size_t p = 0; p < requests_.size(); ++p) {
     if (parsed_.echo) {
       const PromptInput& in = parsed_.prompts[p];
       prompt_texts_.push_back(in.text ? *in.text
                               : ctx_.tokenizer ? ctx_.tokenizer->decode(requests_[p].prompt_ids, parsed_.skip_special_tokens)
                                                : "");
+      prompt_chars_.push_back(utf8::char_count(prompt_texts_.back()));
     }
     for (int i = 0; i < n; ++i) {
       Choice c;
@@ -66,7 +69,7 @@ void GenerationJob::start() {
       if (ctx_.tokenizer) c.detok.emplace(*ctx_.tokenizer, requests_[p].prompt_ids, parsed_.skip_special_tokens);
       const std::vector<TokenId>& ids = requests_[p].prompt_ids;
       c.recent.assign(ids.end() - static_cast<std::ptrdiff_t>(std::min(ids.size(), kPieceContext)), ids.end());
-      c.stop.emplace(parsed_.stop);
+      c.stop.emplace(stops);
       if (parsed_.stream && parsed_.chat && ctx_.tool_format) c.tool_calls.emplace(*ctx_.tool_format);
       choices_.push_back(std::move(c));
     }
@@ -143,7 +146,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
 
   std::string delta;
   std::vector<LogprobEntry> logprobs;
-  const size_t text_offset = c.text.size();
+  const size_t text_offset = c.text_chars;
   for (size_t t = 0; t < e.new_token_ids.size() && !c.finished; ++t) {
     const TokenId id = e.new_token_ids[t];
     ++c.num_tokens;
@@ -179,11 +182,13 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     }
   }
   c.text += delta;
+  c.text_chars += utf8::char_count(delta);
   if (c.tool_calls && c.finish_reason != "error") {
     send_tool_chunks(c, delta, logprobs);
   } else if (parsed_.stream && c.finish_reason != "error") {
     const std::string& prompt_text = parsed_.echo ? prompt_texts_[c.prompt] : kNoText;
-    size_t chunk_start = prompt_text.size() + text_offset;  // where this chunk's first entry starts
+    // where this chunk's first entry starts, in characters
+    size_t chunk_start = (parsed_.echo ? prompt_chars_[c.prompt] : 0) + text_offset;
     if (parsed_.echo && !c.sent_role) {
       std::vector<LogprobEntry> all = parsed_.top_logprobs >= 0 ? echo_logprobs(c) : std::vector<LogprobEntry>{};
       all.insert(all.end(), logprobs.begin(), logprobs.end());
@@ -251,12 +256,14 @@ std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choi
 json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
                                        std::string_view text) const {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  size_t local = 0;  // into text
+  size_t local = 0, chars = 0;  // into text: bytes, and the characters they hold
   for (size_t i = 0; i < entries.size(); ++i) {
     const LogprobEntry& e = entries[i];
     tokens.push_back(e.token);
-    offsets.push_back(text_offset + local);
-    local += text_advance(text, local, e.token, e.special);
+    offsets.push_back(text_offset + chars);
+    const size_t advance = text_advance(text, local, e.token, e.special);  // the token's piece, or all but its space
+    chars += utf8::char_count(std::string_view(e.token).substr(e.token.size() - advance));
+    local += advance;
     const bool prompt_start = std::isnan(e.logprob) && e.top.empty();
     token_logprobs.push_back(prompt_start ? json(nullptr) : logprob_value(e.logprob));
     if (prompt_start) {

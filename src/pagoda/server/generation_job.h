@@ -61,6 +61,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::vector<TokenId> recent;  // the last ids (prompt, then generated): the context of the next piece
     std::optional<StopMatcher> stop;
     std::string text;
+    size_t text_chars = 0;  // utf8::char_count(text): text_offset counts characters
     int num_tokens = 0;
     std::string finish_reason, error;
     std::optional<std::string> stop_reason;
@@ -84,14 +85,15 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
   std::string token_text(std::span<const TokenId> context, TokenId id) const;
-  // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text.
+  // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text. Offsets
+  // count characters (code points), as OpenAI's and vLLM's do.
   nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
                                      std::string_view text) const;
   nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& entries) const;
   std::vector<LogprobEntry> echo_logprobs(const Choice& c) const;
   nlohmann::json usage_json() const;
   // `text_offset`: where the chunk's first logprob entry (and `delta`) starts in the choice's whole text
-  // (the prompt's too, with echo).
+  // (the prompt's too, with echo), in characters.
   // `tool_call`: the chunk's delta is this tool-call entry instead of content.
   void send_chunk(const Choice& c, const std::string& delta, const std::vector<LogprobEntry>& logprobs, bool finished,
                   size_t text_offset, const toolcall::ToolCallDelta* tool_call = nullptr);
@@ -109,6 +111,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::function<void()> on_done_;
   std::vector<Choice> choices_;
   std::vector<std::string> prompt_texts_;  // for echo
+  std::vector<size_t> prompt_chars_;       // utf8::char_count of each
   size_t num_finished_ = 0;
   bool completed_ = false;
   std::string id_;

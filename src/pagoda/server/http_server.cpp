@@ -207,7 +207,9 @@ struct HttpServer::Impl {
   // Counts a new connection from `client`; false (and nothing counted) when it already has the maximum.
   bool admit_client(const std::string& client);
   void release_client(const std::string& client);
-  asio::awaitable<bool> deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex, bool keep_alive);
+  // `http_version`: the request's (10 or 11): an HTTP/1.0 client gets a stream unframed, ended by closing.
+  asio::awaitable<bool> deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex, bool keep_alive,
+                                unsigned http_version);
   asio::awaitable<void> drain();
   void begin_shutdown();
 };
@@ -364,7 +366,17 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       std::lock_guard lock(idle_mutex);
       idle_at = idle.insert(idle.end(), idle_entry);
     }
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    // The header first: a client that sent `Expect: 100-continue` waits for the go-ahead before its body (a body
+    // over the limit was refused by the header's Content-Length already).
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    if (!ec && !parser.is_done()) {
+      if (beast::iequals(parser.get()[http::field::expect], "100-continue") && parser.get().version() >= 11) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        std::tie(ec, std::ignore) =
+            co_await asio::async_write(stream, asio::buffer(kContinue), asio::as_tuple(asio::use_awaitable));
+      }
+      if (!ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    }
     (void)n;
     if (idle_entry) {
       idle_entry->waiting = false;
@@ -425,7 +437,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
         ex->fail(e.what());
       }
     }
-    const bool ok = co_await deliver(stream, ex, keep_alive);
+    const bool ok = co_await deliver(stream, ex, keep_alive, msg.version());
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     spdlog::info("{} {} {} {:.1f}ms{}{}{}", ex->request().method, ex->request().target, ex->status_, ms,
                  ex->log_note.empty() ? "" : " ", ex->log_note, ex->gone_ ? " (client gone)" : "");
@@ -443,7 +455,9 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
 
 // Writes what the exchange produces until it ends. Returns false when the connection is unusable.
 asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::shared_ptr<ExchangeImpl> ex,
-                                                bool keep_alive) {
+                                                bool keep_alive, unsigned http_version) {
+  const bool head = ex->request().method == "HEAD";  // the response's header alone (its Content-Length as for GET)
+  const bool unframed = http_version < 11;           // HTTP/1.0 knows no chunked encoding: a stream ends at the close
   // Watch for the client closing while we wait: a readable socket with nothing to read is EOF.
   stream.expires_never();
   auto watching = std::make_shared<bool>(true);
@@ -488,7 +502,12 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
         res.body() = std::move(item.response.body);
         res.keep_alive(keep_alive);
         res.prepare_payload();
-        std::tie(ec, std::ignore) = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+        if (head) {
+          http::response_serializer<http::string_body> sr{res};
+          std::tie(ec, std::ignore) = co_await http::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+        } else {
+          std::tie(ec, std::ignore) = co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+        }
         done = true;
         break;
       }
@@ -498,21 +517,30 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
         res.set(http::field::content_type, item.response.content_type);
         res.set(http::field::cache_control, "no-cache");
         for (const auto& [k, v] : cors_response_headers(options.cors, ex->request())) res.set(k, v);
-        res.keep_alive(keep_alive);
-        res.chunked(true);
+        res.keep_alive(keep_alive && !unframed);
+        res.chunked(!unframed);
         http::response_serializer<http::empty_body> sr{res};
         std::tie(ec, std::ignore) = co_await http::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
         break;
       }
       case ExchangeImpl::Kind::kChunk:
-        std::tie(ec, std::ignore) = co_await asio::async_write(
-            stream, http::make_chunk(asio::buffer(item.data)), asio::as_tuple(asio::use_awaitable));
+        if (unframed) {
+          std::tie(ec, std::ignore) =
+              co_await asio::async_write(stream, asio::buffer(item.data), asio::as_tuple(asio::use_awaitable));
+        } else {
+          std::tie(ec, std::ignore) = co_await asio::async_write(
+              stream, http::make_chunk(asio::buffer(item.data)), asio::as_tuple(asio::use_awaitable));
+        }
         if (!ec && options.on_stream_delivery && item.produced_at != Clock::time_point{})
           options.on_stream_delivery(std::chrono::duration<double>(Clock::now() - item.produced_at).count());
         break;
       case ExchangeImpl::Kind::kEnd:
-        std::tie(ec, std::ignore) =
-            co_await asio::async_write(stream, http::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+        if (unframed) {
+          ok = false;  // the end of an unframed stream is the connection's close
+        } else {
+          std::tie(ec, std::ignore) =
+              co_await asio::async_write(stream, http::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+        }
         done = true;
         break;
     }

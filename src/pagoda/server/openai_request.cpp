@@ -139,6 +139,16 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
     } else {
       bad("stop", "a string or a list of strings");
     }
+    if (r.stop.size() > static_cast<size_t>(limits.max_stop_strings))
+      throw ApiError(400, fmt::format("stop: {} strings, more than the {} allowed (--max-stop-strings)", r.stop.size(),
+                                      limits.max_stop_strings),
+                     "stop");
+    int64_t bytes = 0;
+    for (const std::string& s : r.stop) bytes += static_cast<int64_t>(s.size());
+    if (bytes > limits.max_stop_bytes)
+      throw ApiError(400, fmt::format("stop: {} bytes in all, more than the {} allowed (--max-stop-bytes)", bytes,
+                                      limits.max_stop_bytes),
+                     "stop");
   }
   r.priority = static_cast<int>(
       integer(o, "priority", 0, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));

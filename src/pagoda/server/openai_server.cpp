@@ -119,13 +119,15 @@ std::function<void()> OpenAiServer::respond_with(const std::shared_ptr<Exchange>
 }
 
 void OpenAiServer::admit_at_tenant_rate(const Tenant& tenant) {
-  // A token bucket per tenant: max_requests_per_second tokens a second, as many in a burst.
+  // A token bucket per tenant: max_requests_per_second tokens a second, as many in a burst (at least one, so that a
+  // rate below 1 admits one request every 1 / rate seconds).
   const double rate = tenant.max_requests_per_second;
+  const double burst = std::max(1.0, rate);
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(tenants_mutex_);
-  auto [it, fresh] = tenant_buckets_.try_emplace(tenant.name, TokenBucket{rate, now});
+  auto [it, fresh] = tenant_buckets_.try_emplace(tenant.name, TokenBucket{burst, now});
   TokenBucket& b = it->second;
-  b.tokens = std::min(rate, b.tokens + rate * std::chrono::duration<double>(now - b.refilled).count());
+  b.tokens = std::min(burst, b.tokens + rate * std::chrono::duration<double>(now - b.refilled).count());
   b.refilled = now;
   if (b.tokens >= 1) {
     b.tokens -= 1;
@@ -267,6 +269,19 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
       if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; give the prompt as token ids", "prompt");
       p.ids = tokenizer_->encode(*p.text, EncodeOptions{.add_special_tokens = parsed.add_special_tokens});
     }
+  }
+  // Token ids the model has no logits row for: a 400 naming the field here, before a stream's 200 is sent (the
+  // engine checks too, but by then a stream has begun).
+  const int64_t vocab = options_.num_logits > 0 ? options_.num_logits : tokenizer_ ? tokenizer_->vocab_size() : 0;
+  if (vocab > 0) {
+    for (const PromptInput& p : parsed.prompts)
+      for (const TokenId t : p.ids)
+        if (t < 0 || t >= vocab)
+          throw ApiError(400, fmt::format("token id {} is outside the vocabulary ({})", t, vocab),
+                         parsed.chat ? "messages" : "prompt");
+    for (const auto& [t, bias] : parsed.params.logit_bias)
+      if (t < 0 || t >= vocab)
+        throw ApiError(400, fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab), "logit_bias");
   }
   const int context = options_.max_model_len;
   parsed.params.constraint = constraints_.compile(parsed.constraint);

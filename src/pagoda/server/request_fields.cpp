@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -53,9 +54,13 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
       if (!is_empty(v)) refuse(name, fmt::format("the deprecated '{}' is not supported; use '{}'", name,
                                                  name == "functions" ? "tools" : "tool_choice"));
     } else if (name == "best_of") {
-      const int64_t n = o.contains("n") && o["n"].is_number_integer() ? o["n"].get<int64_t>() : 1;
-      if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() <= n))
-        refuse(name, "best_of above n is not supported (ranking extra samples by logprob)");
+      if (v.is_null()) continue;
+      // An integer (2.0 too, as the other integer fields), at least 1; above n it would rank extra samples.
+      const bool integral = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                                       std::trunc(v.get<double>()) == v.get<double>());
+      if (!integral || v.get<double>() < 1) refuse(name, "must be an integer of at least 1");
+      const double n = o.contains("n") && o["n"].is_number() ? o["n"].get<double>() : 1;
+      if (v.get<double>() > n) refuse(name, "best_of above n is not supported (ranking extra samples by logprob)");
     } else if (name == "suffix") {
       if (!is_empty(v)) refuse(name, "suffix is not supported");
     } else if (name == "use_beam_search") {

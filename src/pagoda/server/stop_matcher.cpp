@@ -1,4 +1,4 @@
-// Stop-string matching with hold-back.
+// Stop-string matching with hold-back: one Knuth-Morris-Pratt automaton per stop string.
 #include "pagoda/server/stop_matcher.h"
 
 #include <algorithm>
@@ -6,27 +6,54 @@
 namespace pagoda::server {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
-  for (auto& s : stops)
-    if (!s.empty()) stops_.push_back(std::move(s));
+  auto patterns = std::make_shared<std::vector<Pattern>>();
+  for (auto& s : stops) {
+    if (s.empty()) continue;
+    Pattern p{std::move(s), {}};
+    p.fallback.assign(p.text.size(), 0);
+    for (size_t i = 1, k = 0; i < p.text.size(); ++i) {
+      while (k > 0 && p.text[i] != p.text[k]) k = p.fallback[k - 1];
+      if (p.text[i] == p.text[k]) ++k;
+      p.fallback[i] = static_cast<uint32_t>(k);
+    }
+    patterns->push_back(std::move(p));
+  }
+  matched_.assign(patterns->size(), 0);
+  patterns_ = std::move(patterns);
 }
 
 StopMatcher::Result StopMatcher::push(const std::string& piece) {
   Result r;
   if (stopped_) return r;
+  const size_t base = held_.size();  // where piece starts in held_
   held_ += piece;
-  if (stops_.empty()) {
+  const std::vector<Pattern>& patterns = *patterns_;
+  if (patterns.empty()) {
     r.text.swap(held_);
     return r;
   }
-  // The earliest match wins (ties: the longer stop string).
+  // Each automaton reads the new bytes; a pattern's first completion is its earliest occurrence in held_ (an
+  // earlier one would have stopped an earlier push). The earliest start wins, ties to the longer stop string.
   size_t best = std::string::npos;
   const std::string* best_stop = nullptr;
-  for (const std::string& s : stops_) {
-    const size_t pos = held_.find(s);
-    if (pos != std::string::npos && (pos < best || (pos == best && s.size() > best_stop->size()))) {
-      best = pos;
-      best_stop = &s;
+  size_t keep = 0;  // the longest end of held_ that is a proper prefix of some stop string
+  for (size_t s = 0; s < patterns.size(); ++s) {
+    const Pattern& p = patterns[s];
+    size_t k = matched_[s];
+    for (size_t i = base; i < held_.size(); ++i) {
+      while (k > 0 && held_[i] != p.text[k]) k = p.fallback[k - 1];
+      if (held_[i] == p.text[k]) ++k;
+      if (k == p.text.size()) {
+        const size_t start = i + 1 - k;
+        if (start < best || (start == best && k > best_stop->size())) {
+          best = start;
+          best_stop = &p.text;
+        }
+        break;
+      }
     }
+    matched_[s] = static_cast<uint32_t>(k);
+    keep = std::max(keep, k);
   }
   if (best_stop != nullptr) {
     stopped_ = true;
@@ -35,17 +62,7 @@ StopMatcher::Result StopMatcher::push(const std::string& piece) {
     held_.clear();
     return r;
   }
-  // Hold back the longest suffix of held_ that is a proper prefix of some stop string.
-  size_t keep = 0;
-  for (const std::string& s : stops_) {
-    const size_t max_len = std::min(s.size() - 1, held_.size());
-    for (size_t len = max_len; len > keep; --len) {
-      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
-        keep = len;
-        break;
-      }
-    }
-  }
+  // (Every matched_ is at most held_'s length: it was at most the held text's before this piece.)
   r.text = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return r;

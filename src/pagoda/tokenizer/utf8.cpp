@@ -50,6 +50,12 @@ bool is_valid(std::string_view s) {
   return true;
 }
 
+size_t char_count(std::string_view s) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size(); ++count) i += static_cast<uint8_t>(s[i]) < 0x80 ? 1 : char_length(s, i);
+  return count;
+}
+
 std::string repair(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);

@@ -21,6 +21,10 @@ inline size_t char_length(std::string_view s, size_t i) {
 
 bool is_valid(std::string_view s);
 
+// Characters in s as char_length steps them: its code points when s is valid UTF-8 (a stray byte counts one).
+// What OpenAI's and vLLM's `text_offset` count (Python string indices), not bytes.
+size_t char_count(std::string_view s);
+
 // Replaces each maximal invalid subsequence with U+FFFD (Unicode "maximal subpart" practice).
 std::string repair(std::string_view s);
 

@@ -110,6 +110,34 @@ TEST(EngineEvents, PromptLogprobsArriveOnceAndComplete) {
   EXPECT_EQ(out.logprobs[0][0].id, out.output_ids[0]);
 }
 
+// A prompt whose blocks are in the prefix cache still gets every prompt logprob: a request asking for them computes
+// its whole prompt (no cached tokens in its usage), with the same values as the first time, in one generate call too.
+TEST(EngineEvents, PromptLogprobsIgnoreThePrefixCache) {
+  LLM llm(stories_options());
+  std::vector<TokenId> prompt{1};
+  for (int i = 0; i < 44; ++i) prompt.push_back(static_cast<TokenId>(300 + 7 * i % 200));
+  GenerateRequest plain = greedy_request(prompt, 2);
+  llm.generate({plain});
+  EXPECT_GT(llm.generate({plain})[0].usage.cached_tokens, 0) << "the prompt's blocks are cached";
+  GenerateRequest r = plain;
+  r.params.prompt_logprobs = 1;
+  const auto first = llm.generate({r})[0];
+  const auto both = llm.generate({r, r});
+  for (const auto& out : {first, both[0], both[1]}) {
+    EXPECT_EQ(out.usage.cached_tokens, 0);
+    ASSERT_EQ(out.prompt_logprobs.size(), prompt.size());
+    EXPECT_TRUE(out.prompt_logprobs[0].empty());
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      ASSERT_FALSE(out.prompt_logprobs[i].empty()) << "position " << i;
+      ASSERT_EQ(out.prompt_logprobs[i].size(), first.prompt_logprobs[i].size()) << "position " << i;
+      for (size_t k = 0; k < out.prompt_logprobs[i].size(); ++k) {
+        EXPECT_EQ(out.prompt_logprobs[i][k].id, first.prompt_logprobs[i][k].id) << "position " << i;
+        EXPECT_EQ(out.prompt_logprobs[i][k].logprob, first.prompt_logprobs[i][k].logprob) << "position " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pagoda
 
