@@ -32,7 +32,9 @@ class RequiredCallsFormat final : public ToolCallFormat {
     const CallArrayScan array = scan_call_array(text, begin, kArgumentKeys);
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
-      out.calls.push_back({*c.name, c.arguments(text)});
+      // Settled with the array's end: a later element that is not a call makes it all text (where nothing
+      // enforces the schema).
+      out.calls.push_back({*c.name, c.arguments(text), array.status == ScanStatus::kComplete});
     }
     const bool cut_off = final && array.status == ScanStatus::kIncomplete && !out.calls.empty();
     if (array.status == ScanStatus::kInvalid || (final && array.status == ScanStatus::kIncomplete && !cut_off)) {

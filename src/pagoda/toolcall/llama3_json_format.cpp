@@ -34,7 +34,7 @@ class Llama3JsonFormat final : public ToolCallFormat {
         break;
       }
       if (call.status == ScanStatus::kIncomplete) {
-        if (call.committed()) out.calls.push_back(ScannedCall{*call.name, call.arguments(text)});
+        if (call.committed()) out.calls.push_back(ScannedCall{*call.name, call.arguments(text), /*settled=*/false});
         out.has_tool_calls = out.cut_off = cut_off;
         return out;
       }

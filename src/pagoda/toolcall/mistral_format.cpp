@@ -31,7 +31,8 @@ class MistralFormat final : public ToolCallFormat {
     if (array.status == ScanStatus::kInvalid) return plain;
     for (const CallObjectScan& c : array.calls) {
       if (c.status != ScanStatus::kComplete && !c.committed()) break;
-      out.calls.push_back({*c.name, c.arguments(text)});
+      // A later element that is not a call makes the whole array text: nothing is settled before its end.
+      out.calls.push_back({*c.name, c.arguments(text), array.status == ScanStatus::kComplete});
     }
     if (array.status == ScanStatus::kIncomplete) {
       if (!final) return out;

@@ -14,6 +14,11 @@ namespace pagoda::toolcall {
 struct ScannedCall {
   std::string name;
   std::string arguments;  // the arguments object as the model wrote it (JSON text); a prefix of it while partial
+  // Partial scans: whether the call can no longer stop being one, however the text goes on (its object complete
+  // and valid, and, where the format says so, the array around it). A stream sends a call only once it is settled,
+  // so that what it sent is what the whole output gives (a name and half its arguments, sent early, could turn out
+  // to be text).
+  bool settled = true;
 };
 
 struct ToolCallScan {

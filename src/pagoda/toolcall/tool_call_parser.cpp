@@ -23,7 +23,7 @@ std::vector<OutputDelta> ToolCallStream::push(std::string_view text) {
   }
   text_ += text;
   const ToolCallScan scan = format_.scan(text_, /*final=*/false);
-  std::vector<OutputDelta> out = advance(scan);
+  std::vector<OutputDelta> out = advance(scan, /*final=*/false);
   // Only a scan that sent all the text so far as content may switch to passing text through.
   only_content_ = scan.only_content && calls_.empty() && content_sent_ == text_;
   return out;
@@ -36,10 +36,10 @@ std::vector<OutputDelta> ToolCallStream::finish() {
     scan.calls.clear();
     scan.content = text_;
   }
-  return advance(scan);
+  return advance(scan, /*final=*/true);
 }
 
-std::vector<OutputDelta> ToolCallStream::advance(const ToolCallScan& scan) {
+std::vector<OutputDelta> ToolCallStream::advance(const ToolCallScan& scan, bool final) {
   std::vector<OutputDelta> out;
   // Only growth is sent: what was sent cannot be taken back, so a scan that disagrees with it (an output
   // that stopped being a call after naming one) adds nothing there.
@@ -49,6 +49,7 @@ std::vector<OutputDelta> ToolCallStream::advance(const ToolCallScan& scan) {
   }
   for (size_t i = 0; i < scan.calls.size(); ++i) {
     const ScannedCall& call = scan.calls[i];
+    if (!final && !call.settled) break;  // sent once it can no longer turn out to be text
     const int index = static_cast<int>(i);
     if (i == calls_.size()) {
       calls_.push_back({call.name, 0});

@@ -41,11 +41,11 @@ struct OutputDelta {
 };
 
 // Turns text deltas into OpenAI's chat deltas. Text that may still turn out to be part of a call (the start of
-// a marker, a JSON object before its name) is held back until it is settled. For any output the format reads
-// as tool calls, the deltas add up to parse_tool_calls' result: the same content, names and arguments.
-// (An output that turns out malformed inside a call it had already named and begun the arguments of is the
-// exception: the stream has sent that call, while the whole text reads as content. An output cut off inside
-// a call, by max_tokens, is read as that call with its arguments cut short, both ways.)
+// a marker, a JSON object before its name) is held back until it is settled, and so is each call: it is sent
+// (its id and name, then its arguments) once it can no longer turn out to be text (ScannedCall::settled), so for
+// every output the deltas add up to parse_tool_calls' result: the same content, names and arguments. (A call
+// whose object turned out malformed at its end was sent as a call before, while the whole text read as content.)
+// An output cut off inside a call, by max_tokens, is read as that call with its arguments cut short, both ways.
 class ToolCallStream {
  public:
   explicit ToolCallStream(const ToolCallFormat& format) : format_(format) {}
@@ -57,7 +57,8 @@ class ToolCallStream {
   bool called() const { return !calls_.empty(); }
 
  private:
-  std::vector<OutputDelta> advance(const ToolCallScan& scan);
+  // `final`: the scan of the whole output (every call in it is sent, settled or not).
+  std::vector<OutputDelta> advance(const ToolCallScan& scan, bool final);
 
   const ToolCallFormat& format_;
   std::string text_;

@@ -187,6 +187,21 @@ TEST(HermesFormat, TextAndBadBlocksAreContent) {
   check(*hermes_format(), "x <tool_call>{\"name\": \"f\"}</tool_call>", {"x <tool_call>{\"name\": \"f\"}</tool_call>", {}});
 }
 
+// A block that names its call and begins its arguments, then turns out malformed at its end, is content both ways:
+// the stream sends a call only once it is settled (it used to send the call, then the text as content too).
+TEST(HermesFormat, BlocksMalformedAtTheirEndAreContentStreamedToo) {
+  for (const std::string text : {R"(<tool_call>{"name": "f", "arguments": {"a": tru}}</tool_call>)",
+                                 R"(<tool_call>{"name": "f", "arguments": {"a": 1}, "name": "g"}</tool_call>)"})
+    check(*hermes_format(), text, {text, {}});
+  check(*hermes_format(), R"(<tool_call>{"name": "f", "arguments": {}}</tool_call> <tool_call>{"name": "g", "arguments": {"b": nul}}</tool_call>)",
+        {R"(<tool_call>{"name": "g", "arguments": {"b": nul}}</tool_call>)", {{"f", "{}"}}});
+}
+
+TEST(Llama3JsonFormat, ObjectsMalformedAtTheirEndAreContentStreamedToo) {
+  const std::string text = R"({"name": "f", "parameters": {"a": [1, 2}})";
+  check(*llama3_json_format(), text, {text, {}});
+}
+
 TEST(MistralFormat, ArrayOfCalls) {
   check(*mistral_format(), R"([TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}])",
         {"", {{"f", R"({"a": 1})"}, {"g", "{}"}}});
@@ -204,6 +219,9 @@ TEST(MistralFormat, OutputCutOffInsideTheArray) {
 
 TEST(MistralFormat, TextAndBadArraysAreContent) {
   check(*mistral_format(), "[TOOL not a marker [", {"[TOOL not a marker [", {}});
+  // A complete call, then an element that is not one: the whole array is text, streamed too.
+  const std::string later_bad = R"([TOOL_CALLS][{"name": "f", "arguments": {}}, 7])";
+  check(*mistral_format(), later_bad, {later_bad, {}});
   check(*mistral_format(), R"([TOOL_CALLS] {"name": "f"})", {R"([TOOL_CALLS] {"name": "f"})", {}});
 }
 
@@ -226,6 +244,9 @@ TEST(RequiredCallsFormat, ArrayWithParameters) {
   check(*required_calls_format(), "no calls", {"no calls", {}});
   check(*required_calls_format(), R"([{"name": "a", "parameters": {"x": )", {"", {{"a", R"({"x": )"}}});
   check(*required_calls_format(), R"([{"name": "a")", {R"([{"name": "a")", {}});
+  // Found by fuzz_tool_calls once it compared streams with whole texts: a later element that is not a call.
+  check(*required_calls_format(), R"([{"name": "f", "parameters": {"q": 1}}, 7])",
+        {R"([{"name": "f", "parameters": {"q": 1}}, 7])", {}});
 }
 
 TEST(ToolCallFormat, ParsersByName) {
