@@ -195,6 +195,18 @@ class HttpFraming(unittest.TestCase):
         self.assertTrue(rest.startswith(b"data: "), rest[:80])  # the events themselves, no chunk sizes
         self.assertTrue(rest.rstrip().endswith(b"data: [DONE]"), rest[-80:])
 
+    def test_host_and_transfer_coding_errors(self):
+        # HTTP/1.1 without Host, or with two: 400; a transfer coding other than chunked: 501 (its body was misread).
+        for head in (b"GET /health HTTP/1.1\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"):
+            self.assertTrue(self.raw(head, seconds=3).startswith(b"HTTP/1.1 400 "), head)
+        self.assertTrue(self.raw(b"GET /health HTTP/1.0\r\n\r\n", seconds=3).startswith(b"HTTP/1.1 200 "))
+        body = b'{"prompt": "Once", "max_tokens": 1}'
+        # (chunked twice is malformed framing: 400, RFC 9112 6.1)
+        for te, status in ((b"gzip, chunked", b"501"), (b"chunked\r\nTransfer-Encoding: chunked", b"400")):
+            got = self.raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + te +
+                           b"\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", seconds=3)
+            self.assertTrue(got.startswith(b"HTTP/1.1 " + status + b" "), (te, got[:100]))
+
     def test_expect_100_continue_is_answered_before_the_body(self):
         body = json.dumps({"prompt": "Once", "max_tokens": 2}).encode()
         with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:

@@ -412,6 +412,23 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       break;
     }
     auto& msg = parser.get();
+    // Framing the RFCs make an error (RFC 9112 3.2, 6.1): an HTTP/1.1 request without exactly one Host, and a
+    // transfer coding other than chunked alone (gzip and the like would be ignored, the body misread).
+    const size_t te_headers = msg.count(http::field::transfer_encoding);
+    const bool bad_host = msg.version() >= 11 && msg.count(http::field::host) != 1;
+    const bool bad_coding = te_headers > 1 || (te_headers == 1 && !beast::iequals(msg[http::field::transfer_encoding], "chunked"));
+    if (bad_host || bad_coding) {
+      http::response<http::string_body> res{bad_host ? http::status::bad_request : http::status::not_implemented, 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = bad_host ? R"({"error":{"message":"an HTTP/1.1 request needs exactly one Host header","type":"invalid_request_error","param":null,"code":400}})"
+                            : R"({"error":{"message":"only the chunked transfer coding is implemented","type":"invalid_request_error","param":null,"code":501}})";
+      res.keep_alive(false);
+      res.prepare_payload();
+      stream.expires_after(std::chrono::seconds(options.write_timeout_s));
+      co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      co_await linger(stream);
+      break;
+    }
     const bool keep_alive = msg.keep_alive() && !draining.load();
     HttpRequest request = beast_request::to_http_request(msg);
 
