@@ -159,6 +159,21 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
   }
 }
 
+// An OpenAI error object with `status` (an invalid_request_error), then the connection closes: for what is wrong
+// with the HTTP itself, before any route sees the request.
+asio::awaitable<void> reject_and_close(beast::tcp_stream& stream, http::status status, std::string_view message,
+                                       int write_timeout_s) {
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":{}}}}})",
+                           message, static_cast<int>(status));
+  res.keep_alive(false);
+  res.prepare_payload();
+  stream.expires_after(std::chrono::seconds(write_timeout_s));
+  co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+  co_await linger(stream);
+}
+
 // A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
 asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
   http::response<http::string_body> res{http::status::too_many_requests, 11};
@@ -386,28 +401,14 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     if (ec) {
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
         const bool body = ec == http::error::body_limit;
-        http::response<http::string_body> res{body ? http::status::payload_too_large
-                                                   : http::status::request_header_fields_too_large, 11};
-        res.set(http::field::content_type, "application/json");
-        res.body() = fmt::format(
-            R"({{"error":{{"message":"the request {} is larger than the limit","type":"invalid_request_error","param":null,"code":{}}}}})",
-            body ? "body" : "header", body ? 413 : 431);
-        res.keep_alive(false);
-        res.prepare_payload();
-        stream.expires_after(std::chrono::seconds(options.write_timeout_s));
-        co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-        co_await linger(stream);
+        co_await reject_and_close(stream, body ? http::status::payload_too_large : http::status::request_header_fields_too_large,
+                                  body ? "the request body is larger than the limit"
+                                       : "the request header is larger than the limit",
+                                  options.write_timeout_s);
       } else if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
                  ec != asio::error::connection_reset && ec != asio::error::operation_aborted) {
-        if (ec.category() == http::make_error_code(http::error::bad_method).category()) {  // malformed HTTP
-          http::response<http::string_body> res{http::status::bad_request, 11};
-          res.set(http::field::content_type, "application/json");
-          res.body() = R"({"error":{"message":"malformed HTTP request","type":"invalid_request_error","param":null,"code":400}})";
-          res.keep_alive(false);
-          res.prepare_payload();
-          co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-          co_await linger(stream);
-        }
+        if (ec.category() == http::make_error_code(http::error::bad_method).category())  // malformed HTTP
+          co_await reject_and_close(stream, http::status::bad_request, "malformed HTTP request", options.write_timeout_s);
       }
       break;
     }
@@ -418,15 +419,10 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     const bool bad_host = msg.version() >= 11 && msg.count(http::field::host) != 1;
     const bool bad_coding = te_headers > 1 || (te_headers == 1 && !beast::iequals(msg[http::field::transfer_encoding], "chunked"));
     if (bad_host || bad_coding) {
-      http::response<http::string_body> res{bad_host ? http::status::bad_request : http::status::not_implemented, 11};
-      res.set(http::field::content_type, "application/json");
-      res.body() = bad_host ? R"({"error":{"message":"an HTTP/1.1 request needs exactly one Host header","type":"invalid_request_error","param":null,"code":400}})"
-                            : R"({"error":{"message":"only the chunked transfer coding is implemented","type":"invalid_request_error","param":null,"code":501}})";
-      res.keep_alive(false);
-      res.prepare_payload();
-      stream.expires_after(std::chrono::seconds(options.write_timeout_s));
-      co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-      co_await linger(stream);
+      co_await reject_and_close(stream, bad_host ? http::status::bad_request : http::status::not_implemented,
+                                bad_host ? "an HTTP/1.1 request needs exactly one Host header"
+                                         : "only the chunked transfer coding is implemented",
+                                options.write_timeout_s);
       break;
     }
     const bool keep_alive = msg.keep_alive() && !draining.load();
