@@ -4,26 +4,42 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <iterator>
 #include <sstream>
 
 #include "pagoda/core/error.h"
+#include "pagoda/tokenizer/utf8.h"
 
 namespace pagoda::server {
 namespace {
+
+// A tenant name becomes a Prometheus label value and goes into logs: valid UTF-8 without control characters.
+void check_tenant_name(const std::string& name, const std::string& where) {
+  if (name.empty()) throw Error(where + ": empty tenant name");
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (control || !utf8::is_valid(name)) throw Error(where + ": a tenant name must be UTF-8 text without control characters");
+}
 
 Tenant tenant_from_json(const nlohmann::json& v, const std::string& where) {
   Tenant t;
   if (v.is_string()) {
     t.name = v.get<std::string>();
   } else if (v.is_object()) {
+    for (const auto& [field, value] : v.items())
+      if (field != "key" && field != "tenant" && field != "max_concurrent_requests" && field != "max_requests_per_second")
+        throw Error(fmt::format("{}: unknown field \"{}\"", where, field));
     if (!v.contains("tenant") || !v["tenant"].is_string()) throw Error(where + ": each key needs a \"tenant\" string");
     t.name = v["tenant"].get<std::string>();
     if (v.contains("max_concurrent_requests")) {
-      if (!v["max_concurrent_requests"].is_number_integer() || v["max_concurrent_requests"].get<int>() < 0)
+      const nlohmann::json& m = v["max_concurrent_requests"];
+      if (!m.is_number_integer() || m.get<int64_t>() < 0 || m.get<int64_t>() > std::numeric_limits<int32_t>::max())
         throw Error(where + ": max_concurrent_requests must be a non-negative integer");
-      t.max_concurrent_requests = v["max_concurrent_requests"].get<int>();
+      t.max_concurrent_requests = static_cast<int>(m.get<int64_t>());
     }
     if (v.contains("max_requests_per_second")) {
       if (!v["max_requests_per_second"].is_number() || !(v["max_requests_per_second"].get<double>() >= 0))
@@ -33,18 +49,34 @@ Tenant tenant_from_json(const nlohmann::json& v, const std::string& where) {
   } else {
     throw Error(where + ": a key maps to a tenant name or {\"tenant\", \"max_concurrent_requests\"}");
   }
-  if (t.name.empty()) throw Error(where + ": empty tenant name");
+  check_tenant_name(t.name, where);
   return t;
 }
 
 }  // namespace
 
-void ApiKeys::add(const std::string& key, Tenant tenant) {
-  if (key.empty()) throw Error("an API key cannot be empty");
+void ApiKeys::add(const std::string& key, Tenant tenant, const std::string& source) {
+  if (key.empty()) throw Error(source + ": an API key cannot be empty");
+  // A client sends the key in a header, which cannot carry these: such a key could never authenticate.
+  if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }))
+    throw Error(source + ": an API key cannot contain spaces or control characters");
+  if (keys_.contains(key)) throw Error(source + ": an API key is given twice (tenant '" + keys_[key].name + "' and '" + tenant.name + "')");
+  // A tenant is described in one place: its limits would otherwise differ by the key a client uses.
+  const auto [it, fresh] = tenant_sources_.try_emplace(tenant.name, source);
+  if (!fresh && it->second != source)
+    throw Error(fmt::format("tenant '{}' is given in both {} and {}", tenant.name, it->second, source));
   keys_[key] = std::move(tenant);
 }
 
 void ApiKeys::load_file(const std::string& path) {
+  const size_t before = keys_.size();
+  read_keys_file(path);
+  // An empty file (or a directory, /dev/null) would leave the server open to anyone: refuse it.
+  if (keys_.size() == before) throw Error(path + ": holds no API keys (authentication would be off)");
+}
+
+void ApiKeys::read_keys_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory");
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open");
   std::stringstream ss;
@@ -57,10 +89,10 @@ void ApiKeys::load_file(const std::string& path) {
     if (j.contains("keys") && j["keys"].is_array()) {
       for (const auto& e : j["keys"]) {
         if (!e.is_object() || !e.contains("key") || !e["key"].is_string()) throw Error(path + ": each entry needs a \"key\"");
-        add(e["key"].get<std::string>(), tenant_from_json(e, path));
+        add(e["key"].get<std::string>(), tenant_from_json(e, path), path);
       }
     } else {
-      for (const auto& [key, v] : j.items()) add(key, tenant_from_json(v, path));
+      for (const auto& [key, v] : j.items()) add(key, tenant_from_json(v, path), path);
     }
     return;
   }
@@ -74,6 +106,7 @@ void ApiKeys::load_file(const std::string& path) {
     if (!(fields >> tenant))
       throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
     Tenant t{tenant, 0};
+    check_tenant_name(tenant, fmt::format("{}:{}", path, n));
     if (fields >> limit) {
       try {
         t.max_concurrent_requests = std::stoi(limit);
@@ -90,7 +123,8 @@ void ApiKeys::load_file(const std::string& path) {
       }
       if (!(t.max_requests_per_second >= 0)) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
     }
-    add(key, t);
+    if (fields >> rate) throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
+    add(key, t, path);
   }
 }
 
@@ -99,11 +133,23 @@ std::string Tenant::cache_salt(const std::string& request_salt) const {
 }
 
 void ApiKeys::load_tenants_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory");
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  // A tenant named twice would silently lose its first entry (JSON keeps the last): refused while parsing.
+  std::set<std::string> names;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t watch = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 2 && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  const nlohmann::json j = nlohmann::json::parse(in, watch, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("tenants") || !j["tenants"].is_object())
     throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
+  if (!duplicate.empty()) throw Error(fmt::format("{}: tenant '{}' is given twice", path, duplicate));
+  if (j["tenants"].empty()) throw Error(path + ": holds no tenants (authentication would be off)");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
                                         "max_requests_per_second", "share_prefixes", "priority"};
   for (const auto& item : j["tenants"].items()) {
@@ -111,7 +157,7 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     const std::string& name = item.key();
     const nlohmann::json& v = item.value();
     const std::string where = fmt::format("{}: tenant '{}'", path, name);
-    if (name.empty()) throw Error(path + ": empty tenant name");
+    check_tenant_name(name, path);
     if (!v.is_object()) throw Error(where + ": expected an object");
     for (const auto& [field, value] : v.items()) {
       if (std::find(std::begin(kFields), std::end(kFields), field) == std::end(kFields))
@@ -147,14 +193,17 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     for (const auto& key : v["keys"]) {
       if (!key.is_string()) throw Error(where + ": \"keys\" must be a non-empty array of strings");
       if (keys_.contains(key.get<std::string>())) throw Error(where + ": a key is given twice");
-      add(key.get<std::string>(), t);
+      add(key.get<std::string>(), t, path);
     }
   }
 }
 
 const Tenant* ApiKeys::authenticate(const std::string& authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() <= kBearer.size() || authorization.compare(0, kBearer.size(), kBearer) != 0) return nullptr;
+  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 9110 11.1)
+  if (authorization.size() <= kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), authorization.begin(),
+                  [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); }))
+    return nullptr;
   auto it = keys_.find(authorization.substr(kBearer.size()));
   return it == keys_.end() ? nullptr : &it->second;
 }

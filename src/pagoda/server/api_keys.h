@@ -27,15 +27,17 @@ struct Tenant {
 
 class ApiKeys {
  public:
-  void add(const std::string& key, Tenant tenant);
+  // `source`: where the key comes from ("--api-key", a file's path), for errors. Throws pagoda::Error for an empty
+  // key or one with spaces or control characters, a key given twice, and a tenant named in two sources.
+  void add(const std::string& key, Tenant tenant, const std::string& source = "--api-key");
   // JSON: {"KEY": "tenant"} or {"KEY": {"tenant": "...", "max_concurrent_requests": N,
   // "max_requests_per_second": R}} or {"keys": [{"key": "...", "tenant": "...", ...}]}.
   // Simple: one "KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]" per line, '#' comments. Throws pagoda::Error
-  // naming the file.
+  // naming the file, also for a file that holds no keys (it would leave the server open) and unknown fields.
   void load_file(const std::string& path);
   // --tenants-file: {"tenants": {"NAME": {"keys": ["sk-..."], "weight": 0.8, "kv_share": 0.2, "kv_cap": 0.5,
   // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false, "priority": 0}}}, all but
-  // "keys" optional. Throws pagoda::Error naming the file and the tenant.
+  // "keys" optional. Throws pagoda::Error naming the file and the tenant (also for a tenant named twice, or none).
   void load_tenants_file(const std::string& path);
 
   bool enabled() const { return !keys_.empty(); }
@@ -43,7 +45,10 @@ class ApiKeys {
   const Tenant* authenticate(const std::string& authorization) const;
 
  private:
+  void read_keys_file(const std::string& path);
+
   std::unordered_map<std::string, Tenant> keys_;
+  std::unordered_map<std::string, std::string> tenant_sources_;  // tenant name -> where it is described
 };
 
 }  // namespace pagoda::server

@@ -133,7 +133,8 @@ void OpenAiServer::admit_at_tenant_rate(const Tenant& tenant) {
     b.tokens -= 1;
     return;
   }
-  const int wait_s = static_cast<int>(std::ceil((1 - b.tokens) / rate));
+  // (At most a day: a rate of 1e-10 would otherwise overflow the conversion.)
+  const int wait_s = static_cast<int>(std::min(86400.0, std::ceil((1 - b.tokens) / rate)));
   throw ApiError(429, fmt::format("tenant '{}' is over its {} requests per second", tenant.name, rate))
       .retry_after(std::max(1, wait_s));
 }

@@ -2,6 +2,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "pagoda/core/error.h"
 #include "pagoda/server/api_error.h"
 #include "pagoda/server/api_keys.h"
 #include "pagoda/server/openai_request.h"
@@ -235,6 +239,54 @@ TEST(ApiKeys, BearerLookup) {
   EXPECT_EQ(keys.authenticate("Bearer k2"), nullptr);
   EXPECT_EQ(keys.authenticate("k1"), nullptr);
   EXPECT_EQ(keys.authenticate(""), nullptr);
+  EXPECT_NE(keys.authenticate("bearer k1"), nullptr);  // the scheme is case-insensitive
+  EXPECT_NE(keys.authenticate("BEARER k1"), nullptr);
+}
+
+// Key files that used to be accepted silently, each now one error naming the file: an empty one (it switched
+// authentication off), a key given twice, an unknown field (a misspelt limit was ignored), a limit beyond int (2^32
+// became 0, unlimited), a tenant name that is not UTF-8 (it reached /metrics), a tenant in both files, a tenant named
+// twice in a tenants file (the first entry was dropped), a key no header can carry.
+TEST(ApiKeys, FilesThatWouldWeakenAuthenticationAreRefused) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "pagoda-api-keys-test";
+  std::filesystem::create_directories(dir);
+  int n = 0;
+  const auto file = [&](const std::string& text) {
+    const std::string path = (dir / ("f" + std::to_string(n++))).string();
+    std::ofstream(path) << text;
+    return path;
+  };
+  const auto refused = [&](const std::string& keys_file, const std::string& tenants_file, const std::string& message) {
+    ApiKeys keys;
+    try {
+      if (!keys_file.empty()) keys.load_file(keys_file);
+      if (!tenants_file.empty()) keys.load_tenants_file(tenants_file);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  for (const std::string empty : {"", "# only a comment\n", "{}", R"({"keys": []})"}) refused(file(empty), "", "holds no API keys");
+  refused(dir.string(), "", "is a directory");
+  refused(file("k1 alice\nk1 bob\n"), "", "given twice");
+  refused(file(R"({"k1": {"tenant": "a", "max_concurent_requests": 1}})"), "", "unknown field \"max_concurent_requests\"");
+  refused(file(R"({"k1": {"tenant": "a", "max_concurrent_requests": 4294967296}})"), "", "max_concurrent_requests must be");
+  refused(file("k1 bad\xff\xfename\n"), "", "UTF-8 text without control characters");
+  refused(file("k1 alice 1 2 3\n"), "", "expected KEY TENANT");
+  refused(file("k1 alice\n"), file(R"({"tenants": {"alice": {"keys": ["k2"]}}})"), "tenant 'alice' is given in both");
+  refused("", file(R"({"tenants": {"a": {"keys": ["k1"]}, "a": {"keys": ["k2"]}}})"), "tenant 'a' is given twice");
+  refused("", file(R"({"tenants": {}})"), "holds no tenants");
+  ApiKeys keys;
+  EXPECT_THROW(keys.add("k 1", Tenant{"a"}), Error);
+  EXPECT_THROW(keys.add("k1\t", Tenant{"a"}), Error);
+  // What is well-formed still loads: two tenants in two files, a JSON keys file with its limits.
+  ApiKeys good;
+  good.load_file(file(R"({"k1": {"tenant": "a", "max_concurrent_requests": 2, "max_requests_per_second": 0.5}})"));
+  good.load_tenants_file(file(R"({"tenants": {"b": {"keys": ["k2"]}, "c": {"keys": ["k3"]}}})"));
+  ASSERT_NE(good.authenticate("Bearer k1"), nullptr);
+  EXPECT_EQ(good.authenticate("Bearer k1")->max_concurrent_requests, 2);
+  EXPECT_EQ(good.authenticate("Bearer k3")->name, "c");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
