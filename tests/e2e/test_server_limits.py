@@ -50,6 +50,20 @@ class AuthAndTenants(unittest.TestCase):
         self.assertEqual(self.server.request("GET", "/health")[0], 200)
         self.assertEqual(self.server.request("GET", "/metrics")[0], 200)
 
+    def test_no_key_is_401_before_the_body_is_read(self):
+        # An unauthenticated client announcing a 15 MB body used to be read whole (up to --max-request-body, on as
+        # many connections as it liked) before its 401: now the 401 comes from the headers, the body never sent.
+        import socket
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 15000000\r\n\r\n")
+            s.settimeout(5)
+            got = s.recv(4096)
+            self.assertTrue(got.startswith(b"HTTP/1.1 401 "), got[:100])
+            self.assertIn(b"WWW-Authenticate: Bearer", got)
+        status, body = self.post("key-a", {"prompt": "Hi", "max_tokens": 2})  # a valid key's body is still read
+        self.assertEqual(status, 200, body)
+
     def test_tenants_never_share_prefix_cache(self):
         body = {"prompt": LONG_PROMPT, "max_tokens": 2, "temperature": 0}
         status, first = self.post("key-a", body)

@@ -167,6 +167,7 @@ void run_serve(ServeOptions& o) {
   so.eos_token_ids = model_eos_token_ids(llm->model());
   server::OpenAiServer api(llm->engine(), llm->tokenizer(), make_chat_renderer(o, model_path, llm->tokenizer()), so);
   o.http.on_stream_delivery = [&api](double seconds) { api.metrics().observe_stream_delivery(seconds); };
+  o.http.screen = [&api](const server::HttpRequest& head) { return api.screen(head); };
   server::HttpServer http(o.http, [&api](std::shared_ptr<server::Exchange> ex) { api.handle(ex); });
   metrics::GpuSamplerOptions gpu;
   gpu.interval_ms = o.gpu_sample_interval_ms;

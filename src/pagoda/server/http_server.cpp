@@ -384,6 +384,31 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     // The header first: a client that sent `Expect: 100-continue` waits for the go-ahead before its body (a body
     // over the limit was refused by the header's Content-Length already).
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    if (!ec && !parser.is_done() && options.screen) {  // a body follows: refuse what need not be read
+      HttpRequest head;
+      head.method = std::string(parser.get().method_string());
+      head.target = std::string(parser.get().target());
+      for (const auto& field : parser.get()) {
+        std::string name(field.name_string());
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        head.headers[name] = std::string(field.value());
+      }
+      std::optional<HttpResponse> refusal = is_cors_preflight(head) ? std::nullopt : options.screen(head);
+      if (refusal) {
+        http::response<http::string_body> res{static_cast<http::status>(refusal->status), 11};
+        res.set(http::field::content_type, refusal->content_type);
+        for (const auto& [k, v] : refusal->headers) res.set(k, v);
+        for (const auto& [k, v] : cors_response_headers(options.cors, head)) res.set(k, v);
+        res.body() = std::move(refusal->body);
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(std::chrono::seconds(options.write_timeout_s));
+        co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+        co_await linger(stream);
+        spdlog::info("{} {} {} (refused before its body)", head.method, head.target, refusal->status);
+        break;
+      }
+    }
     if (!ec && !parser.is_done()) {
       if (beast::iequals(parser.get()[http::field::expect], "100-continue") && parser.get().version() >= 11) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

@@ -139,6 +139,13 @@ void OpenAiServer::admit_at_tenant_rate(const Tenant& tenant) {
       .retry_after(std::max(1, wait_s));
 }
 
+std::optional<HttpResponse> OpenAiServer::screen(const HttpRequest& head) const {
+  const std::string path = head.path();
+  if (!options_.api_keys.enabled() || path == "/health" || path == "/version" || path == "/metrics") return std::nullopt;
+  if (options_.api_keys.authenticate(head.header("authorization")) != nullptr) return std::nullopt;
+  return error_response(ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)"));
+}
+
 void OpenAiServer::check_model(const std::string& model) const {
   if (!model.empty() && model != options_.served_model_name)
     throw ApiError(404, fmt::format("The model `{}` does not exist.", model), "model", "NotFoundError");

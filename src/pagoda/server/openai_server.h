@@ -51,6 +51,9 @@ class OpenAiServer {
 
   // The HTTP handler; runs on the exchange's strand.
   void handle(const std::shared_ptr<Exchange>& exchange);
+  // HttpServerOptions::screen: a 401 for a request that needs a key and lacks a valid one, decided from its headers
+  // before its body is read.
+  std::optional<HttpResponse> screen(const HttpRequest& head) const;
   ServerMetrics& metrics() { return metrics_; }
   // Waits for work the server started in the background that reads the tokenizer (the constraint
   // compiler's vocabulary index): call before the tokenizer goes.
