@@ -100,19 +100,38 @@ class AuthAndTenants(unittest.TestCase):
 class QueueAndBodyLimits(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--max-waiting-requests", "4", "--max-request-body", "4096")
+        # One sequence at a time, so that a long request keeps the others waiting.
+        cls.server = Server("--max-waiting-requests", "4", "--max-request-body", "4096", "--max-num-seqs", "1")
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
 
     def test_too_many_waiting_is_429_with_retry_after(self):
+        # More engine requests than may ever wait at once is a 400 (a 429 would send the client back for nothing).
         status, headers, text = self.server.request("POST", "/v1/completions",
                                                     body={"prompt": "Hi", "max_tokens": 2, "n": 5})
+        assert_error(self, status, json.loads(text), 400, "n")
+        # Four long engine requests, one running at a time (--max-num-seqs 1): while any of them waits, one more
+        # request of n=4 is a 429 with Retry-After.
+        results = {}
+        queue = threading.Thread(target=lambda: results.setdefault("four", self.server.post(
+            "/v1/completions", {"prompt": "Hi", "max_tokens": 500, "ignore_eos": True, "n": 4})))
+        queue.start()
+        deadline = time.time() + 30
+        while time.time() < deadline:  # until the engine reports requests waiting
+            text = self.server.request("GET", "/metrics")[2]
+            waiting = [float(line.split()[-1]) for line in text.splitlines()
+                       if line.startswith("pagoda:num_requests_waiting")]
+            if waiting and waiting[0] >= 1:
+                break
+            time.sleep(0.005)
+        status, headers, text = self.server.request("POST", "/v1/completions",
+                                                    body={"prompt": "Hi", "max_tokens": 2, "n": 4})
+        queue.join()
         assert_error(self, status, json.loads(text), 429)
         self.assertIn("Retry-After", headers)
-        status, body = self.server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "n": 4})
-        self.assertEqual(status, 200, body)
+        self.assertEqual(results["four"][0], 200, results["four"])
 
     def test_body_too_large_is_413(self):
         status, _, text = self.server.request("POST", "/v1/completions",

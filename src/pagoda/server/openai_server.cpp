@@ -332,6 +332,12 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
 void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest parsed,
                             std::vector<GenerateRequest> requests, const Tenant* tenant) {
   const int num_engine_requests = static_cast<int>(requests.size()) * parsed.n;
+  if (options_.max_waiting_requests > 0 && num_engine_requests > options_.max_waiting_requests)  // never admissible
+    throw ApiError(400,
+                   fmt::format("the request makes {} engine requests (prompts x n), more than --max-waiting-requests "
+                               "{} lets wait at once",
+                               num_engine_requests, options_.max_waiting_requests),
+                   "n");
   if (options_.max_waiting_requests > 0 && num_pending_.load() + num_engine_requests > options_.max_waiting_requests)
     throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", num_pending_.load()));
   std::string tenant_name = tenant ? tenant->name : "";
