@@ -243,6 +243,41 @@ class TenantsFile(unittest.TestCase):
             self.assertIn(message, p.stderr.strip().splitlines()[-1], content)
 
 
+class WorkerQueue(unittest.TestCase):
+    """Bodies of 4 KiB and more are parsed and tokenized on a small worker pool. A tenant limited to one request in
+    flight used to queue any number of large bodies there (its limit was checked after parsing) and close its
+    sockets; another tenant's request then waited behind all of that work (about 20 s). Now the tenant's slot is
+    taken before any work is queued, and work whose client has gone is skipped."""
+
+    def test_a_limited_tenant_cannot_fill_the_workers_queue(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tenants.json")
+            with open(path, "w") as f:
+                json.dump({"tenants": {"flood": {"keys": ["kf"], "max_concurrent_requests": 1},
+                                       "other": {"keys": ["ko"]}}}, f)
+            server = Server("--tenants-file", path)
+            try:
+                big = json.dumps({"prompt": "Once upon a time, there was a little girl. " * 100000,
+                                  "max_tokens": 1}).encode()  # 4.3 MB: about 2 s of parsing and tokenizing
+                socks = []
+                for _ in range(6):
+                    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kf\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(big) + big)
+                    socks.append(s)
+                for s in socks:
+                    s.close()  # the flooder leaves at once
+                time.sleep(0.5)  # (the server has read the bodies)
+                t0 = time.monotonic()
+                body = {"prompt": "Once upon a time", "max_tokens": 4, "user": "u" * 5000}  # 5 KB: through the pool
+                status, out = server.post("/v1/completions", body, headers={"Authorization": "Bearer ko"})
+                self.assertEqual(status, 200, out)
+                # (before: 4.1 s on this machine; after: under 10 ms)
+                self.assertLess(time.monotonic() - t0, 3.0 * pagoda_cli.TIME_SCALE, "waited behind the flood's work")
+            finally:
+                server.stop()
+
+
 class TenantPriority(unittest.TestCase):
     """A tenant's "priority" shifts its requests' under --scheduling-policy priority: with one sequence at a time,
     a request of the preferred tenant that arrives behind a queue of the other tenant's is served next."""

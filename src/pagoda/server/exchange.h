@@ -52,7 +52,7 @@ class Exchange {
   // `fn` runs (on the strand) when the client goes away or the server gives up waiting at shutdown,
   // unless the exchange has ended. Handlers cancel their engine requests there and still end the exchange.
   virtual void on_cancel(std::function<void()> fn) = 0;
-  virtual bool cancelled() const = 0;
+  virtual bool cancelled() const = 0;  // thread-safe (a worker may skip a request whose client has gone)
 
   // Thread-safe: runs `fn` on the exchange's strand (e.g. from the engine thread). Never blocks.
   virtual void post(std::function<void()> fn) = 0;

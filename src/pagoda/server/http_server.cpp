@@ -85,7 +85,7 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
     push(Item{Kind::kEnd, {}, {}});
   }
   void on_cancel(std::function<void()> fn) override { on_cancel_ = std::move(fn); }
-  bool cancelled() const override { return cancelled_; }
+  bool cancelled() const override { return cancelled_.load(); }
   void post(std::function<void()> fn) override {
     asio::post(strand_, [self = shared_from_this(), fn = std::move(fn)] {
       try {
@@ -141,7 +141,8 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
   }
 
   HttpRequest request_;
-  bool ended_ = false, streaming_ = false, cancelled_ = false;
+  bool ended_ = false, streaming_ = false;
+  std::atomic<bool> cancelled_ = false;  // read by workers too (Exchange::cancelled)
   std::function<void()> on_cancel_;
 };
 

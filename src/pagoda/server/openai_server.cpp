@@ -97,7 +97,8 @@ void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, std::func
     std::function<void()> then;
     std::exception_ptr error;
     try {
-      then = work();
+      // A client gone while its body waited in the queue: nothing to prepare (the strand answers it below).
+      if (!ex->cancelled()) then = work();
     } catch (...) {
       error = std::current_exception();
     }
@@ -192,18 +193,24 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) throw ApiError(405, "use POST").allow("POST");
     const bool chat = path == "/v1/chat/completions";
-    off_io_threads(ex, [this, ex, tenant, chat]() -> std::function<void()> {
+    // The tenant's slot is taken before any work is queued: a tenant at its limit cannot fill the workers' queue.
+    TenantSlot slot = take_tenant_slot(tenant);
+    off_io_threads(ex, [this, ex, tenant, chat, slot]() -> std::function<void()> {
       auto parsed = std::make_shared<ParsedRequest>(chat ? parse_chat_request(ex->request().body, options_.limits)
                                                          : parse_completion_request(ex->request().body, options_.limits));
       auto requests = std::make_shared<std::vector<GenerateRequest>>(engine_requests(*parsed, tenant));
-      return [this, ex, tenant, parsed, requests] { generate(ex, std::move(*parsed), std::move(*requests), tenant); };
+      return [this, ex, tenant, parsed, requests, slot] {
+        generate(ex, std::move(*parsed), std::move(*requests), tenant, slot);
+      };
     });
   } else if (path == "/tokenize") {
     if (!post) throw ApiError(405, "use POST").allow("POST");
-    off_io_threads(ex, [this, ex] { return respond_with(ex, tokenize(ex->request().body)); });
+    TenantSlot slot = take_tenant_slot(tenant);
+    off_io_threads(ex, [this, ex, slot] { return respond_with(ex, tokenize(ex->request().body)); });
   } else if (path == "/detokenize") {
     if (!post) throw ApiError(405, "use POST").allow("POST");
-    off_io_threads(ex, [this, ex] { return respond_with(ex, detokenize(ex->request().body)); });
+    TenantSlot slot = take_tenant_slot(tenant);
+    off_io_threads(ex, [this, ex, slot] { return respond_with(ex, detokenize(ex->request().body)); });
   } else {
     throw ApiError(404, fmt::format("no route for {} {}", req.method, path), "", "NotFoundError");
   }
@@ -329,8 +336,25 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
   return requests;
 }
 
+OpenAiServer::TenantSlot OpenAiServer::take_tenant_slot(const Tenant* tenant) {
+  if (tenant == nullptr || tenant->max_concurrent_requests <= 0) return nullptr;
+  const std::string name = tenant->name;
+  {
+    std::lock_guard lock(tenants_mutex_);
+    int& active = tenant_active_[name];
+    if (active >= tenant->max_concurrent_requests)
+      throw ApiError(429, fmt::format("tenant '{}' has {} requests in flight, its limit", name, active));
+    ++active;
+  }
+  return TenantSlot(new int(0), [this, name](int* p) {
+    delete p;
+    std::lock_guard lock(tenants_mutex_);
+    --tenant_active_[name];
+  });
+}
+
 void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest parsed,
-                            std::vector<GenerateRequest> requests, const Tenant* tenant) {
+                            std::vector<GenerateRequest> requests, const Tenant* tenant, TenantSlot slot) {
   const int num_engine_requests = static_cast<int>(requests.size()) * parsed.n;
   if (options_.max_waiting_requests > 0 && num_engine_requests > options_.max_waiting_requests)  // never admissible
     throw ApiError(400,
@@ -341,20 +365,8 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   if (options_.max_waiting_requests > 0 && num_pending_.load() + num_engine_requests > options_.max_waiting_requests)
     throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", num_pending_.load()));
   std::string tenant_name = tenant ? tenant->name : "";
-  if (tenant && tenant->max_concurrent_requests > 0) {
-    std::lock_guard lock(tenants_mutex_);
-    int& active = tenant_active_[tenant_name];
-    if (active >= tenant->max_concurrent_requests)
-      throw ApiError(429, fmt::format("tenant '{}' has {} requests in flight, its limit", tenant_name, active));
-    ++active;
-  }
   std::function<void()> on_done;
-  if (tenant && tenant->max_concurrent_requests > 0) {
-    on_done = [this, tenant_name] {
-      std::lock_guard lock(tenants_mutex_);
-      --tenant_active_[tenant_name];
-    };
-  }
+  if (slot) on_done = [slot]() mutable { slot.reset(); };  // the tenant's slot is given back when the job ends
   JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
                  output_tool_format(parsed.tools, options_.tools)};
   // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.

@@ -75,9 +75,14 @@ class OpenAiServer {
   // The engine requests for a parsed request: prompts tokenized (chat template first), checked against
   // the context and the request's token limit. Thread-safe.
   std::vector<GenerateRequest> engine_requests(ParsedRequest& parsed, const Tenant* tenant) const;
-  // On the strand: queue and tenant limits, then a GenerationJob.
+  // One of a tenant's max_concurrent_requests, held until the last copy goes (null: the tenant has no limit). Taken
+  // when a request is routed, before its body is parsed, so that a tenant at its limit queues no work.
+  using TenantSlot = std::shared_ptr<int>;
+  // Throws ApiError(429) when the tenant has all its requests in flight.
+  TenantSlot take_tenant_slot(const Tenant* tenant);
+  // On the strand: the waiting-queue limit, then a GenerationJob, which holds `slot` until it ends.
   void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, std::vector<GenerateRequest> requests,
-                const Tenant* tenant);
+                const Tenant* tenant, TenantSlot slot);
   // The rendered chat (400 when the model has no template, or the final message to continue is not in it).
   std::string chat_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
