@@ -20,8 +20,9 @@ inline void configure(http::request_parser<http::string_body>& parser, size_t bo
   parser.header_limit(kHeaderLimit);
 }
 
-// The handler's view of a parsed request: header names lower-cased, the body moved out.
-inline HttpRequest to_http_request(http::request<http::string_body>& msg) {
+// A request's method, target and headers (names lower-cased), without its body: what is known once the header
+// has been read (HttpServerOptions::screen).
+inline HttpRequest head_of(const http::request<http::string_body>& msg) {
   HttpRequest request;
   request.method = std::string(msg.method_string());
   request.target = std::string(msg.target());
@@ -30,6 +31,12 @@ inline HttpRequest to_http_request(http::request<http::string_body>& msg) {
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     request.headers[name] = std::string(field.value());
   }
+  return request;
+}
+
+// The handler's view of a parsed request: head_of, and the body moved out.
+inline HttpRequest to_http_request(http::request<http::string_body>& msg) {
+  HttpRequest request = head_of(msg);
   request.body = std::move(msg.body());
   return request;
 }

@@ -386,14 +386,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     // over the limit was refused by the header's Content-Length already).
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (!ec && !parser.is_done() && options.screen) {  // a body follows: refuse what need not be read
-      HttpRequest head;
-      head.method = std::string(parser.get().method_string());
-      head.target = std::string(parser.get().target());
-      for (const auto& field : parser.get()) {
-        std::string name(field.name_string());
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        head.headers[name] = std::string(field.value());
-      }
+      const HttpRequest head = beast_request::head_of(parser.get());
       std::optional<HttpResponse> refusal = is_cors_preflight(head) ? std::nullopt : options.screen(head);
       if (refusal) {
         http::response<http::string_body> res{static_cast<http::status>(refusal->status), 11};
