@@ -140,11 +140,14 @@ void OpenAiServer::admit_at_tenant_rate(const Tenant& tenant) {
       .retry_after(std::max(1, wait_s));
 }
 
+// The 401 of a request that needs a key and lacks a valid one, from the headers (screen) or the route.
+constexpr const char* kUnauthorized = "Unauthorized: a valid API key is required (Authorization: Bearer KEY)";
+
 std::optional<HttpResponse> OpenAiServer::screen(const HttpRequest& head) const {
   const std::string path = head.path();
   if (!options_.api_keys.enabled() || path == "/health" || path == "/version" || path == "/metrics") return std::nullopt;
   if (options_.api_keys.authenticate(head.header("authorization")) != nullptr) return std::nullopt;
-  return error_response(ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)"));
+  return error_response(ApiError(401, kUnauthorized));
 }
 
 void OpenAiServer::check_model(const std::string& model) const {
@@ -176,7 +179,7 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   const Tenant* tenant = nullptr;
   if (options_.api_keys.enabled()) {
     tenant = options_.api_keys.authenticate(req.header("authorization"));
-    if (tenant == nullptr) throw ApiError(401, "Unauthorized: a valid API key is required (Authorization: Bearer KEY)");
+    if (tenant == nullptr) throw ApiError(401, kUnauthorized);
     if (tenant->max_requests_per_second > 0) admit_at_tenant_rate(*tenant);
   }
   if (path == "/debug/gpu_timeline") {
