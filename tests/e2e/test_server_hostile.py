@@ -197,7 +197,9 @@ class HttpFraming(unittest.TestCase):
 
     def test_host_and_transfer_coding_errors(self):
         # HTTP/1.1 without Host, or with two: 400; a transfer coding other than chunked: 501 (its body was misread).
-        for head in (b"GET /health HTTP/1.1\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"):
+        # Two Authorization headers: 400 too (which key was meant?).
+        for head in (b"GET /health HTTP/1.1\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                     b"GET /v1/models HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"):
             self.assertTrue(self.raw(head, seconds=3).startswith(b"HTTP/1.1 400 "), head)
         self.assertTrue(self.raw(b"GET /health HTTP/1.0\r\n\r\n", seconds=3).startswith(b"HTTP/1.1 200 "))
         body = b'{"prompt": "Once", "max_tokens": 1}'
@@ -259,6 +261,61 @@ class StopStrings(unittest.TestCase):
             # Over the limits: 400 naming `stop`.
             status, out = server.post("/v1/completions", {"prompt": "Once", "stop": ["a"] * 129})
             assert_error(self, status, out, 400, "stop")
+        finally:
+            server.stop()
+
+
+class LargeResponses(unittest.TestCase):
+    """A non-streamed response is built whole: its logprob entries are bounded (--max-response-logprobs), and it is
+    written a choice and an entry at a time. A chat response of n = 128 with 20 alternatives for 300 tokens (50.6 MB
+    of JSON) raised the server's peak RSS by about 500 MB when the response was one JSON tree; now by under 200."""
+
+    @staticmethod
+    def peak_rss_mb(server):
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+
+    def test_logprob_entries_are_bounded_and_written_in_pieces(self):
+        server = Server("--max-response-logprobs", "1000000")
+        try:
+            # Over the limit: 128 x 400 x 21 = 1,075,200 entries. Streamed, the same request is not limited.
+            body = {"prompt": "Once", "n": 128, "max_tokens": 400, "logprobs": 20, "ignore_eos": True}
+            status, out = server.post("/v1/completions", body)
+            assert_error(self, status, out, 400, "logprobs")
+            self.assertIn("1075200", out["error"]["message"])
+            status, _, _ = server.request("POST", "/v1/completions", dict(body, n=1, stream=True))
+            self.assertEqual(status, 200)
+            chat = {"messages": [{"role": "user", "content": "Hi"}], "n": 128, "max_tokens": 400, "logprobs": True,
+                    "top_logprobs": 20}
+            status, out = server.post("/v1/chat/completions", chat)
+            assert_error(self, status, out, 400, "top_logprobs")
+            # Within it: 128 x 300 x 21 = 806,400 entries, 50.6 MB of chat JSON (each alternative with its bytes).
+            before = self.peak_rss_mb(server)
+            status, out = server.post("/v1/chat/completions", dict(chat, max_tokens=300, ignore_eos=True), timeout=600)
+            self.assertEqual(status, 200)
+            grew = self.peak_rss_mb(server) - before
+            self.assertEqual(len(out["choices"]), 128)
+            for c in out["choices"]:
+                content = c["logprobs"]["content"]
+                self.assertEqual(len(content), 300)
+                self.assertTrue(all(1 <= len(e["top_logprobs"]) <= 20 for e in content))
+                self.assertEqual(bytes(b for e in content if e["token"] != "<s>" for b in e["bytes"]).decode(),
+                                 c["message"]["content"])
+            # The JSON text and the engine's entries (about 35 MB) with room to spare; a tree was +496 MB here.
+            print(f"peak RSS grew by {grew:.0f} MB")
+            self.assertLess(grew, 300, f"peak RSS grew by {grew:.0f} MB")
+            # The completions form, every entry in place.
+            status, out = server.post("/v1/completions", dict(body, max_tokens=300), timeout=600)
+            self.assertEqual(status, 200)
+            self.assertEqual(len(out["choices"]), 128)
+            for c in out["choices"]:
+                lp = c["logprobs"]
+                self.assertEqual(len(lp["tokens"]), 300)
+                for key in ("text_offset", "token_logprobs", "top_logprobs"):
+                    self.assertEqual(len(lp[key]), 300, key)
+                self.assertTrue(all(1 <= len(top) <= 20 for top in lp["top_logprobs"]))
+                # (ignore_eos: the text skips the "<s>" tokens the model writes between stories)
+                self.assertEqual("".join(t for t in lp["tokens"] if t != "<s>"), c["text"])
         finally:
             server.stop()
 

@@ -184,6 +184,7 @@ class TenantsFile(unittest.TestCase):
                 "alice": {"keys": ["a1", "a2"], "weight": 0.8, "share_prefixes": True},
                 "carol": {"keys": ["c1"], "share_prefixes": True, "kv_share": 0.2},
                 "bob": {"keys": ["b1"], "weight": 0.3, "kv_cap": 0.5, "max_concurrent_requests": 4},
+                "dave": {"keys": ["d1"], "kv_cap": 64},  # tokens: four blocks of 16
             }}, f)
         cls.server = Server("--tenants-file", path)
 
@@ -200,6 +201,18 @@ class TenantsFile(unittest.TestCase):
             status, body = self.post(key, {"prompt": "Hi", "max_tokens": 2})
             self.assertEqual(status, 200, body)
         self.assertEqual(self.post("x", {"prompt": "Hi", "max_tokens": 2})[0], 401)
+
+    def test_a_request_beyond_its_tenants_kv_cap_is_400_before_a_stream_starts(self):
+        for stream in (False, True):
+            for path, body in (("/v1/completions", {"prompt": "Hi", "max_tokens": 100}),
+                               ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
+                status, answer = self.server.post(path, dict(body, stream=stream), headers={"Authorization": "Bearer d1"})
+                assert_error(self, status, answer, 400, "max_tokens" if "max_tokens" in body else "messages")
+                self.assertIn("kv_cap", answer["error"]["message"])
+        status, _, text = self.server.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 40, "stream": True},
+                                              headers={"Authorization": "Bearer d1"})
+        self.assertEqual(status, 200, text)
+        self.assertTrue(text.rstrip().endswith("data: [DONE]"), text)
 
     def test_prefixes_are_shared_only_among_tenants_that_opt_in(self):
         body = {"prompt": "Zebras " + LONG_PROMPT, "max_tokens": 2, "temperature": 0}
@@ -254,7 +267,7 @@ class WorkerQueue(unittest.TestCase):
             path = os.path.join(d, "tenants.json")
             with open(path, "w") as f:
                 json.dump({"tenants": {"flood": {"keys": ["kf"], "max_concurrent_requests": 1},
-                                       "other": {"keys": ["ko"]}}}, f)
+                                       "calm": {"keys": ["ko"]}}}, f)
             server = Server("--tenants-file", path)
             try:
                 big = json.dumps({"prompt": "Once upon a time, there was a little girl. " * 100000,
@@ -277,10 +290,43 @@ class WorkerQueue(unittest.TestCase):
             finally:
                 server.stop()
 
+    def test_a_clients_backlog_does_not_delay_another_clients_work(self):
+        """Without limits, work is queued per tenant and taken from the tenants in turn: a request waits for at
+        most one task per busy client, not behind a flooder's whole backlog (first in, first out: about 10 s here)."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tenants.json")
+            with open(path, "w") as f:
+                json.dump({"tenants": {"flood": {"keys": ["kf"]}, "calm": {"keys": ["ko"]}}}, f)
+            server = Server("--tenants-file", path)
+            socks = []
+            try:
+                big = json.dumps({"prompt": "Once upon a time, there was a little girl. " * 100000,
+                                  "max_tokens": 1}).encode()  # 4.3 MB: about 2 s of parsing and tokenizing
+                for _ in range(12):  # the flooder stays connected: its work is not skipped
+                    s = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kf\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(big) + big)
+                    socks.append(s)
+                time.sleep(0.5)  # (the server has read the bodies)
+                t0 = time.monotonic()
+                body = {"prompt": "Once upon a time", "max_tokens": 4, "user": "u" * 5000}  # 5 KB: through the pool
+                status, out = server.post("/v1/completions", body, headers={"Authorization": "Bearer ko"})
+                self.assertEqual(status, 200, out)
+                self.assertLess(time.monotonic() - t0, 3.0 * pagoda_cli.TIME_SCALE, "waited behind the flood's work")
+                for s in socks:  # and the flood's requests are all answered (400: their prompts exceed the context)
+                    s.settimeout(120 * pagoda_cli.TIME_SCALE)
+                    head = s.recv(64)
+                    self.assertTrue(head.startswith(b"HTTP/1.1 400"), head)
+            finally:
+                for s in socks:
+                    s.close()
+                server.stop()
+
 
 class TenantPriority(unittest.TestCase):
-    """A tenant's "priority" shifts its requests' under --scheduling-policy priority: with one sequence at a time,
-    a request of the preferred tenant that arrives behind a queue of the other tenant's is served next."""
+    """A tenant's "priority" orders its requests before their own under --scheduling-policy priority: with one
+    sequence at a time, a request of the preferred tenant that arrives behind a queue of the other tenant's is
+    served next, though those ask for a far lower (earlier) priority of their own."""
 
     def test_preferred_tenant_jumps_the_queue(self):
         with tempfile.TemporaryDirectory() as d:
@@ -291,8 +337,8 @@ class TenantPriority(unittest.TestCase):
             done = {}
 
             def send(name, key):
-                status, out = server.post("/v1/completions", {"prompt": "Once", "max_tokens": 480, "ignore_eos": True},
-                                          headers={"Authorization": f"Bearer {key}"})
+                body = {"prompt": "Once", "max_tokens": 480, "ignore_eos": True, "priority": -1000 if key == "kb" else 0}
+                status, out = server.post("/v1/completions", body, headers={"Authorization": f"Bearer {key}"})
                 done[name] = (time.monotonic(), status)
 
             try:

@@ -116,6 +116,12 @@ class StructuredOutputs:
             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
                 "type": "array", "uniqueItems": True}}}}, "response_format", "uniqueItems"),
             ({"guided_json": {"type": "string", "not": {"const": "a"}}}, "guided_json", "'not'"),
+            # No finite value satisfies these (they were accepted and produced whitespace until max_tokens).
+            ({"guided_json": {"$ref": "#"}}, "guided_json", "no finite JSON value"),
+            ({"guided_json": {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}}, "guided_json",
+             "no finite JSON value"),
+            ({"guided_json": {"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": False}},
+             "guided_json", "'additionalProperties' is false"),
             ({"guided_regex": "(a)\\1"}, "guided_regex", "backreferences"),
             ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", "not supported"),
             ({"guided_choice": []}, "guided_choice", "non-empty"),

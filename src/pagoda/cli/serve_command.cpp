@@ -263,6 +263,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-stop-bytes", l.max_stop_bytes,
                   fmt::format("most bytes of `stop` strings in one request, summed (default {})", l.max_stop_bytes))
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-response-logprobs", l.max_response_logprobs,
+                  fmt::format("most logprob entries (a token's and each alternative's) one non-streamed response may "
+                              "hold: (max_tokens x (logprobs + 1) and the prompt's with echo) x n over the prompts "
+                              "(default {}); streams are not limited", l.max_response_logprobs))
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--trace-file", opts->trace_file,
                   "append one JSON line per finished request: engine times (queued, scheduled, prefill done, each "
                   "token, finished)");

@@ -174,22 +174,33 @@ void Engine::run() {
   }
 }
 
+namespace {
+
+SequenceRequest sequence_request(RequestId id, const GenerateRequest& r, double submitted_s) {
+  return SequenceRequest{.seq_id = id, .prompt_token_ids = r.prompt_ids, .max_tokens = r.params.max_tokens,
+                         .priority = r.priority, .cache_salt = r.cache_salt, .tenant = r.tenant,
+                         .reads_prefix_cache = r.params.prompt_logprobs < 0, .submitted_s = submitted_s};
+}
+
+}  // namespace
+
+void Engine::check(const GenerateRequest& request) const {
+  const int vocab = model_.config().vocab_size;
+  for (TokenId t : request.prompt_ids)
+    if (t < 0 || t >= vocab) throw InvalidRequest(fmt::format("token id {} is outside the vocabulary ({})", t, vocab));
+  for (const auto& [t, bias] : request.params.logit_bias)
+    if (t < 0 || t >= vocab)
+      throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
+  scheduler_.check(sequence_request(0, request, 0));
+}
+
 void Engine::admit(Pending p) {
   const int num_prompt = static_cast<int>(p.request.prompt_ids.size());
   try {
-    const int vocab = model_.config().vocab_size;
-    for (TokenId t : p.request.prompt_ids)
-      if (t < 0 || t >= vocab) throw InvalidRequest(fmt::format("token id {} is outside the vocabulary ({})", t, vocab));
-    for (const auto& [t, bias] : p.request.params.logit_bias)
-      if (t < 0 || t >= vocab)
-        throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
+    check(p.request);
     // The submission time on the scheduler's clock (Scheduler::steady_seconds): the slo policy's TTFT counts
     // the time in the inbox too.
-    scheduler_.add(SequenceRequest{.seq_id = p.id, .prompt_token_ids = p.request.prompt_ids,
-                                   .max_tokens = p.request.params.max_tokens, .priority = p.request.priority,
-                                   .cache_salt = p.request.cache_salt, .tenant = p.request.tenant,
-                                   .reads_prefix_cache = p.request.params.prompt_logprobs < 0,
-                                   .submitted_s = std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()});
+    scheduler_.add(sequence_request(p.id, p.request, std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()));
   } catch (const Error& e) {
     RequestEvent event;
     event.request_id = p.id;

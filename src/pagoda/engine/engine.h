@@ -131,6 +131,10 @@ class Engine {
 
   // Thread-safe. A request that can never run is answered with an "error" event (on the engine thread).
   RequestId submit(GenerateRequest request, EventCallback on_event);
+  // Thread-safe. Throws pagoda::InvalidRequest for a request submit() would answer with an "error" event whatever
+  // else runs (token ids outside the vocabulary, a prompt or max_tokens beyond the context, the KV pool or the
+  // tenant's kv_cap): a server calls it before it commits to a response.
+  void check(const GenerateRequest& request) const;
   // Thread-safe; unknown or finished ids are ignored. The request ends with an "abort" event.
   void cancel(RequestId id);
   EngineStats stats() const;

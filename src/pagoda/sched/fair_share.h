@@ -25,7 +25,7 @@ namespace pagoda {
 
 class FairShare {
  public:
-  // The waiting sequences of a tenant in policy order (priority, then arrival).
+  // The waiting sequences of a tenant in policy order (rank, then arrival).
   using Queue = std::set<Sequence*, PolicyOrder>;
 
   explicit FairShare(SchedulingPolicy order) : order_(order) {}

@@ -30,7 +30,7 @@ const char* to_string(SchedulingPolicy policy) {
 
 bool schedules_before(SchedulingPolicy policy, const Sequence& a, const Sequence& b) {
   if (policy != SchedulingPolicy::kFcfs) {
-    return std::tie(a.priority, a.arrival_index) < std::tie(b.priority, b.arrival_index);
+    return std::make_tuple(a.rank(), a.arrival_index) < std::make_tuple(b.rank(), b.arrival_index);
   }
   return a.arrival_index < b.arrival_index;
 }
@@ -48,7 +48,7 @@ size_t pick_by_remaining_work(std::span<Sequence* const> candidates, std::span<c
                               const PreemptionContext& context) {
   const auto key = [&](size_t i) {
     const Sequence& s = *candidates[i];
-    return std::make_tuple(s.priority, estimated_remaining_steps(s, context.output_lengths, context.max_model_len),
+    return std::make_tuple(s.rank(), estimated_remaining_steps(s, context.output_lengths, context.max_model_len),
                            s.arrival_index);
   };
   size_t victim = among[0];
@@ -80,7 +80,7 @@ size_t pick_preemption_victim(SchedulingPolicy policy, std::span<Sequence* const
     const auto key = [&](size_t i) {
       const Sequence& s = *candidates[i];
       const double service = context.fair_share ? context.fair_share->service(s.tenant.name) : 0.0;
-      return std::make_tuple(s.priority, service, s.arrival_index);
+      return std::make_tuple(s.rank(), service, s.arrival_index);
     };
     size_t victim = 0;
     for (size_t i = 1; i < candidates.size(); ++i)

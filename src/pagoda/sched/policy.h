@@ -15,7 +15,7 @@ namespace pagoda {
 
 enum class SchedulingPolicy : uint8_t {
   kFcfs,      // arrival order
-  kPriority,  // lower `priority` first, then arrival order
+  kPriority,  // lower Sequence::rank() (the tenant's priority, then the request's) first, then arrival order
   kSlo,       // served as kPriority; preempts by remaining work, sparing requests past their SLO (below); admits
               // within a priority those not past their SLO first (Scheduler::admission_order)
   kFair,      // decodes as kPriority; prompt work (admissions and prompt chunks) within a priority by the tenants'

@@ -48,7 +48,7 @@ double Scheduler::steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void Scheduler::add(SequenceRequest request) {
+void Scheduler::check(const SequenceRequest& request) const {
   const int64_t num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
   if (num_prompt == 0) throw InvalidRequest("the prompt is empty");
   if (request.max_tokens < 1) throw InvalidRequest(fmt::format("max_tokens must be >= 1, got {}", request.max_tokens));
@@ -71,6 +71,10 @@ void Scheduler::add(SequenceRequest request) {
     throw InvalidRequest(fmt::format("the request needs up to {} KV blocks but tenant '{}' may hold {} (kv_cap)",
                                      num_blocks_needed, request.tenant.name, quota_blocks(request.tenant.kv_cap)));
   }
+}
+
+void Scheduler::add(SequenceRequest request) {
+  check(request);
   if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));
   tenant_quotas_ = tenant_quotas_ || request.tenant.has_quota();
 
@@ -237,7 +241,7 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
     Sequence* next = nullptr;
     const auto key = [&](const Sequence* s) {
       const int chunk = budget.chunk_for(s->num_tokens_with_placeholders() - s->num_computed_tokens);
-      return std::make_tuple(s->priority, fair_->service(s->tenant.name) + chunk / static_cast<double>(s->tenant.weight),
+      return std::make_tuple(s->rank(), fair_->service(s->tenant.name) + chunk / static_cast<double>(s->tenant.weight),
                              s->arrival_index);
     };
     for (const auto& [tenant, seq] : heads)
@@ -334,7 +338,7 @@ std::vector<Sequence*> Scheduler::admission_order(double now) const {
   const bool overloaded = std::any_of(keyed.begin(), keyed.end(), [](const auto& k) { return k.first; });
   const auto key = [&](const std::pair<bool, Sequence*>& k) {
     const auto arrival = static_cast<int64_t>(k.second->arrival_index);
-    return std::make_tuple(k.second->priority, k.first, k.first || !overloaded ? arrival : -arrival);
+    return std::make_tuple(k.second->rank(), k.first, k.first || !overloaded ? arrival : -arrival);
   };
   std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
   std::vector<Sequence*> order;

@@ -41,10 +41,14 @@ class Scheduler {
   // Throws pagoda::Error for an invalid config.
   Scheduler(const SchedulerConfig& config, const BlockManagerOptions& kv_options, Clock clock = &Scheduler::steady_seconds);
 
-  // Queues a new sequence. Throws pagoda::InvalidRequest (the message names the numbers) when it can
-  // never run: empty prompt, max_tokens < 1, prompt + 1 > max_model_len, more KV blocks than the
-  // pool holds, or a seq_id already in use.
+  // Queues a new sequence. Throws pagoda::InvalidRequest (the message names the numbers) when check() does, or
+  // for a seq_id already in use.
   void add(SequenceRequest request);
+  // Throws pagoda::InvalidRequest when the request can never run, whatever else is queued: empty prompt,
+  // max_tokens < 1, prompt + 1 > max_model_len, more KV blocks than the pool holds or than its tenant's kv_cap.
+  // Reads only the configuration and the pool's size, so any thread may call it (the server does, before a
+  // stream's 200).
+  void check(const SequenceRequest& request) const;
   // Finishes a waiting or running sequence at once and frees its blocks (its length is not recorded in
   // output_lengths()). False for an unknown id.
   // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any

@@ -81,6 +81,8 @@ struct Sequence {
   std::span<const TokenId> prompt_token_ids() const { return std::span(token_ids).first(num_prompt_tokens); }
   std::span<const TokenId> output_token_ids() const { return std::span(token_ids).subspan(num_prompt_tokens); }
   std::span<const BlockId> block_table() const { return blocks.block_table(); }
+  // The priority policies' order, lower first: the tenant's priority, then the request's own.
+  std::pair<int, int> rank() const { return {tenant.priority, priority}; }
 
   SeqId seq_id;
   std::vector<TokenId> token_ids;  // [num_tokens]: prompt, then output

@@ -20,6 +20,9 @@ struct TenantKv {
                         // larger share of the engine under the fair policy (fair_share.h)
   double kv_share = 0;
   double kv_cap = 0;
+  // Under the priority, slo and fair policies: ordered before each request's own priority (lower first), so a
+  // tenant's requests never run ahead of a tenant at a lower value, whatever priority they ask for.
+  int priority = 0;
 
   bool has_quota() const { return !name.empty() && (kv_share > 0 || kv_cap > 0); }
 };

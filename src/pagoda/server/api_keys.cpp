@@ -23,6 +23,9 @@ void check_tenant_name(const std::string& name, const std::string& where) {
   if (name.empty()) throw Error(where + ": empty tenant name");
   const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
   if (control || !utf8::is_valid(name)) throw Error(where + ": a tenant name must be UTF-8 text without control characters");
+  if (name == kOtherTenantsLabel)
+    throw Error(fmt::format("{}: the tenant name '{}' is reserved (the metrics' label for tenants past the {}th)", where,
+                            name, kMaxTenantLabels));
 }
 
 Tenant tenant_from_json(const nlohmann::json& v, const std::string& where) {

@@ -4,11 +4,17 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda::server {
+
+// The metrics label tenants by name, at most kMaxTenantLabels of them, the rest as kOtherTenantsLabel: a name no
+// tenant may take (its series would merge with theirs).
+inline constexpr size_t kMaxTenantLabels = 64;
+inline constexpr std::string_view kOtherTenantsLabel = "other";
 
 struct Tenant {
   std::string name;
@@ -19,7 +25,7 @@ struct Tenant {
   bool share_prefixes = false;         // prefix-cache hits across tenants that all set it
   int priority = 0;                    // added to each request's priority (--scheduling-policy priority: lower first)
 
-  TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap}; }
+  TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap, priority}; }
   // The prefix-cache salt of a request with the client's cache_salt: the tenant's name, or one salt common
   // to every tenant that shares prefixes.
   std::string cache_salt(const std::string& request_salt) const;

@@ -18,6 +18,7 @@ struct HttpRequest {
   std::string target;  // path and query, e.g. "/v1/completions"
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
+  std::string client;  // the peer's address ("127.0.0.1"); empty when unknown
 
   std::string header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);

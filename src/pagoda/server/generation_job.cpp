@@ -253,39 +253,144 @@ std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choi
   return out;
 }
 
-json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
-                                       std::string_view text) const {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+namespace {
+
+// A completions logprob entry's four values, one for each of the parallel arrays.
+struct CompletionItem {
+  size_t text_offset = 0;
+  json token_logprob;
+  const std::string* token = nullptr;
+  json top;  // null for the prompt's first token
+};
+
+// The items of `entries` in order; `text` is the response text from the first entry on, starting at `text_offset`.
+template <typename Entries, typename Fn>
+void for_each_completion_item(const Entries& entries, size_t text_offset, std::string_view text, Fn&& fn) {
   size_t local = 0, chars = 0;  // into text: bytes, and the characters they hold
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const LogprobEntry& e = entries[i];
-    tokens.push_back(e.token);
-    offsets.push_back(text_offset + chars);
+  for (const auto& e : entries) {
+    CompletionItem item;
+    item.token = &e.token;
+    item.text_offset = text_offset + chars;
     const size_t advance = text_advance(text, local, e.token, e.special);  // the token's piece, or all but its space
     chars += utf8::char_count(std::string_view(e.token).substr(e.token.size() - advance));
     local += advance;
     const bool prompt_start = std::isnan(e.logprob) && e.top.empty();
-    token_logprobs.push_back(prompt_start ? json(nullptr) : logprob_value(e.logprob));
-    if (prompt_start) {
-      top.push_back(nullptr);
-    } else {
-      json d = json::object();
-      for (const auto& [tok, lp] : e.top) d[tok] = logprob_value(lp);
-      top.push_back(std::move(d));
+    item.token_logprob = prompt_start ? json(nullptr) : logprob_value(e.logprob);
+    if (!prompt_start) {
+      item.top = json::object();
+      for (const auto& [tok, lp] : e.top) item.top[tok] = logprob_value(lp);
     }
+    fn(item);
   }
+}
+
+template <typename Entry>
+json chat_item(const Entry& e) {
+  json top = json::array();
+  for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", logprob_value(lp)}, {"bytes", bytes_of(tok)}});
+  return {{"token", e.token}, {"logprob", logprob_value(e.logprob)}, {"bytes", bytes_of(e.token)}, {"top_logprobs", std::move(top)}};
+}
+
+// `object` dumped with one more member, `key`, whose value is the JSON text `raw`, in the place dump() would give
+// it (nlohmann::json sorts keys).
+std::string dump_with_member(const json& object, const std::string& key, std::string_view raw) {
+  json before = json::object(), after = json::object();
+  for (const auto& [k, v] : object.items()) (k < key ? before : after)[k] = v;
+  std::string out = dump_json(before);
+  out.pop_back();  // '}'
+  if (!before.empty()) out += ',';
+  out += dump_json(json(key));
+  out += ':';
+  out += raw;
+  if (after.empty()) {
+    out += '}';
+  } else {
+    out += ',';
+    out += std::string_view(dump_json(after)).substr(1);
+  }
+  return out;
+}
+
+}  // namespace
+
+json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
+                                       std::string_view text) const {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for_each_completion_item(entries, text_offset, text, [&](CompletionItem& item) {
+    offsets.push_back(item.text_offset);
+    token_logprobs.push_back(std::move(item.token_logprob));
+    tokens.push_back(*item.token);
+    top.push_back(std::move(item.top));
+  });
   return {{"text_offset", offsets}, {"token_logprobs", token_logprobs}, {"tokens", tokens}, {"top_logprobs", top}};
 }
 
 json GenerationJob::chat_logprobs(const std::vector<LogprobEntry>& entries) const {
   json content = json::array();
-  for (const LogprobEntry& e : entries) {
-    json top = json::array();
-    for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", logprob_value(lp)}, {"bytes", bytes_of(tok)}});
-    content.push_back({{"token", e.token}, {"logprob", logprob_value(e.logprob)}, {"bytes", bytes_of(e.token)},
-                       {"top_logprobs", std::move(top)}});
-  }
+  for (const LogprobEntry& e : entries) content.push_back(chat_item(e));
   return {{"content", std::move(content)}};
+}
+
+std::string GenerationJob::completion_logprobs_text(const std::vector<LogprobEntry>& entries, std::string_view text) const {
+  // The members in dump()'s (sorted) order, as completion_logprobs() gives them.
+  std::string offsets, token_logprobs, tokens, top;
+  for_each_completion_item(entries, 0, text, [&](const CompletionItem& item) {
+    if (!offsets.empty()) {
+      offsets += ',';
+      token_logprobs += ',';
+      tokens += ',';
+      top += ',';
+    }
+    offsets += std::to_string(item.text_offset);
+    token_logprobs += dump_json(item.token_logprob);
+    tokens += dump_json(json(*item.token));
+    top += dump_json(item.top);
+  });
+  return R"({"text_offset":[)" + offsets + R"(],"token_logprobs":[)" + token_logprobs + R"(],"tokens":[)" + tokens +
+         R"(],"top_logprobs":[)" + top + "]}";
+}
+
+std::string GenerationJob::chat_logprobs_text(const std::vector<LogprobEntry>& entries) const {
+  std::string content;
+  for (const LogprobEntry& e : entries) {
+    if (!content.empty()) content += ',';
+    content += dump_json(chat_item(e));
+  }
+  return R"({"content":[)" + content + "]}";
+}
+
+std::string GenerationJob::whole_choice_text(Choice& c) const {
+  std::vector<LogprobEntry> entries;
+  if (parsed_.top_logprobs >= 0) {
+    if (parsed_.echo) entries = echo_logprobs(c);
+    entries.insert(entries.end(), std::make_move_iterator(c.logprobs.begin()), std::make_move_iterator(c.logprobs.end()));
+    std::vector<LogprobEntry>().swap(c.logprobs);
+  }
+  json choice = {{"index", c.index}};
+  bool called = false;
+  std::string logprobs = "null";
+  if (parsed_.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (ctx_.tool_format) {
+      toolcall::ParsedOutput out = toolcall::parse_tool_calls(*ctx_.tool_format, c.text);
+      called = !out.tool_calls.empty();
+      if (called) {
+        json calls = json::array();
+        for (const toolcall::ToolCall& t : out.tool_calls)
+          calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        choice["message"]["content"] = out.content.empty() ? json(nullptr) : json(out.content);
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
+    }
+    if (parsed_.top_logprobs >= 0) logprobs = chat_logprobs_text(entries);
+  } else {
+    const std::string text = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
+    if (parsed_.top_logprobs >= 0) logprobs = completion_logprobs_text(entries, text);
+    choice["text"] = text;
+  }
+  choice["finish_reason"] = finish_reason(c, called);
+  choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+  return dump_with_member(choice, "logprobs", logprobs);
 }
 
 json GenerationJob::usage_json() const {
@@ -390,41 +495,16 @@ void GenerationJob::complete() {
     exchange_->write("data: [DONE]\n\n");
     exchange_->end_stream();
   } else {
-    json list = json::array();
-    for (const Choice& c : choices_) {
-      json choice = {{"index", c.index}};
-      std::vector<LogprobEntry> entries;
-      if (parsed_.top_logprobs >= 0) {
-        if (parsed_.echo) entries = echo_logprobs(c);
-        entries.insert(entries.end(), c.logprobs.begin(), c.logprobs.end());
-      }
-      bool called = false;
-      if (parsed_.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-        if (ctx_.tool_format) {
-          toolcall::ParsedOutput out = toolcall::parse_tool_calls(*ctx_.tool_format, c.text);
-          called = !out.tool_calls.empty();
-          if (called) {
-            json calls = json::array();
-            for (const toolcall::ToolCall& t : out.tool_calls)
-              calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-            choice["message"]["content"] = out.content.empty() ? json(nullptr) : json(out.content);
-            choice["message"]["tool_calls"] = std::move(calls);
-          }
-        }
-        choice["logprobs"] = parsed_.top_logprobs >= 0 ? chat_logprobs(entries) : json(nullptr);
-      } else {
-        const std::string text = (parsed_.echo ? prompt_texts_[c.prompt] : "") + c.text;
-        choice["logprobs"] = parsed_.top_logprobs >= 0 ? completion_logprobs(entries, 0, text) : json(nullptr);
-        choice["text"] = text;
-      }
-      choice["finish_reason"] = finish_reason(c, called);
-      choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
-      list.push_back(std::move(choice));
+    // Written a choice at a time (whole_choice_text), so that a large response exists once, as its text.
+    std::string choices = "[";
+    for (Choice& c : choices_) {
+      if (choices.size() > 1) choices += ',';
+      choices += whole_choice_text(c);
     }
+    choices += ']';
     const json body = {{"id", id_}, {"object", parsed_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
-                       {"model", ctx_.model_name}, {"choices", std::move(list)}, {"usage", usage}};
-    exchange_->respond(HttpResponse{200, "application/json", dump_json(body), {}});
+                       {"model", ctx_.model_name}, {"usage", usage}};
+    exchange_->respond(HttpResponse{200, "application/json", dump_with_member(body, "choices", choices), {}});
   }
   if (on_done_) {
     auto fn = std::move(on_done_);

@@ -90,6 +90,12 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
                                      std::string_view text) const;
   nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& entries) const;
+  // The same as JSON text, written an entry at a time: a whole response's logprobs never exist as one JSON tree
+  // (hundreds of bytes an alternative; RequestLimits::max_response_logprobs).
+  std::string completion_logprobs_text(const std::vector<LogprobEntry>& entries, std::string_view text) const;
+  std::string chat_logprobs_text(const std::vector<LogprobEntry>& entries) const;
+  // A non-streamed choice as JSON text; its logprobs are moved out.
+  std::string whole_choice_text(Choice& c) const;
   std::vector<LogprobEntry> echo_logprobs(const Choice& c) const;
   nlohmann::json usage_json() const;
   // `text_offset`: where the chunk's first logprob entry (and `delta`) starts in the choice's whole text

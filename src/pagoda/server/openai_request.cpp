@@ -92,7 +92,7 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
   r.constraint = parse_output_constraint(o);
   SamplingParams& p = r.params;
   p.temperature = number(o, "temperature", 1.0);
-  range("temperature", p.temperature, 0, 100, "a number >= 0");
+  range("temperature", p.temperature, 0, 100, "in [0, 100]");
   p.top_p = number(o, "top_p", 1.0);
   if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p", "in (0, 1]");
   p.top_k = static_cast<int>(integer(o, "top_k", 0, -1, std::numeric_limits<int32_t>::max()));
@@ -103,7 +103,7 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
   p.frequency_penalty = number(o, "frequency_penalty", 0.0);
   range("frequency_penalty", p.frequency_penalty, -2, 2, "in [-2, 2]");
   p.repetition_penalty = number(o, "repetition_penalty", 1.0);
-  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 100)) bad("repetition_penalty", "a number > 0");
+  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 100)) bad("repetition_penalty", "in (0, 100]");
   if (present(o, "seed")) p.seed = static_cast<uint64_t>(integer(o, "seed", 0));
   p.ignore_eos = boolean(o, "ignore_eos", false);
   if (present(o, "logit_bias")) {

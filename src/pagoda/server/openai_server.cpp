@@ -87,13 +87,16 @@ void OpenAiServer::guarded(const std::shared_ptr<Exchange>& exchange, const std:
   }
 }
 
-void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, std::function<std::function<void()>()> work) {
+void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, const Tenant* tenant,
+                                  std::function<std::function<void()>()> work) {
   // Small bodies take microseconds: a hop to the pool and back would only add latency.
   if (ex->request().body.size() < kInlineBodyBytes) {
     work()();
     return;
   }
-  workers_.submit([this, ex, work = std::move(work)] {
+  // Queued as the tenant's work, or the client address's without keys: taken from each in turn.
+  const std::string client = tenant ? "tenant " + tenant->name : "address " + ex->request().client;
+  workers_.submit(client, [this, ex, work = std::move(work)] {
     std::function<void()> then;
     std::exception_ptr error;
     try {
@@ -198,7 +201,7 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
     const bool chat = path == "/v1/chat/completions";
     // The tenant's slot is taken before any work is queued: a tenant at its limit cannot fill the workers' queue.
     TenantSlot slot = take_tenant_slot(tenant);
-    off_io_threads(ex, [this, ex, tenant, chat, slot]() -> std::function<void()> {
+    off_io_threads(ex, tenant, [this, ex, tenant, chat, slot]() -> std::function<void()> {
       auto parsed = std::make_shared<ParsedRequest>(chat ? parse_chat_request(ex->request().body, options_.limits)
                                                          : parse_completion_request(ex->request().body, options_.limits));
       auto requests = std::make_shared<std::vector<GenerateRequest>>(engine_requests(*parsed, tenant));
@@ -209,11 +212,11 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
   } else if (path == "/tokenize") {
     if (!post) throw ApiError(405, "use POST").allow("POST");
     TenantSlot slot = take_tenant_slot(tenant);
-    off_io_threads(ex, [this, ex, slot] { return respond_with(ex, tokenize(ex->request().body)); });
+    off_io_threads(ex, tenant, [this, ex, slot] { return respond_with(ex, tokenize(ex->request().body)); });
   } else if (path == "/detokenize") {
     if (!post) throw ApiError(405, "use POST").allow("POST");
     TenantSlot slot = take_tenant_slot(tenant);
-    off_io_threads(ex, [this, ex, slot] { return respond_with(ex, detokenize(ex->request().body)); });
+    off_io_threads(ex, tenant, [this, ex, slot] { return respond_with(ex, detokenize(ex->request().body)); });
   } else {
     throw ApiError(404, fmt::format("no route for {} {}", req.method, path), "", "NotFoundError");
   }
@@ -321,9 +324,7 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
                                  parsed.chat ? "messages" : "prompt"),
                      parsed.chat ? "messages" : "max_tokens");
     }
-    // The tenant's priority shifts its requests' (clamped to the range a request may ask for).
-    r.priority = static_cast<int>(std::clamp<int64_t>(int64_t{parsed.priority} + (tenant ? tenant->priority : 0),
-                                                      std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+    r.priority = parsed.priority;  // ordered after the tenant's (TenantKv::priority)
     // A tenant's name salts its prefix cache, so tenants never share cached blocks (unless they all
     // opted in: Tenant::cache_salt).
     r.cache_salt = tenant ? tenant->cache_salt(parsed.cache_salt) : parsed.cache_salt;
@@ -336,6 +337,28 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     throw ApiError(400, fmt::format("the request asks for {} tokens ((prompt + max_tokens) x n over its prompts); "
                                     "the limit is {}", total_tokens, options_.limits.max_tokens),
                    parsed.chat ? "max_tokens" : "prompt");
+  if (!parsed.stream && parsed.top_logprobs >= 0) {  // a response built whole: RequestLimits::max_response_logprobs
+    int64_t entries = 0;
+    for (const GenerateRequest& r : requests) {
+      const int64_t tokens = r.params.max_tokens + (parsed.echo ? std::ssize(r.prompt_ids) : 0);
+      entries += tokens * (parsed.top_logprobs + 1) * parsed.n;
+    }
+    if (entries > options_.limits.max_response_logprobs)
+      throw ApiError(400, fmt::format("the response could hold {} logprob entries ((max_tokens x (logprobs + 1), and the "
+                                      "prompt's with echo) x n over the prompts); the limit for a response that is not "
+                                      "streamed is {}: stream it, or ask for fewer",
+                                      entries, options_.limits.max_response_logprobs),
+                     parsed.chat ? "top_logprobs" : "logprobs");
+  }
+  // What the engine would refuse whatever else runs (the KV pool, the tenant's kv_cap): a 400 now, not a stream's
+  // 200 followed by an error event.
+  for (const GenerateRequest& r : requests) {
+    try {
+      engine_.check(r);
+    } catch (const InvalidRequest& e) {
+      throw ApiError(400, e.what(), parsed.max_tokens_given ? "max_tokens" : parsed.chat ? "messages" : "prompt");
+    }
+  }
   return requests;
 }
 

@@ -69,8 +69,10 @@ class OpenAiServer {
   // Runs fn; an exception becomes the exchange's error response (an OpenAI error object).
   void guarded(const std::shared_ptr<Exchange>& exchange, const std::function<void()>& fn);
   // Runs `work` (a request's CPU work: parsing, chat template, tokenizing) on the worker pool when the body
-  // is large, else here; then what it returns on the exchange's strand. Errors become the response.
-  void off_io_threads(const std::shared_ptr<Exchange>& exchange, std::function<std::function<void()>()> work);
+  // is large, else here; then what it returns on the exchange's strand. Errors become the response. The pool
+  // serves the tenant's (else the client address's) queued work in turn with other clients'.
+  void off_io_threads(const std::shared_ptr<Exchange>& exchange, const Tenant* tenant,
+                      std::function<std::function<void()>()> work);
   static std::function<void()> respond_with(const std::shared_ptr<Exchange>& exchange, HttpResponse response);
   // The engine requests for a parsed request: prompts tokenized (chat template first), checked against
   // the context and the request's token limit. Thread-safe.

@@ -154,7 +154,7 @@ void ServerMetrics::observe_trace(const RequestTrace& t) {
 }
 
 const std::string& ServerMetrics::tenant_label_locked(const std::string& tenant) {
-  static const std::string kOther = "other";
+  static const std::string kOther(kOtherTenantsLabel);
   if (tenant_names_.contains(tenant) || tenant_names_.size() < kMaxTenantLabels) return *tenant_names_.insert(tenant).first;
   return kOther;
 }

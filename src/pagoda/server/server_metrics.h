@@ -10,6 +10,7 @@
 
 #include "pagoda/engine/engine.h"
 #include "pagoda/metrics/metrics.h"
+#include "pagoda/server/api_keys.h"
 #include "pagoda/server/request_trace.h"
 
 namespace pagoda::server {
@@ -57,8 +58,8 @@ class ServerMetrics {
   metrics::Gauge *fallback_active_ = nullptr, *fallback_p99_ = nullptr;
   metrics::Counter *fallback_to_ = nullptr, *fallback_back_ = nullptr, *fallback_declined_ = nullptr, *fallback_steps_ = nullptr;
 
-  // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as "other".
-  static constexpr size_t kMaxTenantLabels = 64;
+  // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as kOtherTenantsLabel
+  // (api_keys.h).
   metrics::Labels tenant_labels(const std::string& tenant);
   // The tenant label value for `tenant` (its name, or "other" past the limit); tenants_mutex_ held.
   const std::string& tenant_label_locked(const std::string& tenant);

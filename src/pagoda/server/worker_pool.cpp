@@ -11,10 +11,18 @@ WorkerPool::WorkerPool(int num_threads) {
         std::function<void()> task;
         {
           std::unique_lock lock(mutex_);
-          wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-          if (queue_.empty()) return;  // stopping, nothing left
-          task = std::move(queue_.front());
-          queue_.pop_front();
+          wake_.wait(lock, [this] { return stopping_ || !turns_.empty(); });
+          if (turns_.empty()) return;  // stopping, nothing left
+          // The client whose turn it is gives one task, then goes to the back of the turns if it has more.
+          std::string client = std::move(turns_.front());
+          turns_.pop_front();
+          auto queue = queues_.find(client);
+          task = std::move(queue->second.front());
+          queue->second.pop_front();
+          if (queue->second.empty())
+            queues_.erase(queue);
+          else
+            turns_.push_back(std::move(client));
         }
         task();
       }
@@ -30,10 +38,12 @@ WorkerPool::~WorkerPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-void WorkerPool::submit(std::function<void()> task) {
+void WorkerPool::submit(const std::string& client, std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    auto& queue = queues_[client];
+    if (queue.empty()) turns_.push_back(client);
+    queue.push_back(std::move(task));
   }
   wake_.notify_one();
 }

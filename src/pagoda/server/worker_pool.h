@@ -1,12 +1,16 @@
 // WorkerPool: a few threads for a request's CPU work (parsing large bodies, chat templates, tokenizing and
 // detokenizing), so that the HTTP I/O threads only move bytes and no request holds up other clients.
+// Work is queued per client (a tenant, or an address) and taken from the clients in turn, so one client's
+// backlog delays another's work by at most one task per busy client, never by the whole backlog.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace pagoda::server {
@@ -18,13 +22,14 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Thread-safe. `task` must not throw.
-  void submit(std::function<void()> task);
+  // Thread-safe. Queues `task` (which must not throw) behind `client`'s earlier tasks.
+  void submit(const std::string& client, std::function<void()> task);
 
  private:
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> queue_;
+  std::unordered_map<std::string, std::deque<std::function<void()>>> queues_;  // non-empty queues only
+  std::deque<std::string> turns_;  // clients with queued tasks, the next to be served first
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -272,6 +272,24 @@ Grammar GrammarBuilder::build(int root) {
       if (e.pushes && component[r] == component[static_cast<size_t>(e.to)])
         throw InvalidRequest(fmt::format("grammar rule '{}' is left-recursive", names_[r]));
 
+  // Which rules match some finite string (a fixed point): an alternative whose symbols all do completes.
+  // Alternatives that cannot complete are dropped: the matcher would accept their prefixes and then be stuck
+  // (a JSON schema's {"$ref": "#"} would let the model write forever, or nothing that ends).
+  std::vector<char> finite(n, 0);
+  const auto completes = [&](const Sequence& s) {
+    return std::all_of(s.begin(), s.end(), [&](const Symbol& sym) {
+      return sym.kind == Symbol::Kind::kRule ? finite[static_cast<size_t>(sym.index)] != 0
+                                             : !char_sets_[static_cast<size_t>(sym.index)].empty();
+    });
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r)
+      if (!finite[r] && std::any_of(rules_[r].begin(), rules_[r].end(), completes)) finite[r] = changed = true;
+  }
+  if (!finite[static_cast<size_t>(root)])
+    throw EmptyGrammar(fmt::format("the constraint matches no complete output (rule '{}' never ends)", names_[root]));
+
   Grammar g;
   g.root_ = root;
   g.char_sets_ = char_sets_;
@@ -279,6 +297,7 @@ Grammar GrammarBuilder::build(int root) {
   for (size_t r = 0; r < n; ++r) {
     Grammar::Rule rule{names_[r], {}};
     for (const Sequence& s : rules_[r]) {
+      if (!completes(s)) continue;  // (a rule matching nothing keeps no alternative: nothing refers to it now)
       rule.alternatives.push_back(static_cast<int32_t>(g.symbols_.size()));
       g.symbols_.insert(g.symbols_.end(), s.begin(), s.end());
       g.symbols_.push_back({Symbol::Kind::kEnd, -1});

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pagoda/core/error.h"
+
 namespace pagoda::structured {
 
 struct CodepointRange {
@@ -77,12 +79,21 @@ class Grammar {
   std::vector<int32_t> loop_sets_;
 };
 
+// What GrammarBuilder::build() throws for a grammar that matches no string at all (a rule that can never end,
+// such as r ::= "a" r, reached from the root on every path).
+class EmptyGrammar : public InvalidRequest {
+ public:
+  using InvalidRequest::InvalidRequest;
+};
+
 // Grammars are written rule by rule. A sequence is a std::vector<Symbol>; literal() spells a UTF-8 string.
 // Adding more than kMaxGrammarSymbols symbols throws InvalidRequest.
 // build() checks what the matcher relies on: every referenced rule has an alternative, and no rule can reach
 // itself without consuming a code point through a call that pushes a frame (left recursion), which would
 // make expansion loop. Cycles of calls in tail position (a repetition of something that may be empty)
-// are fine.
+// are fine. It drops every alternative that can never be completed (one that refers to a rule matching no
+// finite string, or to an empty char set), so that every prefix the matcher accepts can be finished; when
+// the root itself matches nothing it throws EmptyGrammar.
 class GrammarBuilder {
  public:
   using Sequence = std::vector<Symbol>;

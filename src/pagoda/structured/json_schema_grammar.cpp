@@ -56,7 +56,12 @@ class SchemaCompiler {
   Grammar build_root(const json* schema) {
     const int value = schema != nullptr ? compile(*schema, 0) : object_any();
     const int root = b_.rule("root", {{ref(ws()), ref(value), ref(ws())}});
-    return b_.build(root);
+    try {
+      return b_.build(root);
+    } catch (const EmptyGrammar&) {
+      fail("no finite JSON value satisfies it (a '$ref' cycle with no way out, such as {\"$ref\": \"#\"} or a "
+           "required property whose schema needs itself)");
+    }
   }
 
  private:
@@ -555,17 +560,22 @@ class SchemaCompiler {
   int object_schema(const json& s, int depth) {
     json properties = s.contains("properties") ? s["properties"] : json::object();
     if (!properties.is_object()) fail("'properties' must be an object");
+    const json additional = s.contains("additionalProperties") ? s["additionalProperties"] : json(true);
     std::set<std::string> required;
     if (s.contains("required")) {
       if (!s["required"].is_array()) fail("'required' must be an array of strings");
       for (const json& r : s["required"]) {
         if (!r.is_string()) fail("'required' must be an array of strings");
-        required.insert(r.get<std::string>());
-        if (!properties.contains(r.get<std::string>())) properties[r.get<std::string>()] = true;  // any value
+        const std::string key = r.get<std::string>();
+        required.insert(key);
+        if (properties.contains(key)) continue;
+        // A required key the properties do not name is an additional property: allowed as additionalProperties says.
+        if (additional.is_boolean() && !additional.get<bool>())
+          fail(fmt::format("the required property '{}' is not in 'properties' and 'additionalProperties' is false", key));
+        properties[key] = additional;
       }
     }
     if (properties.empty()) {
-      const json additional = s.contains("additionalProperties") ? s["additionalProperties"] : json(true);
       if (additional.is_boolean() && !additional.get<bool>())
         return b_.rule(name("empty_object"), {{ch('{'), ref(ws()), ch('}')}});
       return map_of(additional.is_boolean() ? value_any() : compile(additional, depth + 1), name("map"));

@@ -14,8 +14,10 @@
 
 namespace pagoda {
 
+// What a request's error calls the template: its file's path is the server's business, not the client's.
+constexpr const char* kRenderSource = "chat template";
+
 struct ChatTemplate::Impl {
-  std::string source;
   jinja::Body body;
   std::string bos_token;
   std::string eos_token;
@@ -24,7 +26,6 @@ struct ChatTemplate::Impl {
 ChatTemplate::ChatTemplate(const std::string& template_text, std::string bos_token, std::string eos_token,
                            const std::string& source)
     : impl_(std::make_unique<Impl>()) {
-  impl_->source = source;
   try {
     impl_->body = jinja::parse_template(template_text, source);
   } catch (const Error&) {
@@ -56,11 +57,11 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   globals.set("messages", jinja::Value::from_json(inputs.messages));
   globals.set("add_generation_prompt", jinja::Value(inputs.add_generation_prompt));
   try {
-    return jinja::render(impl_->body, globals, impl_->source);
+    return jinja::render(impl_->body, globals, kRenderSource);
   } catch (const Error&) {  // InvalidRequest included
     throw;
   } catch (const std::exception& e) {  // an evaluator bug fails this request, as a template error would
-    throw InvalidRequest(fmt::format("{}: the template failed: {}", impl_->source, e.what()));
+    throw InvalidRequest(fmt::format("{}: the template failed: {}", kRenderSource, e.what()));
   }
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "pagoda/core/error.h"
 #include "pagoda/sched/scheduler_config.h"
 #include "pagoda/sched/token_budget.h"
@@ -27,6 +29,23 @@ TEST(Policy, PriorityOrdersByPriorityThenArrival) {
   EXPECT_TRUE(schedules_before(SchedulingPolicy::kPriority, b, a));
   EXPECT_TRUE(schedules_before(SchedulingPolicy::kPriority, b, c));
   EXPECT_FALSE(schedules_before(SchedulingPolicy::kPriority, a, c));
+}
+
+TEST(Policy, TheTenantsPriorityOrdersBeforeTheRequestsOwn) {
+  // A request of a tenant at 1 asking for the lowest priority value still runs after a tenant at 0's, under every
+  // priority policy, and is the preemption victim before it.
+  SequenceRequest r = test::make_request(1, {1, 2, 3}, 4, std::numeric_limits<int>::min());
+  r.tenant = TenantKv{.name = "bulk", .priority = 1};
+  Sequence bulk(std::move(r), 0);
+  SequenceRequest q = test::make_request(2, {1, 2, 3}, 4, 7);
+  q.tenant = TenantKv{.name = "live"};
+  Sequence live(std::move(q), 1);
+  for (const auto policy : {SchedulingPolicy::kPriority, SchedulingPolicy::kSlo, SchedulingPolicy::kFair}) {
+    EXPECT_TRUE(schedules_before(policy, live, bulk)) << to_string(policy);
+    EXPECT_FALSE(schedules_before(policy, bulk, live)) << to_string(policy);
+    std::vector<Sequence*> running = {&bulk, &live};
+    EXPECT_EQ(pick_preemption_victim(policy, running), 0u) << to_string(policy);
+  }
 }
 
 TEST(Policy, VictimIsLowestPriorityLatestArrived) {

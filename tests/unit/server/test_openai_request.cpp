@@ -272,6 +272,9 @@ TEST(ApiKeys, FilesThatWouldWeakenAuthenticationAreRefused) {
   refused(file(R"({"k1": {"tenant": "a", "max_concurent_requests": 1}})"), "", "unknown field \"max_concurent_requests\"");
   refused(file(R"({"k1": {"tenant": "a", "max_concurrent_requests": 4294967296}})"), "", "max_concurrent_requests must be");
   refused(file("k1 bad\xff\xfename\n"), "", "UTF-8 text without control characters");
+  // "other" labels the metrics of tenants past the 64th: a tenant of that name would merge with them.
+  refused(file("k1 other\n"), "", "the tenant name 'other' is reserved");
+  refused("", file(R"({"tenants": {"other": {"keys": ["k2"]}}})"), "the tenant name 'other' is reserved");
   refused(file("k1 alice 1 2 3\n"), "", "expected KEY TENANT");
   refused(file("k1 alice\n"), file(R"({"tenants": {"alice": {"keys": ["k2"]}}})"), "tenant 'alice' is given in both");
   refused("", file(R"({"tenants": {"a": {"keys": ["k1"]}, "a": {"keys": ["k2"]}}})"), "tenant 'a' is given twice");

@@ -159,6 +159,14 @@ const std::vector<SchemaCase>& cases() {
       {R"({"type": "object"})", {"{}", R"({"a": [1, {"b": null}], "c": "d"})"}, {"[]", "1"}},
       {R"({"type": "object", "properties": {"a": {"const": 1}, "b": {"const": 2}, "c": {"const": 3}}})",
        {"{}", R"({"a": 1})", R"({"b": 2, "c": 3})", R"({"a": 1, "c": 3})"}, {R"({"b": 2, "a": 1})", R"({, "b": 2})"}},
+      // A required key the properties do not name takes additionalProperties' schema.
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"], "additionalProperties": {"type": "string"}})",
+       {R"({"b": "x"})", R"({"a": 1, "b": "x"})"}, {R"({"b": 1})", R"({"a": 1})", "{}"}},
+      // An alternative no finite value satisfies (an object whose required "a" refers to itself forever) is
+      // dropped: the walks never start an object they could not finish.
+      {R"({"anyOf": [{"type": "object", "properties": {"a": {"$ref": "#/$defs/loop"}}, "required": ["a"]}, {"type": "integer"}],
+          "$defs": {"loop": {"$ref": "#/$defs/loop"}}})",
+       {"1", "-3"}, {"{}", R"({"a": 1})"}},
   };
   return all;
 }
@@ -276,10 +284,31 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforce) {
                              R"({"type": "number", "multipleOf": 2})", R"({"$ref": "https://example.com/s.json"})",
                              R"({"$ref": "#/$defs/missing"})", R"({"type": "strng"})", "false", R"({"enum": []})",
                              R"({"type": "array", "minItems": 5, "maxItems": 2})", R"({"type": "integer", "minimum": 5, "maximum": 2})",
-                             R"({"type": "string", "maxLength": 100000})"}) {
+                             R"({"type": "string", "maxLength": 100000})",
+                             // no finite value satisfies these
+                             R"({"$ref": "#"})", R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})",
+                             R"({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})",
+                             R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})",
+                             R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"], "additionalProperties": false})"}) {
     SCOPED_TRACE(schema);
     EXPECT_THROW(json_schema_grammar(ojson::parse(schema)), InvalidRequest);
   }
+}
+
+TEST(JsonSchemaGrammar, APrefixIsAcceptedOnlyWhenAValueCanFollow) {
+  // Recursion with a way out stays (a tree of arrays), and so does its every prefix; a branch with none is refused
+  // at its first character.
+  const auto vocab = char_vocab();
+  const auto tree = compile_constraint(json_schema_grammar(ojson::parse(R"({"type": "array", "items": {"$ref": "#"}})")),
+                                       vocab, "json_schema");
+  EXPECT_TRUE(accepts(tree, "[[], [[]]]"));
+  const auto stuck = compile_constraint(
+      json_schema_grammar(ojson::parse(R"({"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/loop"}, "minItems": 1},
+                                                      {"type": "boolean"}], "$defs": {"loop": {"$ref": "#/$defs/loop"}}})")),
+      vocab, "json_schema");
+  ConstraintMatcher m(stuck);
+  EXPECT_FALSE(m.accept_bytes("["));
+  EXPECT_TRUE(accepts(stuck, "true"));
 }
 
 TEST(JsonSchemaGrammar, AnnotationsAndExtensionsAreSkipped) {

@@ -206,6 +206,19 @@ TEST_F(ChatTemplateConfig, SyntaxErrorNamesTheFile) {
   }
 }
 
+TEST_F(ChatTemplateConfig, ARequestsErrorDoesNotNameTheFile) {
+  // The file's path is for the operator (start-up errors); a request's error goes to a client.
+  std::string path = write_config({{"chat_template", "ok\n{{ missing.attr }}"}});
+  auto tmpl = ChatTemplate::from_tokenizer_config(path);
+  ASSERT_NE(tmpl, nullptr);
+  try {
+    tmpl->render({.messages = json::array()});
+    FAIL() << "expected a render error";
+  } catch (const InvalidRequest& e) {
+    EXPECT_EQ(std::string(e.what()), "chat template:2: 'missing' is undefined");
+  }
+}
+
 TEST_F(ChatTemplateConfig, MissingFileIsLoadError) {
   EXPECT_THROW(ChatTemplate::from_tokenizer_config("/nonexistent/tokenizer_config.json"), LoadError);
 }

@@ -221,10 +221,11 @@ std::string render_error(const std::string& tmpl) {
 
 TEST(ChatTemplateJinjaErrors, RuntimeErrorsAreInvalidRequests) {
   EXPECT_EQ(render_error("{{ raise_exception('Bad roles!') }}"), "Bad roles!");
-  EXPECT_EQ(render_error("a\n{% if true %}\n{{ missing.attr }}{% endif %}"), "test.jinja:3: 'missing' is undefined");
-  EXPECT_EQ(render_error("{{ 1 + 'a' }}"), "test.jinja:1: unsupported operand type(s) for +: 'int' and 'str'");
-  EXPECT_EQ(render_error("{{ 1 // 0 }}"), "test.jinja:1: integer division or modulo by zero");
-  EXPECT_EQ(render_error("{% set x = 1 %}{% set x.y = 2 %}"), "test.jinja:1: cannot assign attribute on non-namespace object");
+  // A request's error names the template, not its file (ChatTemplateConfig.ARequestsErrorDoesNotNameTheFile).
+  EXPECT_EQ(render_error("a\n{% if true %}\n{{ missing.attr }}{% endif %}"), "chat template:3: 'missing' is undefined");
+  EXPECT_EQ(render_error("{{ 1 + 'a' }}"), "chat template:1: unsupported operand type(s) for +: 'int' and 'str'");
+  EXPECT_EQ(render_error("{{ 1 // 0 }}"), "chat template:1: integer division or modulo by zero");
+  EXPECT_EQ(render_error("{% set x = 1 %}{% set x.y = 2 %}"), "chat template:1: cannot assign attribute on non-namespace object");
   EXPECT_NE(render_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("maximum macro recursion depth"),
             std::string::npos);
 }
