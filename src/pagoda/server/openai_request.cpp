@@ -211,8 +211,14 @@ int json_nesting_depth(std::string_view text, int limit) {
 json parse_json_object(const std::string& body, int max_depth) {
   if (json_nesting_depth(body, max_depth) > max_depth)
     throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", max_depth));
-  json o = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (o.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  json o;
+  try {
+    o = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON (at byte {})", e.byte));
+  } catch (const json::out_of_range&) {  // a number beyond double's range, such as 1e400
+    throw ApiError(400, "the request body holds a number out of range (JSON numbers must fit a double)");
+  }
   if (!o.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return o;
 }

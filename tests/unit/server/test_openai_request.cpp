@@ -216,6 +216,23 @@ TEST(OpenAiRequest, NestingDeeperThanTheLimitIs400) {
   EXPECT_NO_THROW(parse_completion_request(R"({"prompt": ")" + std::string(1000, '[') + R"("})"));
 }
 
+// A body that is not JSON says where it stops being JSON; a number beyond double's range says so (both were "not
+// valid JSON").
+TEST(OpenAiRequest, MalformedJsonSaysWhy) {
+  const auto message = [](const std::string& body) {
+    try {
+      parse_completion_request(body);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(message(R"({"prompt": "x", "max_tokens": 4,})"), "the request body is not valid JSON (at byte 33)");
+  EXPECT_EQ(message(R"({"prompt": "x", "temperature": NaN})"), "the request body is not valid JSON (at byte 32)");
+  EXPECT_NE(message(R"({"prompt": "x", "max_tokens": 1e400})").find("number out of range"), std::string::npos);
+}
+
 // prompts x n is bounded, so one body cannot fan out into millions of sequences.
 TEST(OpenAiRequest, TooManySequencesIs400) {
   RequestLimits limits;
