@@ -262,16 +262,17 @@ class WorkerQueue(unittest.TestCase):
     sockets; another tenant's request then waited behind all of that work (about 20 s). Now the tenant's slot is
     taken before any work is queued, and work whose client has gone is skipped."""
 
-    # 4.3 MB: about 2 s of parsing and tokenizing (its prompt exceeds the context: a 400 in the end)
-    BIG = json.dumps({"prompt": "Once upon a time, there was a little girl. " * 100000, "max_tokens": 1}).encode()
+    @staticmethod
+    def body_of(repeats):  # 100,000 repeats: 4.3 MB, about 2 s of parsing and tokenizing (a 400: beyond the context)
+        return json.dumps({"prompt": "Once upon a time, there was a little girl. " * repeats, "max_tokens": 1}).encode()
 
-    def flood(self, server, key, count):
-        """`count` connections, each sending one large body with `key`; returns the sockets."""
+    def flood(self, server, key, count, body):
+        """`count` connections, each sending `body` with `key`; returns the sockets."""
         socks = []
         for _ in range(count):
             s = socket.create_connection(("127.0.0.1", server.port), timeout=60)
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (key, len(self.BIG)) + self.BIG)
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (key, len(body)) + body)
             socks.append(s)
         return socks
 
@@ -295,7 +296,7 @@ class WorkerQueue(unittest.TestCase):
             server = self.serve_tenants(d, {"flood": {"keys": ["kf"], "max_concurrent_requests": 1},
                                             "calm": {"keys": ["ko"]}})
             try:
-                for s in self.flood(server, b"kf", 6):
+                for s in self.flood(server, b"kf", 6, self.body_of(100000)):
                     s.close()  # the flooder leaves at once
                 # (before: 4.1 s on this machine; after: under 10 ms)
                 self.assertLess(self.wait_of_a_small_request(server, "ko"), 3.0 * pagoda_cli.TIME_SCALE,
@@ -307,12 +308,13 @@ class WorkerQueue(unittest.TestCase):
         """Without limits, work is queued per tenant and taken from the tenants in turn: a request waits for at
         most one task per busy client, not behind a flooder's whole backlog. Measured against the time the backlog
         takes to drain, so that a loaded machine slows both: first in, first out the request waited as long as the
-        backlog (12 bodies on 2 workers: 9.8 s on an idle machine); now about one body's time, a quarter of it with 8."""
+        backlog (12 bodies of 4.3 MB on 2 workers: 9.8 s on an idle machine); now about one body's time, a quarter of
+        it with 8."""
         with tempfile.TemporaryDirectory() as d:
             server = self.serve_tenants(d, {"flood": {"keys": ["kf"]}, "calm": {"keys": ["ko"]}})
             socks = []
             try:
-                socks = self.flood(server, b"kf", 8)  # the flooder stays connected: its work is not skipped
+                socks = self.flood(server, b"kf", 8, self.body_of(25000))  # it stays connected: its work is not skipped
                 t0 = time.monotonic()
                 wait = self.wait_of_a_small_request(server, "ko")
                 for s in socks:  # the flood's requests are all answered (400: their prompts exceed the context)
