@@ -303,7 +303,8 @@ class LargeResponses(unittest.TestCase):
                                  c["message"]["content"])
             # The JSON text and the engine's entries (about 35 MB) with room to spare; a tree was +496 MB here.
             print(f"peak RSS grew by {grew:.0f} MB")
-            self.assertLess(grew, 300, f"peak RSS grew by {grew:.0f} MB")
+            if pagoda_cli.TIME_SCALE == 1:  # (a sanitizer's shadow memory multiplies it: 930 MB under TSan)
+                self.assertLess(grew, 300, f"peak RSS grew by {grew:.0f} MB")
             # The completions form, every entry in place.
             status, out = server.post("/v1/completions", dict(body, max_tokens=300), timeout=600)
             self.assertEqual(status, 200)
