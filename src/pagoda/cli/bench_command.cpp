@@ -51,7 +51,7 @@ void run_throughput(const ThroughputOptions& o) {
   for (const CompletionOutput& out : outputs) {
     prompt_tokens += out.usage.prompt_tokens;
     output_tokens += static_cast<int64_t>(out.output_ids.size());
-    failed += out.finish_reason == "error" || out.finish_reason == "abort";
+    failed += out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kAborted;
   }
   const uint64_t queried = after.prefix_cache_queries - before.prefix_cache_queries;
   const uint64_t hits = after.prefix_cache_hits - before.prefix_cache_hits;

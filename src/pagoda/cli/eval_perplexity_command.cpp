@@ -59,7 +59,7 @@ float logprob_of(const TopLogprobs& entries, TokenId id, int position) {
 // The negative log-likelihoods of the chunk's scored tokens, in position order.
 std::vector<double> chunk_nlls(const std::vector<TokenId>& chunk, const CompletionOutput& out) {
   const int ctx = static_cast<int>(chunk.size());
-  if (out.finish_reason == "error") throw InvalidRequest(out.error);
+  if (out.finish_reason == FinishReason::kError) throw InvalidRequest(out.error);
   PAGODA_CHECK(static_cast<int>(out.prompt_logprobs.size()) == ctx - 1 && out.logprobs.size() == 1,
                "chunk of {}: {} prompt logprobs, {} generated", ctx, out.prompt_logprobs.size(), out.logprobs.size());
   std::vector<double> nlls;

@@ -132,7 +132,7 @@ void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
     done_cv.wait(lock, [&] { return done; });
   }
   const auto t_end = Clock::now();
-  if (out.finish_reason == "error") throw InvalidRequest(out.error);
+  if (out.finish_reason == FinishReason::kError) throw InvalidRequest(out.error);
   const std::string tail = detok ? detok->finish() : "";
   if (!o.json) std::fputs((tail + "\n").c_str(), stdout);
 
@@ -148,7 +148,7 @@ void run_single(const GenerateOptions& o, LLM& llm, GenerateRequest request) {
     std::puts(dump(j).c_str());
   } else {
     std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tok/s; generation: %zu tokens, %.1f tok/s; finish: %s\n",
-                 out.prompt_ids.size(), prompt_tps, out.output_ids.size(), gen_tps, out.finish_reason.c_str());
+                 out.prompt_ids.size(), prompt_tps, out.output_ids.size(), gen_tps, to_string(out.finish_reason));
   }
 }
 

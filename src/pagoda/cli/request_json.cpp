@@ -121,7 +121,7 @@ json completion_json(const CompletionOutput& out, const std::string& text, const
   j["prompt_ids"] = out.prompt_ids;
   j["output_ids"] = out.output_ids;
   j["text"] = text;
-  j["finish_reason"] = out.finish_reason;
+  j["finish_reason"] = to_string(out.finish_reason);
   if (!out.error.empty()) j["error"] = out.error;
   if (params.logprobs >= 0) {
     j["logprobs"] = json::array();

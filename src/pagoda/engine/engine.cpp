@@ -133,7 +133,7 @@ void Engine::run() {
       if (seq == nullptr || !active_.count(id)) continue;
       const Usage usage = usage_of(*seq);
       (void)scheduler_.abort(id);
-      finish(id, "abort", "", usage);
+      finish(id, FinishReason::kAborted, ErrorKind::kNone, "", usage);
     }
     if (scheduler_.has_unfinished() || in_flight_) step();
     publish_stats();
@@ -154,23 +154,16 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     never_admitted.swap(inbox_);
   }
-  for (Pending& p : never_admitted) {
-    RequestEvent event;
-    event.request_id = p.id;
-    event.time = Clock::now();
-    event.times.queued = p.submitted_at;
-    event.finished = true;
-    event.finish_reason = "abort";
-    event.usage.prompt_tokens = static_cast<int>(p.request.prompt_ids.size());
-    p.on_event(event);
-  }
+  for (Pending& p : never_admitted)
+    p.on_event(final_event(p.id, FinishReason::kAborted, ErrorKind::kNone, "",
+                           Usage{.prompt_tokens = static_cast<int>(p.request.prompt_ids.size())}, RequestTimes{.queued = p.submitted_at}));
   std::vector<RequestId> ids;
   for (const auto& [id, active] : active_) ids.push_back(id);
   for (RequestId id : ids) {
     const Sequence* seq = scheduler_.find(id);
     const Usage usage = seq ? usage_of(*seq) : Usage{};
     (void)scheduler_.abort(id);
-    finish(id, "abort", "", usage);
+    finish(id, FinishReason::kAborted, ErrorKind::kNone, "", usage);
   }
 }
 
@@ -202,15 +195,8 @@ void Engine::admit(Pending p) {
     // the time in the inbox too.
     scheduler_.add(sequence_request(p.id, p.request, std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()));
   } catch (const Error& e) {
-    RequestEvent event;
-    event.request_id = p.id;
-    event.time = Clock::now();
-    event.times.queued = p.submitted_at;
-    event.finished = true;
-    event.finish_reason = "error";
-    event.error = e.what();
-    event.usage.prompt_tokens = num_prompt;
-    p.on_event(event);
+    p.on_event(final_event(p.id, FinishReason::kError, ErrorKind::kInvalidRequest, e.what(),
+                           Usage{.prompt_tokens = num_prompt}, RequestTimes{.queued = p.submitted_at}));
     return;
   }
   runner_.add_request(p.id, p.request.params, seed_rng_(), num_prompt);
@@ -322,7 +308,7 @@ void Engine::fail_step(const StepPlan& plan, const std::exception& e) {
     if (seq == nullptr) continue;  // finished or aborted since planned
     const Usage usage = usage_of(*seq);
     (void)scheduler_.abort(s.seq_id);
-    finish(s.seq_id, "error", std::string("internal error: ") + e.what(), usage);
+    finish(s.seq_id, FinishReason::kError, ErrorKind::kInternal, std::string("internal error: ") + e.what(), usage);
   }
   // Blocks published for this step were never computed: forget every cached block not in use.
   scheduler_.block_manager().reset_prefix_cache();
@@ -408,7 +394,7 @@ void Engine::complete(LaunchedStep& step) {
       continue;
     }
     event.finished = true;
-    event.finish_reason = to_string(o.finish_reason);
+    event.finish_reason = o.finish_reason;
     const EventCallback on_event = std::move(a.on_event);
     runner_.remove_request(o.seq_id);
     active_.erase(it);
@@ -468,17 +454,24 @@ void Engine::record_step(const StepRecord& record) {
   if (observer) observer(record);
 }
 
-void Engine::finish(RequestId id, const char* reason, const std::string& error, const Usage& usage) {
-  auto it = active_.find(id);
-  if (it == active_.end()) return;
+RequestEvent Engine::final_event(RequestId id, FinishReason reason, ErrorKind error_kind, std::string error,
+                                 const Usage& usage, const RequestTimes& times) {
   RequestEvent event;
   event.request_id = id;
   event.finished = true;
   event.finish_reason = reason;
-  event.error = error;
+  event.error_kind = error_kind;
+  event.error = std::move(error);
   event.usage = usage;
   event.time = Clock::now();
-  event.times = it->second.times;
+  event.times = times;
+  return event;
+}
+
+void Engine::finish(RequestId id, FinishReason reason, ErrorKind error_kind, std::string error, const Usage& usage) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  RequestEvent event = final_event(id, reason, error_kind, std::move(error), usage, it->second.times);
   if (!it->second.queue_time_sent) event.queue_seconds = it->second.queue_seconds;
   const EventCallback on_event = std::move(it->second.on_event);
   runner_.remove_request(id);

@@ -186,7 +186,11 @@ class Engine {
   void complete(LaunchedStep& step);
   // The step failed as a whole: its requests that are still alive fail, the engine goes on with the rest.
   void fail_step(const StepPlan& plan, const std::exception& e);
-  void finish(RequestId id, const char* reason, const std::string& error, const Usage& usage);
+  // Ends an admitted request with its last event.
+  void finish(RequestId id, FinishReason reason, ErrorKind error_kind, std::string error, const Usage& usage);
+  // A request's last event (finished = true).
+  static RequestEvent final_event(RequestId id, FinishReason reason, ErrorKind error_kind, std::string error,
+                                  const Usage& usage, const RequestTimes& times);
   Usage usage_of(const Sequence& seq) const;
   void publish_stats();
   void record_step(const StepRecord& record);  // completes the step's stats and tells the observer

@@ -34,6 +34,7 @@ void append_event(CompletionOutput& out, const RequestEvent& e) {
   out.usage = e.usage;
   if (e.finished) {
     out.finish_reason = e.finish_reason;
+    out.error_kind = e.error_kind;
     out.error = e.error;
   }
 }

@@ -81,8 +81,9 @@ struct LlmOptions {
 struct CompletionOutput {
   std::vector<TokenId> prompt_ids;
   std::vector<TokenId> output_ids;
-  std::string finish_reason;  // "stop", "length", "abort", "error"
-  std::string error;
+  FinishReason finish_reason = FinishReason::kNone;
+  ErrorKind error_kind = ErrorKind::kNone;  // with kError
+  std::string error;                        // with kError
   std::vector<TopLogprobs> logprobs;
   std::vector<TopLogprobs> prompt_logprobs;
   Usage usage;

@@ -9,6 +9,7 @@
 #include "pagoda/core/types.h"
 #include "pagoda/runner/sampler.h"
 #include "pagoda/runner/sampling_params.h"
+#include "pagoda/sched/finish_reason.h"
 #include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda {
@@ -40,6 +41,9 @@ struct RequestTimes {
   int fallback_tokens = 0;  // output tokens sampled by steps on the fallback weights (--fallback-quantization)
 };
 
+// Why a request failed: the request itself (it can never run: a client's error) or the engine (a step failed).
+enum class ErrorKind : uint8_t { kNone, kInvalidRequest, kInternal };
+
 // One event per request per step in which something happened. The last event has finished = true.
 struct RequestEvent {
   RequestId request_id = 0;
@@ -47,8 +51,9 @@ struct RequestEvent {
   std::vector<TopLogprobs> logprobs;         // one per new token when params.logprobs >= 0
   std::vector<TopLogprobs> prompt_logprobs;  // once, complete, with the first token (entry 0 empty)
   bool finished = false;
-  std::string finish_reason;  // "stop", "length", "abort" or "error" when finished
-  std::string error;          // for "error": what went wrong, one line
+  FinishReason finish_reason = FinishReason::kNone;  // set when finished
+  ErrorKind error_kind = ErrorKind::kNone;           // with FinishReason::kError: whose fault
+  std::string error;                                 // with FinishReason::kError: what went wrong, one line
   Usage usage;
   // In the request's first event: seconds from submit() to the step that first scheduled it (its time in
   // the waiting queue); -1 in later events and for requests never scheduled.

@@ -13,6 +13,7 @@
 
 #include "pagoda/core/types.h"
 #include "pagoda/kv/sequence_blocks.h"
+#include "pagoda/sched/finish_reason.h"
 #include "pagoda/sched/tenant_kv.h"
 
 namespace pagoda {
@@ -25,23 +26,6 @@ enum class SeqStatus : uint8_t {
   kPreempted,  // was running; blocks freed, waiting to be recomputed (keeps its output tokens)
   kFinished,
 };
-
-enum class FinishReason : uint8_t {
-  kNone,     // not finished
-  kLength,   // max_tokens generated or max_model_len reached (OpenAI "length")
-  kStop,     // the caller's stop check (EOS, stop token ids) said so (OpenAI "stop")
-  kAborted,  // cancelled
-};
-
-inline const char* to_string(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kAborted: return "abort";
-  }
-  return "?";
-}
 
 // What Scheduler::add() takes.
 struct SequenceRequest {

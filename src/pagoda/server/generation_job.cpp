@@ -159,14 +159,14 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     if (c.recent.size() > 2 * kPieceContext) c.recent.erase(c.recent.begin(), c.recent.end() - kPieceContext);
     // Read for tool calls, the text leaves out the token that stopped generation (EOS), as vLLM's does: with
     // special tokens kept for the parser it would be text after the calls.
-    const bool stop_token = ctx_.tool_format && e.finished && e.finish_reason == "stop" && t + 1 == e.new_token_ids.size();
+    const bool stop_token = ctx_.tool_format && e.finished && e.finish_reason == FinishReason::kStop && t + 1 == e.new_token_ids.size();
     const std::string piece = c.detok && !stop_token ? c.detok->push(id) : "";
     StopMatcher::Result r = c.stop->push(piece);
     delta += r.text;
     if (r.stopped) {
       c.stop_reason = r.stopped;
       ctx_.engine->cancel(c.engine_id);
-      finish_choice(c, "stop", e);
+      finish_choice(c, FinishReason::kStop, e);
     }
   }
   if (!c.finished && e.finished) {
@@ -174,18 +174,19 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     delta += r.text;
     if (r.stopped) {
       c.stop_reason = r.stopped;
-      finish_choice(c, "stop", e);
+      finish_choice(c, FinishReason::kStop, e);
     } else {
       delta += c.stop->flush();
+      c.error_kind = e.error_kind;
       c.error = e.error;
       finish_choice(c, e.finish_reason, e);
     }
   }
   c.text += delta;
   c.text_chars += utf8::char_count(delta);
-  if (c.tool_calls && c.finish_reason != "error") {
+  if (c.tool_calls && c.finish_reason != FinishReason::kError) {
     send_tool_chunks(c, delta, logprobs);
-  } else if (parsed_.stream && c.finish_reason != "error") {
+  } else if (parsed_.stream && c.finish_reason != FinishReason::kError) {
     const std::string& prompt_text = parsed_.echo ? prompt_texts_[c.prompt] : kNoText;
     // where this chunk's first entry starts, in characters
     size_t chunk_start = (parsed_.echo ? prompt_chars_[c.prompt] : 0) + text_offset;
@@ -204,7 +205,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   if (num_finished_ == choices_.size()) complete();
 }
 
-void GenerationJob::finish_choice(Choice& c, const std::string& reason, const RequestEvent& e) {
+void GenerationJob::finish_choice(Choice& c, FinishReason reason, const RequestEvent& e) {
   if (c.finished) return;
   c.finished = true;
   c.finish_reason = reason;
@@ -221,7 +222,7 @@ void GenerationJob::trace_choice(Choice& c, Clock::time_point finished) {
   t.engine_id = c.engine_id;
   t.model = ctx_.model_name;
   t.tenant = ctx_.tenant.empty() ? "-" : ctx_.tenant;
-  t.finish_reason = c.finish_reason;
+  t.finish_reason = to_string(c.finish_reason);
   t.usage = c.usage;
   t.usage.prompt_tokens = static_cast<int>(requests_[c.prompt].prompt_ids.size());
   t.completion_tokens = c.num_tokens;
@@ -406,10 +407,10 @@ json GenerationJob::usage_json() const {
 
 void GenerationJob::send_event(const json& j) { exchange_->write("data: " + dump_json(j) + "\n\n", event_time_); }
 
-std::string GenerationJob::finish_reason(const Choice& c, bool called) const {
+const char* GenerationJob::finish_reason(const Choice& c, bool called) const {
   // A call to the function tool_choice named stays "stop", as in vLLM (and OpenAI).
   const bool named = parsed_.tools.choice == ToolRequest::Choice::kFunction;
-  return called && !named && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
+  return called && !named && c.finish_reason == FinishReason::kStop ? "tool_calls" : to_string(c.finish_reason);
 }
 
 void GenerationJob::send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs) {
@@ -476,9 +477,9 @@ void GenerationJob::complete() {
                                     choices_.size() > 1 ? fmt::format(" choices={}", choices_.size()) : "");
   const Choice* failed = nullptr;
   for (const Choice& c : choices_)
-    if (c.finish_reason == "error") failed = &c;
+    if (c.finish_reason == FinishReason::kError) failed = &c;
   if (failed != nullptr) {
-    const bool internal = failed->error.rfind("internal error", 0) == 0;
+    const bool internal = failed->error_kind == ErrorKind::kInternal;
     const ApiError error(internal ? 500 : 400, failed->error.empty() ? "the request failed" : failed->error);
     if (parsed_.stream) {
       send_event(error.to_json());

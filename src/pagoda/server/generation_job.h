@@ -63,7 +63,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::string text;
     size_t text_chars = 0;  // utf8::char_count(text): text_offset counts characters
     int num_tokens = 0;
-    std::string finish_reason, error;
+    FinishReason finish_reason = FinishReason::kNone;
+    ErrorKind error_kind = ErrorKind::kNone;
+    std::string error;
     std::optional<std::string> stop_reason;
     std::vector<LogprobEntry> logprobs;
     std::vector<TopLogprobs> prompt_logprobs;
@@ -78,7 +80,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void on_event(size_t c, const RequestEvent& e);
   // `e`: the event that ended the choice (its time is the finish time).
-  void finish_choice(Choice& c, const std::string& reason, const RequestEvent& e);
+  void finish_choice(Choice& c, FinishReason reason, const RequestEvent& e);
   void trace_choice(Choice& c, Clock::time_point finished);
   void cancel_all();
   void complete();
@@ -107,7 +109,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // finishing chunk.
   void send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs);
   // "tool_calls" for a choice that called tools and stopped by itself, as vLLM reports it.
-  std::string finish_reason(const Choice& c, bool called) const;
+  // OpenAI's finish_reason of a finished choice: its reason's name, or "tool_calls".
+  const char* finish_reason(const Choice& c, bool called) const;
   void send_event(const nlohmann::json& j);
 
   JobContext ctx_;

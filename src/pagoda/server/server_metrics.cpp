@@ -56,9 +56,9 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
                                    "Steps planned while the batching window (--batch-wait-ms) held new requests.", labels_);
   prompt_tokens_ = &r.counter("pagoda:prompt_tokens_total", "Number of prefill tokens processed.", labels_);
   generation_tokens_ = &r.counter("pagoda:generation_tokens_total", "Number of generation tokens processed.", labels_);
-  for (const char* reason : {"stop", "length", "abort", "error"}) {
+  for (const FinishReason reason : {FinishReason::kStop, FinishReason::kLength, FinishReason::kAborted, FinishReason::kError}) {
     metrics::Labels l = labels_;
-    l.emplace_back("finished_reason", reason);
+    l.emplace_back("finished_reason", to_string(reason));
     r.counter("pagoda:request_success_total", "Count of finished requests by finish reason.", l);
   }
   ttft_ = &r.histogram("pagoda:time_to_first_token_seconds", "Histogram of time to first token in seconds.", kTtftBuckets,
@@ -168,9 +168,9 @@ metrics::Labels ServerMetrics::tenant_labels(const std::string& tenant) {
 
 void ServerMetrics::observe_step(const StepRecord& step) { step_duration_->observe(step.execute_seconds); }
 
-void ServerMetrics::request_finished(const std::string& reason) {
+void ServerMetrics::request_finished(FinishReason reason) {
   metrics::Labels l = labels_;
-  l.emplace_back("finished_reason", reason);
+  l.emplace_back("finished_reason", to_string(reason));
   registry_.counter("pagoda:request_success_total", "Count of finished requests by finish reason.", l).inc();
 }
 

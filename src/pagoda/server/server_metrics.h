@@ -25,7 +25,7 @@ class ServerMetrics {
   void observe_queue_time(double seconds) { queue_->observe(seconds); }
   void observe_stream_delivery(double seconds) { delivery_->observe(seconds); }
   // One per engine request: "stop", "length", "abort" or "error".
-  void request_finished(const std::string& finished_reason);
+  void request_finished(FinishReason reason);
   // A finished engine request's phases: prefill, decode, inference, time per output token.
   void observe_trace(const RequestTrace& trace);
   // Thread-safe; called from the engine's step observer.

@@ -104,7 +104,7 @@ TEST(AsyncSchedulingGpu, StopTokensMidStream) {
     EXPECT_EQ(async[i].output_ids, sync[i].output_ids) << "request " << i;
     EXPECT_EQ(async[i].finish_reason, sync[i].finish_reason) << "request " << i;
     if (i >= 2) {
-      EXPECT_EQ(sync[i].finish_reason, "stop") << "request " << i;
+      EXPECT_EQ(sync[i].finish_reason, FinishReason::kStop) << "request " << i;
     }
   }
 }

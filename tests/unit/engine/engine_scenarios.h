@@ -131,7 +131,7 @@ class EngineScenarios : public ::testing::TestWithParam<std::tuple<std::string, 
     int total = 0, near_ties = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       const std::vector<TokenId>& got = outs[i].output_ids;
-      EXPECT_EQ(outs[i].finish_reason, "length") << "request " << i << ": " << outs[i].error;
+      EXPECT_EQ(outs[i].finish_reason, FinishReason::kLength) << "request " << i << ": " << outs[i].error;
       ASSERT_EQ(static_cast<int>(got.size()), requests[i].params.max_tokens) << "request " << i;
       std::vector<TokenId> sequence = requests[i].prompt_ids;
       sequence.insert(sequence.end(), got.begin(), got.end());
@@ -252,7 +252,7 @@ TEST_P(EngineScenarios, CancellationMidPrompt) {
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return victim_done && other_done; }));
   }
   llm.engine().set_step_observer({});
-  EXPECT_EQ(victim_out.finish_reason, "abort");
+  EXPECT_EQ(victim_out.finish_reason, FinishReason::kAborted);
   EXPECT_TRUE(victim_out.output_ids.empty()) << "cancelled after its prompt, not mid-prompt";
   expect_cpu_tokens(others, {other_out});
   const EngineStats stats = llm.engine().stats();

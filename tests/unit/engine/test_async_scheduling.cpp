@@ -109,7 +109,7 @@ void expect_same_outputs(const Model& m, bool with_synchronous_requests) {
     EXPECT_EQ(async.outputs[i].finish_reason, sync.outputs[i].finish_reason) << "request " << i;
     EXPECT_EQ(async.outputs[i].usage.completion_tokens, sync.outputs[i].usage.completion_tokens) << "request " << i;
     EXPECT_EQ(async.outputs[i].logprobs.size(), sync.outputs[i].logprobs.size()) << "request " << i;
-    num_stopped += sync.outputs[i].finish_reason == "stop";
+    num_stopped += sync.outputs[i].finish_reason == FinishReason::kStop;
     num_cut_short += static_cast<int>(sync.outputs[i].output_ids.size()) < requests[i].params.max_tokens;
   }
   EXPECT_GE(num_stopped, 8) << "stop tokens were meant to end requests mid-stream";
@@ -154,7 +154,7 @@ TEST(AsyncScheduling, CancelWhileAStepIsInFlight) {
   std::mutex mutex;
   std::condition_variable cv;
   int num_victim_tokens = 0;
-  std::string victim_reason;
+  FinishReason victim_reason = FinishReason::kNone;
   CompletionOutput other_out;
   bool other_done = false;
   const RequestId id = llm.engine().submit(victim, [&](const RequestEvent& e) {
@@ -171,17 +171,17 @@ TEST(AsyncScheduling, CancelWhileAStepIsInFlight) {
   });
   {
     std::unique_lock lock(mutex);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return num_victim_tokens >= 5 || !victim_reason.empty(); }));
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return num_victim_tokens >= 5 || victim_reason != FinishReason::kNone; }));
   }
   llm.engine().cancel(id);
   {
     std::unique_lock lock(mutex);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return !victim_reason.empty() && other_done; }));
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return victim_reason != FinishReason::kNone && other_done; }));
   }
-  EXPECT_EQ(victim_reason, "abort");
+  EXPECT_EQ(victim_reason, FinishReason::kAborted);
   EXPECT_LT(num_victim_tokens, 400);
   EXPECT_EQ(other_out.output_ids, expected);
-  EXPECT_EQ(other_out.finish_reason, "length");
+  EXPECT_EQ(other_out.finish_reason, FinishReason::kLength);
   const EngineStats stats = llm.engine().stats();
   EXPECT_EQ(stats.num_running, 0);
   EXPECT_EQ(stats.num_waiting, 0);

@@ -25,7 +25,7 @@ TEST(EngineEvents, UsageAndFinishReasons) {
   LLM llm(stories_options());
   auto outs = llm.generate({greedy_request({1, 403, 407}, 5)});
   ASSERT_EQ(outs.size(), 1u);
-  EXPECT_EQ(outs[0].finish_reason, "length");
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::kLength);
   EXPECT_EQ(outs[0].output_ids.size(), 5u);
   EXPECT_EQ(outs[0].usage.prompt_tokens, 3);
   EXPECT_EQ(outs[0].usage.completion_tokens, 5);
@@ -35,7 +35,7 @@ TEST(EngineEvents, UsageAndFinishReasons) {
   GenerateRequest stop = greedy_request({1, 403, 407}, 50);
   stop.params.stop_token_ids = {first};
   outs = llm.generate({stop});
-  EXPECT_EQ(outs[0].finish_reason, "stop");
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::kStop);
   EXPECT_EQ(outs[0].output_ids, std::vector<TokenId>{first});
 }
 
@@ -43,11 +43,12 @@ TEST(EngineEvents, ImpossibleRequestIsAnErrorAndOthersContinue) {
   LLM llm(stories_options());
   std::vector<TokenId> too_long(600, 300);  // the model's context is 512
   auto outs = llm.generate({greedy_request(too_long, 4), greedy_request({1, 403}, 4), greedy_request({1, 99999}, 4)});
-  EXPECT_EQ(outs[0].finish_reason, "error");
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::kError);
+  EXPECT_EQ(outs[0].error_kind, ErrorKind::kInvalidRequest);  // the request's fault: a 400, not a 500
   EXPECT_NE(outs[0].error.find("512"), std::string::npos) << outs[0].error;
-  EXPECT_EQ(outs[1].finish_reason, "length");
+  EXPECT_EQ(outs[1].finish_reason, FinishReason::kLength);
   EXPECT_EQ(outs[1].output_ids.size(), 4u);
-  EXPECT_EQ(outs[2].finish_reason, "error");
+  EXPECT_EQ(outs[2].finish_reason, FinishReason::kError);
   EXPECT_NE(outs[2].error.find("99999"), std::string::npos) << outs[2].error;
 }
 
@@ -57,7 +58,7 @@ TEST(EngineEvents, CancelFreesBlocksAndEndsWithAbort) {
   std::mutex mutex;
   std::condition_variable cv;
   int num_tokens = 0;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   const RequestId id = engine.submit(greedy_request({1, 403, 407, 261}, 400), [&](const RequestEvent& e) {
     std::lock_guard lock(mutex);
     num_tokens += static_cast<int>(e.new_token_ids.size());
@@ -66,14 +67,14 @@ TEST(EngineEvents, CancelFreesBlocksAndEndsWithAbort) {
   });
   {
     std::unique_lock lock(mutex);
-    cv.wait(lock, [&] { return num_tokens >= 3 || !finish_reason.empty(); });
+    cv.wait(lock, [&] { return num_tokens >= 3 || finish_reason != FinishReason::kNone; });
   }
   engine.cancel(id);
   {
     std::unique_lock lock(mutex);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !finish_reason.empty(); }));
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finish_reason != FinishReason::kNone; }));
   }
-  EXPECT_EQ(finish_reason, "abort");
+  EXPECT_EQ(finish_reason, FinishReason::kAborted);
   EXPECT_LT(num_tokens, 400);
   const EngineStats stats = engine.stats();
   EXPECT_EQ(stats.num_running, 0);
@@ -82,7 +83,7 @@ TEST(EngineEvents, CancelFreesBlocksAndEndsWithAbort) {
 }
 
 TEST(EngineEvents, DestroyingTheEngineAbortsUnfinishedRequests) {
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   {
     LLM llm(stories_options());
     llm.engine().submit(greedy_request({1, 403}, 500), [&](const RequestEvent& e) {
@@ -90,7 +91,7 @@ TEST(EngineEvents, DestroyingTheEngineAbortsUnfinishedRequests) {
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_TRUE(finish_reason == "abort" || finish_reason == "length") << finish_reason;
+  EXPECT_TRUE(finish_reason == FinishReason::kAborted || finish_reason == FinishReason::kLength) << to_string(finish_reason);
 }
 
 TEST(EngineEvents, PromptLogprobsArriveOnceAndComplete) {

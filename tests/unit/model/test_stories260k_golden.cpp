@@ -37,7 +37,7 @@ void expect_greedy_matches(const std::string& refs_file) {
   const auto outputs = llm.generate(requests);
   for (size_t i = 0; i < refs.size(); ++i) {
     EXPECT_EQ(outputs[i].output_ids, refs[i]["output_ids"].get<std::vector<TokenId>>()) << "prompt: " << refs[i]["prompt"];
-    EXPECT_EQ(outputs[i].finish_reason, "length");
+    EXPECT_EQ(outputs[i].finish_reason, FinishReason::kLength);
   }
 }
 

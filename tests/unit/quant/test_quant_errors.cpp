@@ -2,6 +2,8 @@
 // tensor or config field changed, written into a temp dir, and must give a LoadError naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cctype>
 #include <cstring>
 
@@ -214,11 +216,48 @@ TEST(QuantErrors, CompressedTensorsSparseAndTransformedWeights) {
 
 TEST(QuantErrors, CompressedTensorsUnreadableRegex) {
   EditableCheckpoint c("ct-w4a16-g128");
-  c.config["quantization_config"]["ignore"] = {"lm_head", "re:(?P<proj>.*)_proj"};
-  expect_error(c, {"quantization_config.ignore", "re:(?P<proj>.*)_proj", "regular expression"});
+  c.config["quantization_config"]["ignore"] = {"lm_head", "re:*_proj"};  // nothing to repeat (Python says so too)
+  expect_error(c, {"quantization_config.ignore", "re:*_proj", "regular expression"});
   EditableCheckpoint t("ct-w4a16-g128");
   ct_group(t)["targets"] = {"re:.*(mlp"};
   expect_error(t, {"quantization_config.config_groups.group_0.targets", "re:.*(mlp"});
+}
+
+// Found by a corrupted-checkpoint sweep: std::regex overflowed the stack on a 100,000-character pattern or one
+// nested 20,000 deep (SIGSEGV), and took exponential time to match (.*)*X against each module name (a hang).
+// PCRE2 reads them now: length and nesting are bounded at compile time, backtracking at match time.
+TEST(QuantErrors, CompressedTensorsHostileRegexes) {
+  {
+    EditableCheckpoint c("ct-w4a16-g128");
+    c.config["quantization_config"]["ignore"] = {"lm_head", "re:" + std::string(100000, 'x')};
+    expect_error(c, {"quantization_config.ignore", "100000 bytes long"});
+  }
+  {
+    EditableCheckpoint c("ct-w4a16-g128");
+    c.config["quantization_config"]["ignore"] = {"lm_head", "re:" + std::string(2000, '(') + "x" + std::string(2000, ')')};
+    expect_error(c, {"quantization_config.ignore", "regular expression"});
+  }
+  for (const char* slow : {"re:(.*)*_projX", "re:(.*.*)*X$"}) {  // the sweep's: PCRE2 sees the X they need, at once
+    EditableCheckpoint c("ct-w4a16-g128");
+    c.config["quantization_config"]["ignore"] = {"lm_head", slow};
+    TempDir dir;
+    const std::string path = c.write(dir);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false})) << slow;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << slow;
+  }
+  EditableCheckpoint c("ct-w4a16-g128");  // no character it needs to look for: a million steps, then an error
+  c.config["quantization_config"]["ignore"] = {"lm_head", "re:((.|.)*)*[^a-z._0-9]"};
+  expect_error(c, {"re:((.|.)*)*[^a-z._0-9]", "takes too long to match"});
+}
+
+// Python's own forms (named groups, inline flags) are read as Python reads them.
+TEST(QuantErrors, CompressedTensorsPythonRegexSyntax) {
+  EditableCheckpoint c("ct-w4a16-g128");
+  c.config["quantization_config"]["ignore"] = {"lm_head", "re:(?i)(?P<never>MODEL\\.NOWHERE)"};
+  TempDir dir;
+  const std::string path = c.write(dir);
+  EXPECT_NO_THROW(load_model(LoadOptions{.model_path = path, .show_progress = false}));
 }
 
 // lm_head is a Linear: without "lm_head" in the ignore list, "Linear" takes it, and its weight is stored quantized.

@@ -3,13 +3,16 @@
 // quantization/quant_args.py (QuantizationArgs and its validator), quantization/lifecycle/apply.py
 // (apply_quantization_config, _scheme_from_targets), utils/match.py (match_named_modules, match_targets,
 // match_name, _match_class); docs/QUANTIZATION.md sums them up.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "pagoda/loader/quant/compressed_tensors_config.h"
+
+#include <pcre2.h>
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <utility>
 
 namespace pagoda::quant {
@@ -22,13 +25,68 @@ std::string lower(std::string s) {
 
 bool is_regex(const std::string& target) { return target.rfind("re:", 0) == 0; }
 
+// A config's patterns are short ("re:.*mlp.down_proj$"); a long one is an attack or a mistake, and is refused
+// before it is compiled.
+constexpr size_t kMaxPatternBytes = 4096;
+// Backtracking steps one match may take (PCRE2's match limit): a pattern such as (.*)*X would otherwise take
+// exponential time on every module name. Real patterns take tens.
+constexpr uint32_t kMatchLimit = 1'000'000;
+
+// `text` for an error message: at most 200 bytes of it.
+std::string shown(const std::string& text) { return text.size() <= 200 ? text : text.substr(0, 200) + "..."; }
+
+// A "re:" target compiled with PCRE2, whose syntax is Python's for what the tools write (".*", "\d", classes,
+// groups, alternation, "$", (?P<name>...), (?i)); nesting is bounded by PCRE2 (250 levels) and matching by
+// kMatchLimit, so no pattern can overflow the stack or hang the loader.
+class ModulePattern {
+ public:
+  // Throws std::runtime_error with PCRE2's message when the pattern cannot be compiled.
+  explicit ModulePattern(const std::string& pattern) {
+    if (pattern.size() > kMaxPatternBytes)
+      throw std::runtime_error(fmt::format("{} bytes long (at most {})", pattern.size(), kMaxPatternBytes));
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF, &error, &offset,
+                          nullptr);
+    if (code_ == nullptr) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof(message));
+      throw std::runtime_error(fmt::format("{} at offset {}", reinterpret_cast<const char*>(message), offset));
+    }
+  }
+  ~ModulePattern() { pcre2_code_free(code_); }
+  ModulePattern(const ModulePattern&) = delete;
+  ModulePattern& operator=(const ModulePattern&) = delete;
+
+  // re.match: anchored at the start of `name`. nullopt when the match limit was reached.
+  std::optional<bool> match_start(const std::string& name) const {
+    pcre2_match_data* data = pcre2_match_data_create_from_pattern(code_, nullptr);
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    pcre2_set_match_limit(context, kMatchLimit);
+    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, PCRE2_ANCHORED, data,
+                               context);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT) return std::nullopt;
+    return rc >= 0;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+};
+
 // match.py match_name: "re:" + a Python regular expression applied with re.match, which anchors it at the start
 // of the name only ("re:model.layers.0" takes every module of layer 0, "re:.*down_proj" every down_proj); any
-// other target is an exact module name. std::regex's ECMAScript grammar reads the patterns the tools write
-// (".*", "\d", classes, groups, alternation, "$"); what it cannot read was refused at parse time.
+// other target is an exact module name. Patterns that do not compile were refused at parse time
+// (check_patterns); one that takes too long to match a name is a LoadError.
 bool matches_name(const std::string& module, const std::string& target) {
   if (!is_regex(target)) return module == target;
-  return std::regex_search(module, std::regex(target.substr(3)), std::regex_constants::match_continuous);
+  const std::optional<bool> m = ModulePattern(target.substr(3)).match_start(module);
+  if (!m)
+    throw LoadError("quantization_config",
+                    fmt::format("the pattern \"{}\" takes too long to match the module name {} (more than {} steps)",
+                                shown(target), module, kMatchLimit));
+  return *m;
 }
 
 // match.py _match_class: the name of a class in the module's MRO. Pagoda's linears are torch.nn.Linear in
@@ -40,16 +98,15 @@ bool matches(const std::string& module, const std::string& target) {
   return matches_name(module, target) || matches_class(target);
 }
 
-// Each "re:" entry of `list` (the field `key` of `f`) must compile, so that a pattern std::regex cannot read is
-// a LoadError here and not a miss later.
+// Each "re:" entry of `list` (the field `key` of `f`) must compile, so that a pattern PCRE2 cannot read is a
+// LoadError here and not a miss later.
 void check_patterns(const QuantFields& f, const std::string& key, const std::vector<std::string>& list) {
   for (const std::string& target : list) {
     if (!is_regex(target)) continue;
     try {
-      std::regex(target.substr(3));
-    } catch (const std::regex_error& e) {
-      f.fail(key, fmt::format("entry \"{}\" is not a regular expression this loader can read (ECMAScript syntax; "
-                              "Python-only forms such as (?P<name>...) or (?i) are not): {}", target, e.what()));
+      ModulePattern pattern(target.substr(3));
+    } catch (const std::runtime_error& e) {
+      f.fail(key, fmt::format("entry \"{}\" is not a regular expression this loader can read: {}", shown(target), e.what()));
     }
   }
 }
