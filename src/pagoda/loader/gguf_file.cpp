@@ -238,18 +238,31 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
                          data_start + off + info.nbytes, file_size));
     info.data = file_->data() + data_start + off;
   }
-  // No two tensors share bytes: a type or shape that does not match the data the writer laid out shows as
-  // a tensor running into the next one.
+  // The tensors tile the data section as the writers lay it out (llama.cpp's gguf reader requires the same): the
+  // first at offset 0, each next one where the one before ends, rounded up to the alignment. A type or shape that
+  // does not match the bytes shows as a tensor running into the next one, or as a gap after it (a type changed to
+  // one with smaller blocks, whose bytes would still fit).
   std::vector<size_t> order(tensors_.size());
   for (size_t t = 0; t < order.size(); ++t) order[t] = t;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors_[a].data < tensors_[b].data; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return raw[a].offset < raw[b].offset; });
+  const auto describe = [](const GgufTensorInfo& t) {
+    return fmt::format("{} bytes ({} [{}])", t.nbytes, ggml_type_info(static_cast<uint32_t>(t.type))->name,
+                       fmt::join(t.shape, ", "));
+  };
+  if (!order.empty() && raw[order[0]].offset != 0)
+    r.fail(fmt::format("tensor {}: the first tensor's data starts at offset {}, not 0", tensors_[order[0]].name,
+                       raw[order[0]].offset));
   for (size_t i = 1; i < order.size(); ++i) {
     const GgufTensorInfo& prev = tensors_[order[i - 1]];
     const GgufTensorInfo& next = tensors_[order[i]];
-    if (prev.nbytes > 0 && prev.data + prev.nbytes > next.data)
-      r.fail(fmt::format("tensor {}: its {} bytes ({} [{}]) run into tensor {} (wrong type or shape?)", prev.name,
-                         prev.nbytes, ggml_type_info(static_cast<uint32_t>(prev.type))->name,
-                         fmt::join(prev.shape, ", "), next.name));
+    const uint64_t end = raw[order[i - 1]].offset + prev.nbytes;
+    const uint64_t expected = (end + alignment - 1) / alignment * alignment;
+    if (raw[order[i]].offset < end)
+      r.fail(fmt::format("tensor {}: its {} run into tensor {} (wrong type or shape?)", prev.name, describe(prev),
+                         next.name));
+    if (raw[order[i]].offset != expected)
+      r.fail(fmt::format("tensor {}: its {} end {} bytes before tensor {} starts (wrong type or shape?)", prev.name,
+                         describe(prev), raw[order[i]].offset - end, next.name));
   }
 }
 

@@ -5,12 +5,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "pagoda/core/error.h"
 
@@ -51,17 +54,29 @@ void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<s
   if (header_len > kMaxHeaderBytes)
     throw LoadError(path, fmt::format("header length {} exceeds the 100 MB safetensors limit", header_len));
 
+  // A tensor named twice would keep its last entry (JSON objects keep one value per key): refused while parsing,
+  // as the safetensors library refuses it.
+  std::set<std::string> names;
+  std::string duplicate;
+  const json::parser_callback_t note_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   json header;
   try {
     header = json::parse(reinterpret_cast<const char*>(file->data()) + 8,
-                         reinterpret_cast<const char*>(file->data()) + 8 + header_len);
+                         reinterpret_cast<const char*>(file->data()) + 8 + header_len, note_duplicates);
   } catch (const json::exception& e) {
     throw LoadError(path, std::string("bad safetensors header JSON: ") + e.what());
   }
+  if (!duplicate.empty()) throw LoadError(path, fmt::format("tensor {} is in the header twice", duplicate));
   if (!header.is_object()) throw LoadError(path, "bad safetensors header: not a JSON object");
 
   const std::byte* data_base = file->data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end) of each tensor, and its name
   for (const auto& item : header.items()) {
     const std::string& name = item.key();  // not a structured binding: lambdas below capture it (clang 14)
     const json& entry = item.value();
@@ -113,10 +128,23 @@ void read_file_tensors(const std::shared_ptr<const MappedFile>& file, std::map<s
                             fmt::join(t.shape, ", "), dtype_str, expected));
     t.data = data_base + begin;
     t.nbytes = static_cast<size_t>(end - begin);
+    spans.emplace_back(begin, end, name);
     if (out.count(name) != 0)
       throw LoadError(path, fmt::format("tensor {} also appears in {}", name, out.at(name).file));
     out.emplace(name, std::move(t));
   }
+  // The tensors tile the data bytes, in order of their offsets, with no gap, overlap or trailing bytes (the
+  // safetensors library's Metadata::validate): two tensors sharing bytes would both load, one of them wrong.
+  std::sort(spans.begin(), spans.end());
+  uint64_t at = 0;
+  for (const auto& [begin, end, name] : spans) {
+    if (begin != at)
+      throw LoadError(path, fmt::format("tensor {}: data_offsets [{}, {}] {} the tensor before it, which ends at {}", name,
+                                        begin, end, begin < at ? "overlap" : "leave a gap after", at));
+    at = end;
+  }
+  if (at != data_size)
+    throw LoadError(path, fmt::format("the tensors' data ends at byte {} of the {} data bytes after the header", at, data_size));
 }
 
 json read_json_file(const std::string& path) {

@@ -304,6 +304,19 @@ TEST(GgufFileErrors, TensorBytesOverlapTheNext) {
                           {"overlap.gguf", "tensor a", "144 bytes", "Q4_K", "run into tensor b"});
 }
 
+// A tensor whose type was changed to one with smaller blocks still fits its bytes, and decoded garbage (found by a
+// corrupted-checkpoint sweep: Q6_K -> Q4_K took perplexity from 164 to inf). The gap it leaves is an error, as in
+// llama.cpp, and so is a first tensor that does not start the data.
+TEST(GgufFileErrors, TensorBytesLeaveAGapBeforeTheNext) {
+  TempDir dir;
+  GgufWriter w;
+  w.tensor("a", 12, {1, 256}, std::vector<uint8_t>(210, 0));  // Q6_K's 210 bytes, labelled Q4_K (144)
+  w.tensor("b", 0, {8}, std::vector<uint8_t>(32, 0));
+  w.write(dir.file("gap.gguf"));
+  test::expect_load_error([&] { GgufFile f(dir.file("gap.gguf")); },
+                          {"gap.gguf", "tensor a", "144 bytes", "Q4_K", "end 80 bytes before tensor b"});
+}
+
 TEST(GgufFileErrors, DuplicateTensorAndMisalignedOffset) {
   TempDir dir;
   GgufWriter w;

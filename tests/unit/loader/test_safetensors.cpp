@@ -146,6 +146,38 @@ TEST(SafetensorsErrors, OffsetsOutsideFile) {
                           {"rev.safetensors", "model.norm.weight"});
 }
 
+// Found by a corrupted-checkpoint sweep: layer 1's tensors pointing at layer 0's bytes, or a tensor named twice in
+// the header (the last entry won), loaded and generated garbage. The tensors must tile the data bytes, as the
+// safetensors library requires.
+TEST(SafetensorsErrors, TensorsMustTileTheDataBytes) {
+  TempDir dir;
+  SafetensorsWriter w;
+  w.tensor("a", "F32", {4}, test::to_bytes(std::vector<float>{1, 2, 3, 4}));
+  w.tensor("b", "F32", {4}, test::to_bytes(std::vector<float>{5, 6, 7, 8}));
+  json h = w.header();
+  h["b"]["data_offsets"] = {0, 16};  // b reads a's bytes
+  test::write_bytes(dir.file("shared.safetensors"), w.build_with_header(h.dump()));
+  test::expect_load_error([&] { SafetensorsCheckpoint::open(dir.file("shared.safetensors")); },
+                          {"shared.safetensors", "overlap the tensor before it"});
+  h = w.header();
+  h.erase("a");  // a's bytes are in no tensor: a gap, then b
+  test::write_bytes(dir.file("gap.safetensors"), w.build_with_header(h.dump()));
+  test::expect_load_error([&] { SafetensorsCheckpoint::open(dir.file("gap.safetensors")); },
+                          {"gap.safetensors", "tensor b", "leave a gap"});
+  h = w.header();
+  h.erase("b");  // b's bytes follow the last tensor
+  test::write_bytes(dir.file("tail.safetensors"), w.build_with_header(h.dump()));
+  test::expect_load_error([&] { SafetensorsCheckpoint::open(dir.file("tail.safetensors")); },
+                          {"tail.safetensors", "ends at byte 16 of the 32"});
+  // The same key twice: JSON keeps the last value; the header is refused.
+  std::string text = w.header().dump();
+  const std::string b_entry = text.substr(text.find("\"b\""));
+  text = text.substr(0, text.size() - 1) + "," + b_entry;
+  test::write_bytes(dir.file("twice.safetensors"), w.build_with_header(text));
+  test::expect_load_error([&] { SafetensorsCheckpoint::open(dir.file("twice.safetensors")); },
+                          {"twice.safetensors", "tensor b is in the header twice"});
+}
+
 TEST(SafetensorsErrors, UnsupportedDtype) {
   TempDir dir;
   for (const std::string dtype : {"BOOL", "F64"}) {
