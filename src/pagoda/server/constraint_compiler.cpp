@@ -8,6 +8,7 @@
 
 #include "pagoda/core/error.h"
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/json_text.h"
 #include "pagoda/structured/choice_grammar.h"
 #include "pagoda/structured/json_schema_grammar.h"
 #include "pagoda/structured/regex_grammar.h"
@@ -27,7 +28,7 @@ structured::Grammar grammar_of(const OutputConstraint& c) {
     case OutputConstraint::Kind::kJsonObject:
       return structured::json_object_grammar();
     case OutputConstraint::Kind::kJsonSchema:
-      return structured::json_schema_grammar(nlohmann::ordered_json::parse(c.spec));
+      return structured::json_schema_grammar(parse_ordered_json(c.spec));
     case OutputConstraint::Kind::kRegex:
       return structured::regex_grammar(c.spec);
     case OutputConstraint::Kind::kChoice:

@@ -177,8 +177,14 @@ json template_tool_calls(const json& calls, const std::string& field) {
     if (!present(fn, "arguments") || (fn["arguments"].is_string() && fn["arguments"].get<std::string>().empty())) {
       fn["arguments"] = json::object();
     } else if (fn["arguments"].is_string()) {
-      json args = json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
-      if (args.is_discarded()) bad(where + ".function.arguments", "a JSON object as a string");
+      const std::string& text = fn["arguments"].get_ref<const std::string&>();
+      json args;
+      try {
+        if (json_nesting_depth(text, RequestLimits{}.max_json_depth) > RequestLimits{}.max_json_depth) throw std::exception();
+        args = parse_ordered_json(text);
+      } catch (const std::exception&) {
+        bad(where + ".function.arguments", "a JSON object as a string");
+      }
       fn["arguments"] = std::move(args);
     } else if (!fn["arguments"].is_object()) {
       bad(where + ".function.arguments", "a JSON object as a string");
@@ -189,31 +195,12 @@ json template_tool_calls(const json& calls, const std::string& field) {
 
 }  // namespace
 
-int json_nesting_depth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 json parse_json_object(const std::string& body, int max_depth) {
   if (json_nesting_depth(body, max_depth) > max_depth)
     throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", max_depth));
   json o;
   try {
-    o = json::parse(body);
+    o = parse_ordered_json(body);
   } catch (const json::parse_error& e) {
     throw ApiError(400, fmt::format("the request body is not valid JSON (at byte {})", e.byte));
   } catch (const json::out_of_range&) {  // a number beyond double's range, such as 1e400

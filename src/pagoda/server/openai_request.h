@@ -11,6 +11,7 @@
 
 #include "pagoda/core/types.h"
 #include "pagoda/runner/sampling_params.h"
+#include "pagoda/server/json_text.h"
 #include "pagoda/server/tool_request.h"
 
 namespace pagoda::server {
@@ -84,11 +85,9 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
 
 // Parses a body as a JSON object or throws ApiError(400), also when it nests arrays and objects deeper
 // than `max_depth` (checked before parsing, so that nothing later recurses without a bound). Objects keep
-// their keys in the order they were sent, so a chat template renders messages as transformers would.
+// their keys in the order they were sent, so a chat template renders messages as transformers would; parsing
+// takes linear time (parse_ordered_json).
 nlohmann::ordered_json parse_json_object(const std::string& body, int max_depth = RequestLimits{}.max_json_depth);
-// The deepest nesting of arrays and objects in `text` (brackets inside strings do not count), scanning
-// only until it exceeds `limit`: linear, and no recursion.
-int json_nesting_depth(std::string_view text, int limit);
 // add_generation_prompt, continue_final_message (vLLM's; they cannot both be true, and the second turns
 // the first off when it is left out) and chat_template_kwargs (an object of extra template variables that
 // cannot set messages or add_generation_prompt) of a parsed body; 400 naming the field otherwise.

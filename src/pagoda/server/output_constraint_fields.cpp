@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/json_text.h"
+#include "pagoda/server/openai_request.h"
 
 namespace pagoda::server {
 namespace {
@@ -20,8 +22,16 @@ bool given(const json& o, const char* key) { return o.contains(key) && !o[key].i
 std::string schema_text(const json& v, const std::string& field) {
   if (v.is_object() || v.is_boolean()) return v.dump();
   if (v.is_string()) {
-    const json parsed = json::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) bad(field, "a JSON schema (an object)");
+    const std::string& text = v.get_ref<const std::string&>();
+    json parsed;
+    try {  // bounded as a body is (RequestLimits::max_json_depth), before anything recurses over it
+      if (json_nesting_depth(text, RequestLimits{}.max_json_depth) > RequestLimits{}.max_json_depth)
+        bad(field, fmt::format("a JSON schema nested at most {} levels deep", RequestLimits{}.max_json_depth));
+      parsed = parse_ordered_json(text);
+    } catch (const json::exception&) {
+      bad(field, "a JSON schema (an object)");
+    }
+    if (!(parsed.is_object() || parsed.is_boolean())) bad(field, "a JSON schema (an object)");
     return parsed.dump();
   }
   bad(field, "a JSON schema (an object)");

@@ -564,15 +564,19 @@ class SchemaCompiler {
     std::set<std::string> required;
     if (s.contains("required")) {
       if (!s["required"].is_array()) fail("'required' must be an array of strings");
+      // (a set of the keys, and members appended directly: an ordered_json finds and inserts keys by linear search)
+      std::set<std::string> named;
+      for (const auto& [key, v] : properties.items()) named.insert(key);
+      auto& members = static_cast<json::object_t::Container&>(properties.get_ref<json::object_t&>());
       for (const json& r : s["required"]) {
         if (!r.is_string()) fail("'required' must be an array of strings");
         const std::string key = r.get<std::string>();
         required.insert(key);
-        if (properties.contains(key)) continue;
+        if (!named.insert(key).second) continue;
         // A required key the properties do not name is an additional property: allowed as additionalProperties says.
         if (additional.is_boolean() && !additional.get<bool>())
           fail(fmt::format("the required property '{}' is not in 'properties' and 'additionalProperties' is false", key));
-        properties[key] = additional;
+        members.emplace_back(key, additional);
       }
     }
     if (properties.empty()) {
@@ -582,14 +586,15 @@ class SchemaCompiler {
     }
     // first_i: the members from i on, none written yet; rest_i: the same after one was (each needs a comma).
     // Properties come in the order the client wrote them.
-    std::vector<std::string> order;
-    for (const auto& [key, v] : properties.items()) order.push_back(key);
+    // (by position, not by key: finding a key in an ordered_json is a linear search)
+    std::vector<std::pair<std::string, const json*>> order;
+    for (const auto& [key, v] : properties.items()) order.emplace_back(key, &v);
     const size_t n = order.size();
     int first = b_.rule(name("members_end"), {{}}), rest = first;
     for (size_t k = n; k-- > 0;) {
-      const std::string& key = order[k];
+      const std::string& key = order[k].first;
       const Sequence member = cat(b_.literal(json(key).dump()),
-                                  {ref(ws()), ch(':'), ref(ws()), ref(compile(properties[key], depth + 1)), ref(ws())});
+                                  {ref(ws()), ch(':'), ref(ws()), ref(compile(*order[k].second, depth + 1)), ref(ws())});
       const bool optional = required.count(key) == 0;
       std::vector<Sequence> rest_alts{cat(cat({ch(','), ref(ws())}, member), {ref(rest)})};
       if (optional) rest_alts.push_back({ref(rest)});

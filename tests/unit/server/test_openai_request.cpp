@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <filesystem>
 #include <fstream>
 
@@ -214,6 +216,24 @@ TEST(OpenAiRequest, NestingDeeperThanTheLimitIs400) {
   EXPECT_NO_THROW(parse_json_object(R"({"a": [[[1]]]})", 4));
   EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[{{{{\"[[[["})", 100), 1);
   EXPECT_NO_THROW(parse_completion_request(R"({"prompt": ")" + std::string(1000, '[') + R"("})"));
+}
+
+// Found by a hostile sweep: ordered_json's parser searched an object's keys for a duplicate at every insertion, so
+// 160,000 keys took 25 s on a request thread (and two such bodies held both). Now linear; order and the JSON
+// "last value wins" rule as before.
+TEST(OpenAiRequest, ManyKeysParseInLinearTime) {
+  std::string body = R"({"prompt": "x", "junk": {)";
+  for (int i = 0; i < 200000; ++i) body += fmt::format("{}\"k{}\": {}", i ? ", " : "", i, i);
+  body += "}}";
+  const auto t0 = std::chrono::steady_clock::now();
+  const nlohmann::ordered_json o = parse_json_object(body);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));  // (before: about 40 s)
+  ASSERT_EQ(o["junk"].size(), 200000u);
+  EXPECT_EQ(o["junk"].begin().key(), "k0");
+  EXPECT_EQ((--o["junk"].end()).key(), "k199999");
+  const nlohmann::ordered_json d = parse_json_object(R"({"b": 1, "a": [1, {"z": 0, "y": 1}], "b": 2})");
+  EXPECT_EQ(d.dump(), R"({"b":2,"a":[1,{"z":0,"y":1}]})");  // the first position, the last value
+  EXPECT_EQ(parse_ordered_json(R"([1, "x", null, true, 2.5, -3])").dump(), R"([1,"x",null,true,2.5,-3])");
 }
 
 // A body that is not JSON says where it stops being JSON; a number beyond double's range says so (both were "not
