@@ -102,7 +102,12 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (c.head_dim % 2 != 0) throw LoadError(f.path(), fmt::format("head_dim {} must be even", c.head_dim));
 
   c.rms_norm_eps = f.get_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw LoadError(f.path(), fmt::format("llama.attention.layer_norm_rms_epsilon {} must be a positive number below 1",
+                                          c.rms_norm_eps));
   c.rope.theta = f.get_float("llama.rope.freq_base").value_or(10000.0);
+  if (!(c.rope.theta > 0) || !std::isfinite(c.rope.theta))
+    throw LoadError(f.path(), fmt::format("llama.rope.freq_base {} must be a positive number", c.rope.theta));
   if (const auto scaling = f.get_string("llama.rope.scaling.type"); scaling && *scaling != "none")
     throw LoadError(f.path(), fmt::format("rope scaling type {} is not supported", *scaling));
   if (f.get_float("llama.rope.scale_linear").value_or(1.0) != 1.0)
@@ -119,6 +124,12 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   } else {
     throw LoadError(f.path(), "cannot tell the vocabulary size (no llama.vocab_size, token_embd or tokens)");
   }
+  // The tokenizer's tokens and the embedding's rows are the same vocabulary (llama.cpp refuses a file where they
+  // differ): fewer tokens left generated ids without text, more let prompts reach ids the model has no row for.
+  if (const auto tokens = f.get_strings("tokenizer.ggml.tokens"); tokens && embd != nullptr && embd->shape.size() == 2 &&
+                                                                   static_cast<int64_t>(tokens->size()) != embd->shape[0])
+    throw LoadError(f.path(), fmt::format("tokenizer.ggml.tokens holds {} tokens but token_embd.weight has {} rows",
+                                          tokens->size(), embd->shape[0]));
   // llama.cpp writes no lm_head when it is the embedding.
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
 

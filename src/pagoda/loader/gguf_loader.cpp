@@ -13,6 +13,7 @@
 #include "pagoda/loader/gguf_quant.h"
 #include "pagoda/loader/gguf_tokenizer.h"
 #include "pagoda/loader/progress_bar.h"
+#include "pagoda/loader/quant/quant_tensors.h"
 #include "pagoda/loader/weight_mapping.h"
 #include "pagoda/loader/weight_transforms.h"
 
@@ -48,6 +49,11 @@ LoadedModel load_gguf_model(const std::string& path, const LoadOptions& options)
   const ModelConfig& c = model.config;
 
   check_layer_count(model.config, file.tensors().size(), path);
+  {
+    std::vector<std::string_view> names;
+    for (const GgufTensorInfo& t : file.tensors()) names.push_back(t.name);
+    check_no_layers_beyond(model.config, names, "blk.", path);
+  }
   const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
   int64_t total_bytes = 0;
   for (const WeightSlot& slot : slots) {
@@ -71,6 +77,8 @@ LoadedModel load_gguf_model(const std::string& path, const LoadOptions& options)
                                           ggml_type_info(static_cast<uint32_t>(t.type))->name));
       *slot.target = convert_gguf_blocks(
           t, [&](int64_t r) { return rope_rows ? gguf_rope_row(r, hd) : r; }, model.owned);
+      if (const auto bad = quant::non_finite_value(*slot.target))
+        throw LoadError(path, fmt::format("tensor {}: {} (a block's scale is not finite)", t.name, *bad));
     } else if (rope_rows) {
       model.owned.push_back(copy_rows(t, [hd](int64_t r) { return gguf_rope_row(r, hd); }));
       slot.target->data = model.owned.back().view();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -138,9 +139,15 @@ RopeType parse_rope_type(const Fields& f, const std::string& field, const std::s
 RopeConfig parse_rope(const std::string& path, const Fields& f) {
   RopeConfig rope;
   rope.theta = f.opt_number("rope_theta").value_or(10000.0);
+  const auto check_theta = [&] {
+    if (!(rope.theta > 0) || !std::isfinite(rope.theta)) f.fail("rope_theta", "must be a positive number");
+  };
   const char* section = f.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const json* params = f.get(section);
-  if (params == nullptr) return rope;
+  if (params == nullptr) {
+    check_theta();
+    return rope;
+  }
   if (!params->is_object()) f.fail(section, "must be an object");
   const Fields p(path, *params, std::string(section) + ".");
   if (const auto theta = p.opt_number("rope_theta")) rope.theta = *theta;
@@ -149,7 +156,7 @@ RopeConfig parse_rope(const std::string& path, const Fields& f) {
   rope.type = parse_rope_type(p, "rope_type", type.value_or("default"));
   if (rope.type == RopeType::kLlama3) {
     const auto factor = p.opt_number("factor");
-    if (!factor || *factor <= 0) p.fail("factor", "must be a positive number for llama3 rope");
+    if (!factor || !std::isfinite(*factor) || *factor < 1) p.fail("factor", "must be a number >= 1 for llama3 rope");
     rope.factor = *factor;
     rope.low_freq_factor = p.opt_number("low_freq_factor").value_or(rope.low_freq_factor);
     rope.high_freq_factor = p.opt_number("high_freq_factor").value_or(rope.high_freq_factor);
@@ -159,7 +166,7 @@ RopeConfig parse_rope(const std::string& path, const Fields& f) {
         static_cast<int>(p.opt_int("original_max_position_embeddings").value_or(rope.original_max_position_embeddings));
     if (rope.original_max_position_embeddings <= 0) p.fail("original_max_position_embeddings", "must be positive");
   }
-  if (rope.theta <= 0) f.fail("rope_theta", "must be positive");
+  check_theta();
   return rope;
 }
 
@@ -203,12 +210,17 @@ ModelConfig parse_hf_config(const std::string& config_json_path) {
   if (c.head_dim % 2 != 0) f.fail("head_dim", fmt::format("must be even for RoPE, got {}", c.head_dim));
   c.max_position_embeddings = f.positive_int("max_position_embeddings");
   c.rms_norm_eps = f.opt_number("rms_norm_eps").value_or(1e-6);  // transformers' LlamaConfig default
-  if (c.rms_norm_eps <= 0) f.fail("rms_norm_eps", "must be positive");
+  // (an epsilon of 1 or more swamps the activations' mean square: 1e308 gave empty outputs)
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) f.fail("rms_norm_eps", "must be a positive number below 1");
   c.rope = parse_rope(path, f);
   c.tie_word_embeddings = f.opt_bool("tie_word_embeddings").value_or(false);
   c.dtype = parse_dtype(f);
   if (const auto bos = f.token_ids("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.token_ids("eos_token_id");
+  if (c.bos_token_id && *c.bos_token_id >= c.vocab_size)
+    f.fail("bos_token_id", fmt::format("{} is outside the vocabulary ({})", *c.bos_token_id, c.vocab_size));
+  for (const TokenId eos : c.eos_token_ids)
+    if (eos >= c.vocab_size) f.fail("eos_token_id", fmt::format("{} is outside the vocabulary ({})", eos, c.vocab_size));
 
   // Mistral v0.1 attends within a sliding window; without sliding-window attention Pagoda is exact only
   // for contexts up to the window, so the usable context is capped there.

@@ -14,6 +14,7 @@
 #include "pagoda/loader/progress_bar.h"
 #include "pagoda/loader/quant/quant_config.h"
 #include "pagoda/loader/quant/quant_linear.h"
+#include "pagoda/loader/quant/quant_tensors.h"
 #include "pagoda/loader/safetensors.h"
 #include "pagoda/loader/weight_mapping.h"
 #include "pagoda/loader/weight_transforms.h"
@@ -79,6 +80,11 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
   const std::string ckpt_name = checkpoint_name(root);
   check_layer_count(model.config, ckpt.tensors().size(), dir);
+  {
+    std::vector<std::string_view> names;
+    for (const auto& [name, t] : ckpt.tensors()) names.push_back(name);
+    check_no_layers_beyond(model.config, names, "model.layers.", dir);
+  }
   const std::vector<WeightSlot> slots = weight_slots(model.config, model.weights);
   int64_t total_bytes = 0;
   for (const WeightSlot& slot : slots) {
@@ -88,6 +94,7 @@ LoadedModel load_hf_model(const std::string& dir, const LoadOptions& options) {
     if (scheme != nullptr) {
       const QuantLinearSource src{ckpt, ckpt_name, module, slot.shape[0], slot.shape[1]};
       *slot.target = convert_quantized_linear(src, *scheme, model.owned);
+      if (const auto bad = quant::non_finite_value(*slot.target)) throw LoadError(ckpt_name, module + ": " + *bad);
       total_bytes += slot.target->nbytes();
       continue;
     }

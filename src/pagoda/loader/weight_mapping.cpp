@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "pagoda/core/error.h"
 
@@ -41,6 +42,21 @@ void check_layer_count(const ModelConfig& config, size_t num_tensors, const std:
   if (static_cast<int64_t>(num_tensors) < config.num_layers)
     throw LoadError(path, fmt::format("the config has {} layers, but the file holds only {} tensors",
                                       config.num_layers, num_tensors));
+}
+
+void check_no_layers_beyond(const ModelConfig& config, const std::vector<std::string_view>& names,
+                            std::string_view layer_prefix, const std::string& path) {
+  for (const std::string_view name : names) {
+    if (!name.starts_with(layer_prefix)) continue;
+    int64_t layer = 0;
+    size_t i = layer_prefix.size();
+    if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) continue;
+    for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && layer <= config.num_layers; ++i)
+      layer = layer * 10 + (name[i] - '0');
+    if (layer >= config.num_layers)
+      throw LoadError(path, fmt::format("tensor {} belongs to a layer beyond the config's {} layers (was the layer "
+                                        "count edited?)", name, config.num_layers));
+  }
 }
 
 void tie_lm_head(const ModelConfig& config, ModelWeights& weights) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ std::vector<WeightSlot> weight_slots(const ModelConfig& config, ModelWeights& we
 // naming `path`, before anything per layer is allocated (a file claiming millions of layers must not make
 // the loader allocate for them).
 void check_layer_count(const ModelConfig& config, size_t num_tensors, const std::string& path);
+// A tensor of a layer the config does not have (`layer_prefix` + N + "." with N >= num_layers: "model.layers." in HF
+// checkpoints, "blk." in GGUF) means the config and the file disagree: a num_hidden_layers edited down would run a
+// truncated model. Throws LoadError naming the tensor.
+void check_no_layers_beyond(const ModelConfig& config, const std::vector<std::string_view>& names,
+                            std::string_view layer_prefix, const std::string& path);
 void tie_lm_head(const ModelConfig& config, ModelWeights& weights);
 
 std::string hf_weight_name(const WeightSlot& slot);    // "model.layers.3.self_attn.q_proj.weight"

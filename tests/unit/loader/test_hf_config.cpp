@@ -185,6 +185,34 @@ TEST(HfConfigErrors, MissingAndMistypedFields) {
   test::expect_load_error([&] { parse_hf_config(dir.file("absent.json")); }, {"absent.json", "cannot open"});
 }
 
+// Found by a corrupted-checkpoint sweep: values in range for their type but not for the model loaded and gave empty
+// outputs (rms_norm_eps 1e308, a llama3 rope factor of 1e-300), or failed only at request time (bos_token_id 5000
+// with a vocabulary of 2048).
+TEST(HfConfigErrors, ValuesNoModelCanUse) {
+  TempDir dir;
+  const json llama3 = {{"rope_type", "llama3"}, {"factor", 1e-300}, {"low_freq_factor", 1}, {"high_freq_factor", 4},
+                       {"original_max_position_embeddings", 64}};
+  const struct {
+    const char* field;
+    json value;
+    std::vector<std::string> expect;
+  } cases[] = {
+      {"rms_norm_eps", 1e308, {"rms_norm_eps", "below 1"}},
+      {"rope_theta", 0, {"rope_theta", "positive"}},
+      {"rope_scaling", llama3, {"factor", ">= 1"}},
+      {"bos_token_id", 100, {"bos_token_id", "outside the vocabulary (100)"}},  // the vocabulary is 100
+      {"eos_token_id", json::array({1, 5000}), {"eos_token_id", "5000"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.field);
+    json j = minimal_config();
+    j[c.field] = c.value;
+    std::vector<std::string> expect = c.expect;
+    expect.insert(expect.begin(), "config.json");
+    test::expect_load_error([&] { parse(dir, j); }, expect);
+  }
+}
+
 TEST(GenerationConfig, Fields) {
   GenerationDefaults g = parse_generation_config(model_dir("llama-3-8b") + "/generation_config.json");
   EXPECT_EQ(g.temperature, 0.6);

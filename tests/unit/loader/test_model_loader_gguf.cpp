@@ -304,6 +304,35 @@ TEST(LoadGgufErrors, MoreLayersThanTheFileHoldsIsRefusedBeforeAllocating) {
                           {"layers.gguf", "the config has 2555905 layers, but the file holds only"});
 }
 
+// Found by a corrupted-checkpoint sweep: each of these loaded and generated nothing or garbage.
+TEST(LoadGgufErrors, MetadataNoModelCanUse) {
+  TempDir dir;
+  for (const double eps : {-1.0, 0.0, std::nan(""), 2.0}) {
+    TinyGguf g;
+    g.config = test::tiny_gguf_config();
+    g.config.rms_norm_eps = eps;
+    g.write(dir.file("eps.gguf"));
+    test::expect_load_error([&] { load(dir.file("eps.gguf")); }, {"eps.gguf", "layer_norm_rms_epsilon", "below 1"});
+  }
+  TinyGguf theta;
+  theta.config = test::tiny_gguf_config();
+  theta.config.rope.theta = -10000;
+  theta.write(dir.file("theta.gguf"));
+  test::expect_load_error([&] { load(dir.file("theta.gguf")); }, {"theta.gguf", "freq_base", "positive"});
+  TinyGguf tokens;  // a tokenizer of 3 tokens for an embedding of the config's vocabulary
+  tokens.config = test::tiny_gguf_config();
+  tokens.extra = [](test::GgufWriter& w) { w.kv_strings("tokenizer.ggml.tokens", {"a", "b", "c"}); };
+  tokens.write(dir.file("tokens.gguf"));
+  test::expect_load_error([&] { load(dir.file("tokens.gguf")); },
+                          {"tokens.gguf", "tokenizer.ggml.tokens holds 3 tokens but token_embd.weight has"});
+  TinyGguf fewer;  // block_count edited down: the file's other layers would be ignored
+  fewer.config = test::tiny_gguf_config();
+  fewer.config.num_layers = 2;
+  fewer.claimed_layers = 1;
+  fewer.write(dir.file("fewer.gguf"));
+  test::expect_load_error([&] { load(dir.file("fewer.gguf")); }, {"fewer.gguf", "beyond the config's"});
+}
+
 TEST(LoadGgufErrors, UnsupportedRopeScalingAndMissingMetadata) {
   TempDir dir;
   TinyGguf g;

@@ -251,6 +251,34 @@ TEST(QuantErrors, CompressedTensorsHostileRegexes) {
   expect_error(c, {"re:((.|.)*)*[^a-z._0-9]", "takes too long to match"});
 }
 
+// Found by a corrupted-checkpoint sweep: one NaN or infinite scale (or FP8 NaN code) loaded, and greedy decoding
+// then gave token 0 forever; a num_hidden_layers edited down ran a truncated model. Both are LoadErrors now.
+TEST(QuantErrors, NonFiniteScalesAndCodes) {
+  {
+    EditableCheckpoint c("awq-w4-g128-gemm");
+    auto& s = c.at(kQ + ".scales").data;  // F16 [groups, N]
+    s[2] = 0x00, s[3] = 0x7e;             // group 0 of output row 1: NaN
+    expect_error(c, {kQ, "scale [1, 0] is nan"});
+  }
+  {
+    EditableCheckpoint c("gptq-w4-g128-sym");
+    auto& s = c.at(kDown + ".scales").data;
+    s[0] = 0x00, s[1] = 0x7c;  // +inf
+    expect_error(c, {kDown, "scale [0, 0] is inf"});
+  }
+  {
+    EditableCheckpoint c("ct-fp8-dynamic");
+    c.at(kQ + ".weight").data[5] = 0xff;  // -NaN in e4m3fn
+    expect_error(c, {kQ, "FP8 code at [0, 5] is NaN"});
+  }
+}
+
+TEST(QuantErrors, TensorsOfLayersTheConfigDoesNotHave) {
+  EditableCheckpoint c("awq-w4-g128-gemm");
+  c.config["num_hidden_layers"] = 1;
+  expect_error(c, {"model.layers.1.", "beyond the config's 1 layers"});
+}
+
 // Python's own forms (named groups, inline flags) are read as Python reads them.
 TEST(QuantErrors, CompressedTensorsPythonRegexSyntax) {
   EditableCheckpoint c("ct-w4a16-g128");

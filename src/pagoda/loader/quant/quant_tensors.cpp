@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "pagoda/core/error.h"
 
@@ -113,6 +115,24 @@ void QuantWeightBuilder::set_g_idx(const SafetensorsTensor& g_idx, const std::st
   // the per-k group index is kept (as vLLM and exllama's reference path do).
   w_.g_idx = owned_.emplace_back(DType::kI32, std::initializer_list<int64_t>{k}).view();  // [K]
   for (int64_t i = 0; i < k; ++i) w_.g_idx.ptr<int32_t>()[i] = static_cast<int32_t>(word(g_idx, i));
+}
+
+std::optional<std::string> non_finite_value(const Weight& w) {
+  for (const auto& [what, t] : {std::pair{"scale", &w.scales}, std::pair{"offset", &w.offsets}}) {
+    if (t->empty() || t->dtype != DType::kF32) continue;
+    const float* v = t->ptr<float>();
+    const int64_t cols = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+    for (int64_t i = 0; i < t->numel(); ++i)
+      if (!std::isfinite(v[i]))
+        return fmt::format("{} [{}, {}] is {}", what, i / cols, i % cols, v[i]);
+  }
+  if (w.data.dtype == DType::kF8E4M3) {  // e4m3fn has no infinity; its NaN is S.1111.111
+    const auto* codes = w.data.ptr<uint8_t>();
+    const int64_t cols = w.data.ndim > 0 ? w.data.shape[w.data.ndim - 1] : 1;
+    for (int64_t i = 0; i < w.data.numel(); ++i)
+      if ((codes[i] & 0x7f) == 0x7f) return fmt::format("the FP8 code at [{}, {}] is NaN", i / cols, i % cols);
+  }
+  return std::nullopt;
 }
 
 Weight QuantWeightBuilder::finish() {

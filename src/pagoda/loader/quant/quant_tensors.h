@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ float float_at(const SafetensorsTensor& t, int64_t i);
 int64_t num_groups(const QuantLinearSource& src, int64_t group_size, const std::string& field);
 
 // The internal tensors of one quantized linear under construction ([N, ...] row-major).
+// The first value of a converted weight that no arithmetic can use, described ("scale [3, 7] is nan"): a scale or
+// offset that is not finite, or an FP8 code that is NaN. One such value turns the model's outputs into NaN (greedy
+// decoding then picks token 0 forever), so loaders refuse it, naming the tensor.
+std::optional<std::string> non_finite_value(const Weight& w);
+
 class QuantWeightBuilder {
  public:
   // data_cols: bytes per row of data (K/2 for int4, K otherwise).
