@@ -273,6 +273,21 @@ TEST(QuantErrors, NonFiniteScalesAndCodes) {
   }
 }
 
+// sym: true promises zero points of 2^(bits - 1), and vLLM's gptq_marlin never reads qzeros then. A v1 file labelled
+// gptq_v2 (zero points read 7) generated "k k k ..." here; random zero points gave other outputs than vLLM's.
+TEST(QuantErrors, GptqZeroPointsThatContradictSym) {
+  {
+    EditableCheckpoint c("gptq-w4-g128-sym");
+    c.config["quantization_config"]["checkpoint_format"] = "gptq_v2";
+    expect_error(c, {"qzeros", "zero point 7", "sym is true, which means 8", "labelled gptq_v2"});
+  }
+  {
+    EditableCheckpoint c("gptq-w4-g128-sym");
+    c.at(kDown + ".qzeros").data[0] = 0x72;  // the first column's stored z - 1: 2, so z = 3
+    expect_error(c, {kDown + ".qzeros", "zero point 3 (group 0, column 0)"});
+  }
+}
+
 TEST(QuantErrors, TensorsOfLayersTheConfigDoesNotHave) {
   EditableCheckpoint c("awq-w4-g128-gemm");
   c.config["num_hidden_layers"] = 1;

@@ -48,11 +48,20 @@ Weight convert_gptq_linear(const QuantLinearSource& src, const QuantConfig& conf
       }
     }
   const int32_t stored_offset = config.gptq_v2 ? 0 : 1;  // v1's off-by-one: the file holds z - 1
+  // sym: true means every zero point is 2^(bits - 1), and kernels that trust it (vLLM's gptq_marlin) never read
+  // qzeros: zero points that say otherwise (a v1 file labelled gptq_v2 reads 7) would give outputs no other
+  // engine gives. Refused.
+  const int32_t symmetric_zero = 1 << (bits - 1);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t c = 0; c < n / per_word; ++c) {
       const uint32_t packed = word(qzeros, g * (n / per_word) + c);
       for (int64_t j = 0; j < per_word; ++j) {
         const auto z = static_cast<int32_t>((packed >> (bits * j)) & mask) + stored_offset;
+        if (config.symmetric && z != symmetric_zero)
+          fail(src, "qzeros",
+               fmt::format("zero point {} (group {}, column {}) but quantization_config.sym is true, which means {}{}", z, g,
+                           per_word * c + j, symmetric_zero,
+                           z == symmetric_zero - 1 && config.gptq_v2 ? " (a v1 checkpoint labelled gptq_v2?)" : ""));
         out.set_zero(per_word * c + j, g, z - zero_offset);
       }
     }
