@@ -137,6 +137,22 @@ class StructuredOutputs:
                 self.assertEqual(out["error"]["param"], param, out)
                 self.assertIn(words, out["error"]["message"])
 
+    def test_a_constraint_given_up_midway_is_an_error_not_a_stop(self):
+        """A grammar too ambiguous to follow (over 4,096 parses alive at once) is found only once the output reaches
+        its ambiguous part: the request then ends as an error, never as a "stop" of truncated, invalid JSON."""
+        inner = {"anyOf": [{"type": "object", "properties": {f"k{i}": {"type": "integer"}}, "required": [f"k{i}"]}
+                           for i in range(1500)]}
+        schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}, "v": inner},
+                  "required": ["name", "v"], "additionalProperties": False}
+        body = {"prompt": "Once upon a time", "guided_json": schema, "max_tokens": 60, "seed": 0}
+        status, out = self.post("/v1/completions", body)
+        self.assertEqual(status, 400, out)
+        self.assertIn("output constraint could not be followed", out["error"]["message"])
+        events = self.server.sse("/v1/completions", dict(body, stream=True))
+        self.assertTrue(any(isinstance(e, dict) and "error" in e for e in events), events[-3:])
+        self.assertFalse(any(isinstance(e, dict) and e.get("choices") and e["choices"][0].get("finish_reason") == "stop"
+                             for e in events), events[-3:])
+
     def test_text_response_format_is_unconstrained(self):
         status, plain = self.post("/v1/completions", {"prompt": "Once", "max_tokens": 12, "temperature": 0})
         status2, text = self.post("/v1/completions", {"prompt": "Once", "max_tokens": 12, "temperature": 0,

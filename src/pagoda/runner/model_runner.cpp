@@ -234,6 +234,7 @@ void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std:
     if (st.matcher && !st.matcher->error().empty() && !st.constraint_error_logged) {
       spdlog::warn("sequence {}: output constraint ended early: {}", s.seq_id, st.matcher->error());
       st.constraint_error_logged = true;
+      out.constraint_failures.emplace(s.seq_id, st.matcher->error());
     }
     out.sampled.push_back(token);
     out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});

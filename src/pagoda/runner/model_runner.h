@@ -27,6 +27,9 @@ struct StepOutput {
   std::vector<TopLogprobs> logprobs;     // parallel to sampled; empty entries when not requested
   // Prompt-logprob entries that became available this step, per sequence (positions in order).
   std::unordered_map<SeqId, std::vector<TopLogprobs>> prompt_logprobs;
+  // Sequences whose output constraint gave up this step (ConstraintMatcher::error(): a grammar too ambiguous to
+  // follow), and why. Their text is not what the constraint asked for.
+  std::unordered_map<SeqId, std::string> constraint_failures;
   int graph_batch_size = 0;  // padded batch size of the CUDA graph replayed for this step; 0: ran eagerly
 };
 

@@ -197,7 +197,9 @@ void ConstraintMatcher::compute_mask() {
     }
     arena_.truncate(mark);
     sorted_mask_ = mask;
-    if (!key.empty()) {
+    // A search that gave up is not cached: a later request reaching this state must give up too, and say so (its
+    // cached empty mask used to end that request as if its output were complete).
+    if (!key.empty() && error_.empty()) {
       std::lock_guard lock(cache.mutex);
       if (cache.masks.size() >= CompiledConstraint::kMaxCachedMasks) cache.masks.clear();
       cache.masks.emplace(key, sorted_mask_);
