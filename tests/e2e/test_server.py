@@ -192,10 +192,19 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(events[-2]["choices"][0]["finish_reason"], "stop")
 
     def test_stop_token_ids(self):
-        out = self.complete(prompt="Once upon a time", max_tokens=40, temperature=0,
-                            stop_token_ids=[self.ref["output_ids"][3]])
-        self.assertEqual(out["usage"]["completion_tokens"], self.ref["output_ids"].index(self.ref["output_ids"][3]) + 1)
+        # As vLLM: the stopping token is counted but adds no text, and stop_reason names it.
+        stop_id = self.ref["output_ids"][3]
+        before = self.ref["output_ids"].index(stop_id)
+        out = self.complete(prompt="Once upon a time", max_tokens=40, temperature=0, stop_token_ids=[stop_id])
+        self.assertEqual(out["usage"]["completion_tokens"], before + 1)
         self.assertEqual(out["choices"][0]["finish_reason"], "stop")
+        self.assertEqual(out["choices"][0]["stop_reason"], stop_id)
+        shorter = self.complete(prompt="Once upon a time", max_tokens=before, temperature=0)
+        self.assertEqual(out["choices"][0]["text"], shorter["choices"][0]["text"])
+        events = self.server.sse("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0,
+                                                     "stop_token_ids": [stop_id], "stream": True})
+        self.assertEqual("".join(e["choices"][0]["text"] for e in events[:-1]), shorter["choices"][0]["text"])
+        self.assertEqual(events[-2]["choices"][0]["stop_reason"], stop_id)
 
     def test_n_and_seed(self):
         body = dict(prompt="Once upon a time", max_tokens=20, temperature=1.0, seed=1234, n=2)

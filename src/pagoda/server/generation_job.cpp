@@ -157,14 +157,18 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     }
     c.recent.push_back(id);
     if (c.recent.size() > 2 * kPieceContext) c.recent.erase(c.recent.begin(), c.recent.end() - kPieceContext);
-    // Read for tool calls, the text leaves out the token that stopped generation (EOS), as vLLM's does: with
-    // special tokens kept for the parser it would be text after the calls.
-    const bool stop_token = ctx_.tool_format && e.finished && e.finish_reason == FinishReason::kStop && t + 1 == e.new_token_ids.size();
+    // The token that stopped generation (EOS, or one of stop_token_ids) adds no text, as in vLLM (whose detokenizer
+    // drops it unless include_stop_str_in_output); a stop_token_ids stop names the token in stop_reason, an EOS
+    // stop leaves it null. Read for tool calls, the text would otherwise run past the calls.
+    const bool stop_token = e.finished && e.finish_reason == FinishReason::kStop && t + 1 == e.new_token_ids.size();
+    if (stop_token && !(!parsed_.params.ignore_eos && std::ranges::count(ctx_.eos_token_ids, id) > 0) &&
+        std::ranges::count(parsed_.params.stop_token_ids, id) > 0)
+      c.stop_reason = id;
     const std::string piece = c.detok && !stop_token ? c.detok->push(id) : "";
     StopMatcher::Result r = c.stop->push(piece);
     delta += r.text;
     if (r.stopped) {
-      c.stop_reason = r.stopped;
+      c.stop_reason = *r.stopped;
       ctx_.engine->cancel(c.engine_id);
       finish_choice(c, FinishReason::kStop, e);
     }
@@ -173,7 +177,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     StopMatcher::Result r = c.stop->push(c.detok ? c.detok->finish() : "");
     delta += r.text;
     if (r.stopped) {
-      c.stop_reason = r.stopped;
+      c.stop_reason = *r.stopped;
       finish_choice(c, FinishReason::kStop, e);
     } else {
       delta += c.stop->flush();
@@ -390,7 +394,7 @@ std::string GenerationJob::whole_choice_text(Choice& c) const {
     choice["text"] = text;
   }
   choice["finish_reason"] = finish_reason(c, called);
-  choice["stop_reason"] = c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+  choice["stop_reason"] = c.stop_reason;
   return dump_with_member(choice, "logprobs", logprobs);
 }
 
@@ -459,7 +463,7 @@ void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const 
     choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset, delta);
   }
   choice["finish_reason"] = finished ? json(finish_reason(c, c.tool_calls && c.tool_calls->called())) : json(nullptr);
-  choice["stop_reason"] = finished && c.stop_reason ? json(*c.stop_reason) : json(nullptr);
+  choice["stop_reason"] = finished ? c.stop_reason : json(nullptr);
   json chunk = {{"id", id_}, {"object", parsed_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
                 {"model", ctx_.model_name}, {"choices", json::array({std::move(choice)})}};
   if (parsed_.include_usage) chunk["usage"] = nullptr;

@@ -32,6 +32,7 @@ struct JobContext {
   TraceWriter* trace = nullptr;  // --trace-file; may be null
   // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
   std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
+  std::vector<TokenId> eos_token_ids;  // the model's: a stop on one of them has no stop_reason (vLLM's rule)
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -66,7 +67,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     FinishReason finish_reason = FinishReason::kNone;
     ErrorKind error_kind = ErrorKind::kNone;
     std::string error;
-    std::optional<std::string> stop_reason;
+    nlohmann::json stop_reason;  // null, the stop string matched, or the stop token id (vLLM's stop_reason)
     std::vector<LogprobEntry> logprobs;
     std::vector<TopLogprobs> prompt_logprobs;
     Usage usage;
