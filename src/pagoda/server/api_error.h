@@ -11,7 +11,10 @@ namespace pagoda::server {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string param = "", std::string type = "")
-      : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)) {}
+      : std::runtime_error(message), status_(status), message_(std::move(message)), param_(std::move(param)),
+        type_(std::move(type)) {}
+  // The whole message (what() stops at a NUL byte, which a client's own text may hold).
+  const std::string& message() const { return message_; }
   int status() const { return status_; }
   const std::string& param() const { return param_; }
   // 429 and 503: the Retry-After header, in whole seconds.
@@ -37,13 +40,13 @@ class ApiError : public std::runtime_error {
   }
   nlohmann::json to_json() const {
     return {{"error",
-             {{"message", what()}, {"type", type()}, {"param", param_.empty() ? nlohmann::json(nullptr) : nlohmann::json(param_)},
+             {{"message", message_}, {"type", type()}, {"param", param_.empty() ? nlohmann::json(nullptr) : nlohmann::json(param_)},
               {"code", status_}}}};
   }
 
  private:
   int status_;
-  std::string param_, type_, allow_;
+  std::string message_, param_, type_, allow_;
   int retry_after_s_ = 1;
 };
 

@@ -53,8 +53,9 @@ int64_t integer(const json& o, const char* field, int64_t fallback, int64_t lo =
   }
   if (!v.is_number_float()) bad(field, expected);
   const double d = v.get<double>();
-  // [-2^63, 2^63) is what int64_t holds; the bounds are compared as doubles only inside it.
-  if (!(d >= -0x1p63 && d < 0x1p63) || d != std::floor(d)) bad(field, expected);
+  // A float is an integer only where doubles hold every integer, |d| <= 2^53 (-9223372036854775809 reads as -2^63);
+  // the bounds are compared as doubles only inside that range.
+  if (!(std::fabs(d) <= 0x1p53) || d != std::floor(d)) bad(field, expected);
   const auto i = static_cast<int64_t>(d);
   if (i < lo || i > hi) bad(field, expected);
   return i;
