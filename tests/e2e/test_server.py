@@ -206,6 +206,25 @@ class ServerTest(unittest.TestCase):
         self.assertEqual("".join(e["choices"][0]["text"] for e in events[:-1]), shorter["choices"][0]["text"])
         self.assertEqual(events[-2]["choices"][0]["stop_reason"], stop_id)
 
+    def test_vllm_output_fields(self):
+        # include_stop_str_in_output keeps the stop string (and a stop token's text); truncate_prompt_tokens keeps the
+        # prompt's last k tokens; fields Pagoda cannot honour are 400s, never ignored (they were).
+        base = dict(prompt="Once upon a time", max_tokens=40, temperature=0)
+        full = self.complete(**base)["choices"][0]["text"]
+        stop = full[10:14]
+        out = self.complete(**base, stop=[stop], include_stop_str_in_output=True)["choices"][0]
+        self.assertEqual(out["text"], full[:full.index(stop) + len(stop)])
+        self.assertEqual(out["stop_reason"], stop)
+        long_prompt = "Once upon a time there was a little girl named Lily. " * 4
+        short = self.complete(prompt=long_prompt, max_tokens=1, temperature=0, truncate_prompt_tokens=5)
+        self.assertEqual(short["usage"]["prompt_tokens"], 5)
+        echo = self.complete(prompt=long_prompt, max_tokens=1, temperature=0, truncate_prompt_tokens=5, echo=True)
+        self.assertLess(len(echo["choices"][0]["text"]), len(long_prompt))  # the tokens the model saw
+        for field, value in (("min_tokens", 5), ("prompt_logprobs", 1), ("truncate_prompt_tokens", 0)):
+            status, err = self.server.post("/v1/completions", dict(base, **{field: value}))
+            assert_error(self, status, err, 400, field)
+        self.assertEqual(self.complete(**base, min_tokens=0)["choices"][0]["text"], full)
+
     def test_n_and_seed(self):
         body = dict(prompt="Once upon a time", max_tokens=20, temperature=1.0, seed=1234, n=2)
         a = self.complete(**body)

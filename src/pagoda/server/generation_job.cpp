@@ -57,7 +57,9 @@ void GenerationJob::start() {
   for (size_t p = 0; p < requests_.size(); ++p) {
     if (parsed_.echo) {
       const PromptInput& in = parsed_.prompts[p];
-      prompt_texts_.push_back(in.text ? *in.text
+      // (a truncated prompt echoes the tokens the model saw)
+      const bool truncated = in.ids.size() != requests_[p].prompt_ids.size() || parsed_.truncate_prompt_tokens != 0;
+      prompt_texts_.push_back(in.text && !truncated ? *in.text
                               : ctx_.tokenizer ? ctx_.tokenizer->decode(requests_[p].prompt_ids, parsed_.skip_special_tokens)
                                                : "");
       prompt_chars_.push_back(utf8::char_count(prompt_texts_.back()));
@@ -164,10 +166,12 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     if (stop_token && !(!parsed_.params.ignore_eos && std::ranges::count(ctx_.eos_token_ids, id) > 0) &&
         std::ranges::count(parsed_.params.stop_token_ids, id) > 0)
       c.stop_reason = id;
-    const std::string piece = c.detok && !stop_token ? c.detok->push(id) : "";
+    const bool keep_token_text = !stop_token || parsed_.include_stop_str_in_output;
+    const std::string piece = c.detok && keep_token_text ? c.detok->push(id) : "";
     StopMatcher::Result r = c.stop->push(piece);
     delta += r.text;
     if (r.stopped) {
+      if (parsed_.include_stop_str_in_output) delta += *r.stopped;
       c.stop_reason = *r.stopped;
       ctx_.engine->cancel(c.engine_id);
       finish_choice(c, FinishReason::kStop, e);
@@ -177,6 +181,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     StopMatcher::Result r = c.stop->push(c.detok ? c.detok->finish() : "");
     delta += r.text;
     if (r.stopped) {
+      if (parsed_.include_stop_str_in_output) delta += *r.stopped;
       c.stop_reason = *r.stopped;
       finish_choice(c, FinishReason::kStop, e);
     } else {

@@ -156,6 +156,10 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
   r.cache_salt = string(o, "cache_salt");
   r.user = string(o, "user");
   r.skip_special_tokens = boolean(o, "skip_special_tokens", true);
+  r.include_stop_str_in_output = boolean(o, "include_stop_str_in_output", false);
+  // vLLM's: keep the prompt's last k tokens (-1: as many as the context holds with one token to generate).
+  r.truncate_prompt_tokens = integer(o, "truncate_prompt_tokens", 0, -1, std::numeric_limits<int32_t>::max());
+  if (r.truncate_prompt_tokens == 0 && present(o, "truncate_prompt_tokens")) bad("truncate_prompt_tokens", "-1 or >= 1");
   const char* max_field = r.chat && present(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (present(o, max_field)) {
     p.max_tokens = static_cast<int>(integer(o, max_field, 0, 1, std::numeric_limits<int32_t>::max()));

@@ -305,6 +305,12 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
         throw ApiError(400, fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab), "logit_bias");
   }
   const int context = options_.max_model_len;
+  if (parsed.truncate_prompt_tokens != 0) {  // vLLM's: the prompt's last k tokens (-1: all the context can hold)
+    const size_t keep = parsed.truncate_prompt_tokens > 0 ? static_cast<size_t>(parsed.truncate_prompt_tokens)
+                                                          : static_cast<size_t>(std::max(1, context - 1));
+    for (PromptInput& p : parsed.prompts)
+      if (p.ids.size() > keep) p.ids.erase(p.ids.begin(), p.ids.end() - static_cast<std::ptrdiff_t>(keep));
+  }
   parsed.params.constraint = constraints_.compile(parsed.constraint);
   std::vector<GenerateRequest> requests;
   for (const PromptInput& p : parsed.prompts) {

@@ -21,7 +21,8 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kCommon[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "ignore_eos", "logit_bias", "stop_token_ids", "n", "stream", "stream_options",
-    "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens",
+    "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens", "include_stop_str_in_output",
+    "truncate_prompt_tokens",
     // output_constraint_fields.cpp
     "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern",
     "structured_outputs"};
@@ -61,6 +62,12 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
       if (!integral || v.get<double>() < 1) refuse(name, "must be an integer of at least 1");
       const double n = o.contains("n") && o["n"].is_number() ? o["n"].get<double>() : 1;
       if (v.get<double>() > n) refuse(name, "best_of above n is not supported (ranking extra samples by logprob)");
+    } else if (name == "min_tokens") {
+      // vLLM keeps EOS and stop tokens out until min_tokens are generated; Pagoda does not, so it refuses rather
+      // than return an output that ignores the request.
+      if (!(v.is_null() || (v.is_number() && v.get<double>() == 0))) refuse(name, "min_tokens is not supported");
+    } else if (name == "prompt_logprobs") {
+      if (!v.is_null()) refuse(name, "prompt_logprobs is not supported; ask for echo with logprobs (completions)");
     } else if (name == "suffix") {
       if (!is_empty(v)) refuse(name, "suffix is not supported");
     } else if (name == "use_beam_search") {
