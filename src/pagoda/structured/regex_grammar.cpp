@@ -224,7 +224,11 @@ class Parser {
       out = static_cast<int>(v);
       return j > start;
     };
-    if (!number(min)) return false;
+    // Python's forms: {n}, {n,}, {n,m}, and {,m} / {,} with the lower bound omitted (0); anything else is literal.
+    if (!number(min)) {
+      if (j >= p_.size() || p_[j] != ',') return false;
+      min = 0;
+    }
     max = min;
     if (j < p_.size() && p_[j] == ',') {
       ++j;

@@ -234,14 +234,15 @@ TEST(OpenAiRequest, NestingDeeperThanTheLimitIs400) {
 // "last value wins" rule as before.
 TEST(OpenAiRequest, ManyKeysParseInLinearTime) {
   std::string body = R"({"prompt": "x", "junk": {)";
-  for (int i = 0; i < 200000; ++i) body += fmt::format("{}\"k{}\": {}", i ? ", " : "", i, i);
+  for (int i = 0; i < 100000; ++i) body += fmt::format("{}\"k{}\": {}", i ? ", " : "", i, i);
   body += "}}";
   const auto t0 = std::chrono::steady_clock::now();
   const nlohmann::ordered_json o = parse_json_object(body);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));  // (before: about 40 s)
-  ASSERT_EQ(o["junk"].size(), 200000u);
+  // (0.2 s here, about 1 s under ASan; before: about 10 s, quadratic)
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  ASSERT_EQ(o["junk"].size(), 100000u);
   EXPECT_EQ(o["junk"].begin().key(), "k0");
-  EXPECT_EQ((--o["junk"].end()).key(), "k199999");
+  EXPECT_EQ((--o["junk"].end()).key(), "k99999");
   const nlohmann::ordered_json d = parse_json_object(R"({"b": 1, "a": [1, {"z": 0, "y": 1}], "b": 2})");
   EXPECT_EQ(d.dump(), R"({"b":2,"a":[1,{"z":0,"y":1}]})");  // the first position, the last value
   EXPECT_EQ(parse_ordered_json(R"([1, "x", null, true, 2.5, -3])").dump(), R"([1,"x",null,true,2.5,-3])");

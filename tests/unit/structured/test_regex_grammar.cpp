@@ -101,6 +101,18 @@ TEST(RegexGrammar, UnicodeClassesAndMultiByteCharacters) {
   EXPECT_FALSE(alive);
 }
 
+// Python reads a{,3} as a{0,3} and a{,} as a*; {} and a brace without a count are literal (found by a hostile sweep:
+// a{,3}b was read as the text "a{,3}b").
+TEST(RegexGrammar, PythonsOmittedLowerBound) {
+  const auto c = compile_constraint(regex_grammar("a{,3}b"), no_vocab(), "regex");
+  for (const char* s : {"b", "ab", "aaab"}) EXPECT_TRUE(full_match(c, s)) << s;
+  for (const char* s : {"aaaab", "a{,3}b"}) EXPECT_FALSE(full_match(c, s)) << s;
+  const auto any = compile_constraint(regex_grammar("xa{,}"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(any, "xaaaaa"));
+  const auto literal = compile_constraint(regex_grammar("a{}b{x}"), no_vocab(), "regex");
+  EXPECT_TRUE(full_match(literal, "a{}b{x}"));
+}
+
 TEST(RegexGrammar, RefusesWhatAGrammarCannotExpress) {
   for (const char* p : {"(a)\\1", "a(?=b)", "a(?!b)", "\\bword", "a{3,2}", "(ab", "ab)", "*a", "[z-a]", "a$b"}) {
     SCOPED_TRACE(p);
