@@ -184,13 +184,13 @@ void Engine::check(const GenerateRequest& request) const {
   for (const auto& [t, bias] : request.params.logit_bias)
     if (t < 0 || t >= vocab)
       throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
-  scheduler_.check(sequence_request(0, request, 0));
+  scheduler_.check(std::ssize(request.prompt_ids), request.params.max_tokens, request.tenant);
 }
 
 void Engine::admit(Pending p) {
   const int num_prompt = static_cast<int>(p.request.prompt_ids.size());
   try {
-    check(p.request);
+    check(p.request);  // (add() repeats the scheduler's part of it: a few comparisons)
     // The submission time on the scheduler's clock (Scheduler::steady_seconds): the slo policy's TTFT counts
     // the time in the inbox too.
     scheduler_.add(sequence_request(p.id, p.request, std::chrono::duration<double>(p.submitted_at.time_since_epoch()).count()));

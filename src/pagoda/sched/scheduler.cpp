@@ -48,17 +48,16 @@ double Scheduler::steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void Scheduler::check(const SequenceRequest& request) const {
-  const int64_t num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
+void Scheduler::check(int64_t num_prompt, int max_tokens, const TenantKv& tenant) const {
   if (num_prompt == 0) throw InvalidRequest("the prompt is empty");
-  if (request.max_tokens < 1) throw InvalidRequest(fmt::format("max_tokens must be >= 1, got {}", request.max_tokens));
+  if (max_tokens < 1) throw InvalidRequest(fmt::format("max_tokens must be >= 1, got {}", max_tokens));
   if (num_prompt + 1 > config_.max_model_len) {
     throw InvalidRequest(fmt::format("the prompt has {} tokens; with one generated token that exceeds max_model_len {}",
                                      num_prompt, config_.max_model_len));
   }
   // The last generated token is sampled, never computed, so it needs no KV slot. A sequence that could
   // outgrow the whole pool would preempt itself forever: reject it now.
-  const int64_t max_len = std::min<int64_t>(num_prompt + request.max_tokens, config_.max_model_len);
+  const int64_t max_len = std::min<int64_t>(num_prompt + max_tokens, config_.max_model_len);
   const int num_blocks_needed = block_manager_.num_blocks_for(static_cast<int>(max_len - 1));
   if (num_blocks_needed > block_manager_.num_blocks()) {
     throw InvalidRequest(fmt::format(
@@ -67,14 +66,14 @@ void Scheduler::check(const SequenceRequest& request) const {
         num_blocks_needed, num_prompt, max_len - num_prompt, block_manager_.block_size(), block_manager_.num_blocks(),
         static_cast<int64_t>(block_manager_.num_blocks()) * block_manager_.block_size()));
   }
-  if (request.tenant.kv_cap > 0 && num_blocks_needed > quota_blocks(request.tenant.kv_cap)) {
+  if (tenant.kv_cap > 0 && num_blocks_needed > quota_blocks(tenant.kv_cap)) {
     throw InvalidRequest(fmt::format("the request needs up to {} KV blocks but tenant '{}' may hold {} (kv_cap)",
-                                     num_blocks_needed, request.tenant.name, quota_blocks(request.tenant.kv_cap)));
+                                     num_blocks_needed, tenant.name, quota_blocks(tenant.kv_cap)));
   }
 }
 
 void Scheduler::add(SequenceRequest request) {
-  check(request);
+  check(std::ssize(request.prompt_token_ids), request.max_tokens, request.tenant);
   if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));
   tenant_quotas_ = tenant_quotas_ || request.tenant.has_quota();
 

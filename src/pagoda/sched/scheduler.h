@@ -48,7 +48,7 @@ class Scheduler {
   // max_tokens < 1, prompt + 1 > max_model_len, more KV blocks than the pool holds or than its tenant's kv_cap.
   // Reads only the configuration and the pool's size, so any thread may call it (the server does, before a
   // stream's 200).
-  void check(const SequenceRequest& request) const;
+  void check(int64_t num_prompt_tokens, int max_tokens, const TenantKv& tenant) const;
   // Finishes a waiting or running sequence at once and frees its blocks (its length is not recorded in
   // output_lengths()). False for an unknown id.
   // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any

@@ -28,7 +28,7 @@ structured::Grammar grammar_of(const OutputConstraint& c) {
     case OutputConstraint::Kind::kJsonObject:
       return structured::json_object_grammar();
     case OutputConstraint::Kind::kJsonSchema:
-      return structured::json_schema_grammar(parse_ordered_json(c.spec));
+      return structured::json_schema_grammar(parse_ordered_json(c.spec, RequestLimits{}.max_json_depth));
     case OutputConstraint::Kind::kRegex:
       return structured::regex_grammar(c.spec);
     case OutputConstraint::Kind::kChoice:

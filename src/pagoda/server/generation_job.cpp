@@ -168,21 +168,13 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
       c.stop_reason = id;
     const bool keep_token_text = !stop_token || parsed_.include_stop_str_in_output;
     const std::string piece = c.detok && keep_token_text ? c.detok->push(id) : "";
-    StopMatcher::Result r = c.stop->push(piece);
-    delta += r.text;
-    if (r.stopped) {
-      if (parsed_.include_stop_str_in_output) delta += *r.stopped;
-      c.stop_reason = *r.stopped;
+    if (stopped_by_string(c, c.stop->push(piece), delta)) {
       ctx_.engine->cancel(c.engine_id);
       finish_choice(c, FinishReason::kStop, e);
     }
   }
   if (!c.finished && e.finished) {
-    StopMatcher::Result r = c.stop->push(c.detok ? c.detok->finish() : "");
-    delta += r.text;
-    if (r.stopped) {
-      if (parsed_.include_stop_str_in_output) delta += *r.stopped;
-      c.stop_reason = *r.stopped;
+    if (stopped_by_string(c, c.stop->push(c.detok ? c.detok->finish() : ""), delta)) {
       finish_choice(c, FinishReason::kStop, e);
     } else {
       delta += c.stop->flush();
@@ -212,6 +204,14 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
     }
   }
   if (num_finished_ == choices_.size()) complete();
+}
+
+bool GenerationJob::stopped_by_string(Choice& c, const StopMatcher::Result& r, std::string& delta) const {
+  delta += r.text;
+  if (!r.stopped) return false;
+  if (parsed_.include_stop_str_in_output) delta += *r.stopped;
+  c.stop_reason = *r.stopped;
+  return true;
 }
 
 void GenerationJob::finish_choice(Choice& c, FinishReason reason, const RequestEvent& e) {

@@ -82,6 +82,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void on_event(size_t c, const RequestEvent& e);
   // `e`: the event that ended the choice (its time is the finish time).
   void finish_choice(Choice& c, FinishReason reason, const RequestEvent& e);
+  // Adds the matcher's released text to `delta`; when a stop string matched, also it (include_stop_str_in_output)
+  // and sets the choice's stop_reason, and returns true.
+  bool stopped_by_string(Choice& c, const StopMatcher::Result& r, std::string& delta) const;
   void trace_choice(Choice& c, Clock::time_point finished);
   void cancel_all();
   void complete();

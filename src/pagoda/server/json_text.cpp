@@ -105,7 +105,11 @@ class OrderedBuilder {
 
 }  // namespace
 
-nlohmann::ordered_json parse_ordered_json(std::string_view text) {
+JsonTooDeep::JsonTooDeep(int max_depth)
+    : std::runtime_error("JSON nested deeper than " + std::to_string(max_depth) + " levels"), max_depth(max_depth) {}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, int max_depth) {
+  if (json_nesting_depth(text, max_depth) > max_depth) throw JsonTooDeep(max_depth);
   OrderedBuilder builder;
   json::sax_parse(text, &builder);
   return builder.take();

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
 #include <string_view>
 
 namespace pagoda::server {
@@ -14,9 +15,16 @@ namespace pagoda::server {
 // it exceeds `limit`: linear, and no recursion.
 int json_nesting_depth(std::string_view text, int limit);
 
+// What parse_ordered_json throws for text nested deeper than its bound (checked before anything parses or recurses).
+class JsonTooDeep : public std::runtime_error {
+ public:
+  explicit JsonTooDeep(int max_depth);
+  int max_depth;
+};
+
 // Parses `text` in time linear in its size; a key given twice keeps its last value (as nlohmann, Python and
-// pydantic do). Throws nlohmann::json::parse_error or out_of_range (a number beyond double's range) as
-// nlohmann::json::parse does. Callers bound the nesting first (json_nesting_depth).
-nlohmann::ordered_json parse_ordered_json(std::string_view text);
+// pydantic do). Throws JsonTooDeep when arrays and objects nest deeper than `max_depth`, and
+// nlohmann::json::parse_error or out_of_range (a number beyond double's range) as nlohmann::json::parse does.
+nlohmann::ordered_json parse_ordered_json(std::string_view text, int max_depth);
 
 }  // namespace pagoda::server

@@ -182,12 +182,12 @@ json template_tool_calls(const json& calls, const std::string& field) {
     if (!present(fn, "arguments") || (fn["arguments"].is_string() && fn["arguments"].get<std::string>().empty())) {
       fn["arguments"] = json::object();
     } else if (fn["arguments"].is_string()) {
-      const std::string& text = fn["arguments"].get_ref<const std::string&>();
       json args;
-      try {
-        if (json_nesting_depth(text, RequestLimits{}.max_json_depth) > RequestLimits{}.max_json_depth) throw std::exception();
-        args = parse_ordered_json(text);
-      } catch (const std::exception&) {
+      try {  // (a JSON text inside the body: bounded as deep as a body by default)
+        args = parse_ordered_json(fn["arguments"].get_ref<const std::string&>(), RequestLimits{}.max_json_depth);
+      } catch (const JsonTooDeep&) {
+        bad(where + ".function.arguments", fmt::format("a JSON object nested at most {} levels deep", RequestLimits{}.max_json_depth));
+      } catch (const json::exception&) {
         bad(where + ".function.arguments", "a JSON object as a string");
       }
       fn["arguments"] = std::move(args);
@@ -201,11 +201,11 @@ json template_tool_calls(const json& calls, const std::string& field) {
 }  // namespace
 
 json parse_json_object(const std::string& body, int max_depth) {
-  if (json_nesting_depth(body, max_depth) > max_depth)
-    throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", max_depth));
   json o;
   try {
-    o = parse_ordered_json(body);
+    o = parse_ordered_json(body, max_depth);
+  } catch (const JsonTooDeep&) {
+    throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", max_depth));
   } catch (const json::parse_error& e) {
     throw ApiError(400, fmt::format("the request body is not valid JSON (at byte {})", e.byte));
   } catch (const json::out_of_range&) {  // a number beyond double's range, such as 1e400

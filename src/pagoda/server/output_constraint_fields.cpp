@@ -22,12 +22,11 @@ bool given(const json& o, const char* key) { return o.contains(key) && !o[key].i
 std::string schema_text(const json& v, const std::string& field) {
   if (v.is_object() || v.is_boolean()) return v.dump();
   if (v.is_string()) {
-    const std::string& text = v.get_ref<const std::string&>();
     json parsed;
-    try {  // bounded as a body is (RequestLimits::max_json_depth), before anything recurses over it
-      if (json_nesting_depth(text, RequestLimits{}.max_json_depth) > RequestLimits{}.max_json_depth)
-        bad(field, fmt::format("a JSON schema nested at most {} levels deep", RequestLimits{}.max_json_depth));
-      parsed = parse_ordered_json(text);
+    try {  // (a JSON text inside the body: bounded as deep as a body by default, before anything recurses over it)
+      parsed = parse_ordered_json(v.get_ref<const std::string&>(), RequestLimits{}.max_json_depth);
+    } catch (const JsonTooDeep& e) {
+      bad(field, fmt::format("a JSON schema nested at most {} levels deep", e.max_depth));
     } catch (const json::exception&) {
       bad(field, "a JSON schema (an object)");
     }

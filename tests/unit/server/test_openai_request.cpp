@@ -245,7 +245,8 @@ TEST(OpenAiRequest, ManyKeysParseInLinearTime) {
   EXPECT_EQ((--o["junk"].end()).key(), "k99999");
   const nlohmann::ordered_json d = parse_json_object(R"({"b": 1, "a": [1, {"z": 0, "y": 1}], "b": 2})");
   EXPECT_EQ(d.dump(), R"({"b":2,"a":[1,{"z":0,"y":1}]})");  // the first position, the last value
-  EXPECT_EQ(parse_ordered_json(R"([1, "x", null, true, 2.5, -3])").dump(), R"([1,"x",null,true,2.5,-3])");
+  EXPECT_EQ(parse_ordered_json(R"([1, "x", null, true, 2.5, -3])", 4).dump(), R"([1,"x",null,true,2.5,-3])");
+  EXPECT_THROW(parse_ordered_json("[[[[[1]]]]]", 4), JsonTooDeep);
 }
 
 // A body that is not JSON says where it stops being JSON; a number beyond double's range says so (both were "not
