@@ -106,11 +106,6 @@ void GenerationJob::cancel_all() {
     if (!c.finished) ctx_.engine->cancel(c.engine_id);
 }
 
-std::string GenerationJob::token_text(std::span<const TokenId> context, TokenId id) const {
-  if (ctx_.tokenizer == nullptr) return fmt::format("token_id:{}", id);
-  return token_piece(*ctx_.tokenizer, context, id);
-}
-
 GenerationJob::LogprobEntry GenerationJob::logprob_entry(std::span<const TokenId> context, TokenId id,
                                                          const TopLogprobs& top) const {
   std::optional<TokenPieces> pieces;  // the context decoded once for the token and its alternatives
@@ -118,6 +113,7 @@ GenerationJob::LogprobEntry GenerationJob::logprob_entry(std::span<const TokenId
   const auto text = [&](TokenId t) { return pieces ? pieces->piece(t) : fmt::format("token_id:{}", t); };
   LogprobEntry e;
   e.token = text(id);
+  e.bytes = pieces ? pieces->bytes(id) : e.token;
   e.special = ctx_.tokenizer != nullptr && ctx_.tokenizer->is_special(id);
   e.logprob = NAN;
   for (const TokenLogprob& t : top)
@@ -250,15 +246,8 @@ std::vector<GenerationJob::LogprobEntry> GenerationJob::echo_logprobs(const Choi
   const std::vector<TokenId>& ids = requests_[c.prompt].prompt_ids;
   for (size_t j = 0; j < ids.size(); ++j) {
     const std::span<const TokenId> context(ids.data() + (j > kPieceContext ? j - kPieceContext : 0), ids.data() + j);
-    if (j == 0 || j >= c.prompt_logprobs.size()) {
-      LogprobEntry e;
-      e.token = token_text(context, ids[j]);
-      e.special = ctx_.tokenizer != nullptr && ctx_.tokenizer->is_special(ids[j]);
-      e.logprob = NAN;
-      out.push_back(std::move(e));
-    } else {
-      out.push_back(logprob_entry(context, ids[j], c.prompt_logprobs[j]));
-    }
+    const bool scored = j > 0 && j < c.prompt_logprobs.size();  // the first token has no logprob
+    out.push_back(logprob_entry(context, ids[j], scored ? c.prompt_logprobs[j] : TopLogprobs{}));
   }
   return out;
 }
@@ -276,13 +265,23 @@ struct CompletionItem {
 // The items of `entries` in order; `text` is the response text from the first entry on, starting at `text_offset`.
 template <typename Entries, typename Fn>
 void for_each_completion_item(const Entries& entries, size_t text_offset, std::string_view text, Fn&& fn) {
-  size_t local = 0, chars = 0;  // into text: bytes, and the characters they hold
+  // Walks the entries' bytes along `text`: `local` bytes in, holding `chars` characters (counted at their first
+  // byte), `pending` more bytes of the last one to come. A token inside a character (a byte-fallback token's
+  // second byte of three) stands at that character's offset.
+  size_t local = 0, chars = 0, pending = 0;
   for (const auto& e : entries) {
     CompletionItem item;
     item.token = &e.token;
-    item.text_offset = text_offset + chars;
-    const size_t advance = text_advance(text, local, e.token, e.special);  // the token's piece, or all but its space
-    chars += utf8::char_count(std::string_view(e.token).substr(e.token.size() - advance));
+    item.text_offset = text_offset + chars - (pending > 0 ? 1 : 0);
+    const size_t advance = text_advance(text, local, e.bytes, e.special);  // the token's bytes, or all but its space
+    for (const char byte : std::string_view(e.bytes).substr(e.bytes.size() - advance)) {
+      if (utf8::is_continuation(byte) && pending > 0) {
+        --pending;
+      } else {
+        ++chars;
+        pending = utf8::sequence_length(byte) - 1;
+      }
+    }
     local += advance;
     const bool prompt_start = std::isnan(e.logprob) && e.top.empty();
     item.token_logprob = prompt_start ? json(nullptr) : logprob_value(e.logprob);
@@ -298,7 +297,7 @@ template <typename Entry>
 json chat_item(const Entry& e) {
   json top = json::array();
   for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", logprob_value(lp)}, {"bytes", bytes_of(tok)}});
-  return {{"token", e.token}, {"logprob", logprob_value(e.logprob)}, {"bytes", bytes_of(e.token)}, {"top_logprobs", std::move(top)}};
+  return {{"token", e.token}, {"logprob", logprob_value(e.logprob)}, {"bytes", bytes_of(e.bytes)}, {"top_logprobs", std::move(top)}};
 }
 
 // `object` dumped with one more member, `key`, whose value is the JSON text `raw`, in the place dump() would give

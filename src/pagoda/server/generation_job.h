@@ -49,6 +49,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  private:
   struct LogprobEntry {
     std::string token;  // the token's piece in its context (tokenizer/token_piece.h)
+    std::string bytes;  // what it adds to the text, broken UTF-8 kept (TokenPieces::bytes): text_offset walks these
     bool special = false;
     float logprob = 0;
     std::vector<std::pair<std::string, float>> top;
@@ -90,7 +91,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void complete();
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
-  std::string token_text(std::span<const TokenId> context, TokenId id) const;
   // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text. Offsets
   // count characters (code points), as OpenAI's and vLLM's do.
   nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,

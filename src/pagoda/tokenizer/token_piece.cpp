@@ -22,6 +22,18 @@ std::string TokenPieces::piece(TokenId id) const {
   return tokenizer_.decode(alone, /*skip_special_tokens=*/false);
 }
 
+std::string TokenPieces::bytes(TokenId id) const {
+  std::vector<TokenId> ids = ids_;
+  ids.pop_back();
+  if (!prefix_bytes_) prefix_bytes_ = tokenizer_.decode_bytes(ids);
+  ids.push_back(id);
+  const std::string full = tokenizer_.decode_bytes(ids);
+  if (full.size() >= prefix_bytes_->size() && full.compare(0, prefix_bytes_->size(), *prefix_bytes_) == 0)
+    return full.substr(prefix_bytes_->size());
+  const TokenId alone[] = {id};
+  return tokenizer_.decode_bytes(alone);
+}
+
 std::string token_piece(const Tokenizer& tokenizer, std::span<const TokenId> context, TokenId id) {
   return TokenPieces(tokenizer, context).piece(id);
 }

@@ -2,6 +2,7 @@
 // and where it sits in the response text (completions' `text_offset`).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,11 +20,16 @@ class TokenPieces {
  public:
   TokenPieces(const Tokenizer& tokenizer, std::span<const TokenId> context);
   std::string piece(TokenId id) const;
+  // The bytes the token adds to the text, broken UTF-8 kept (Tokenizer::decode_bytes): a byte-fallback token's
+  // one byte of a character where piece() shows U+FFFD. What the response text holds of it, and what chat's
+  // `bytes` list (OpenAI's: the bytes to combine when a character spans tokens).
+  std::string bytes(TokenId id) const;
 
  private:
   const Tokenizer& tokenizer_;
   std::vector<TokenId> ids_;  // the context's tail, then one slot for the token
   std::string prefix_;        // decode of the context's tail
+  mutable std::optional<std::string> prefix_bytes_;  // decode_bytes of the context's tail, once asked for
 };
 
 // TokenPieces(tokenizer, context).piece(id), for one token.

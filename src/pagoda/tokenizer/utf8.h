@@ -21,6 +21,14 @@ inline size_t char_length(std::string_view s, size_t i) {
 
 bool is_valid(std::string_view s);
 
+inline bool is_continuation(char byte) { return (static_cast<uint8_t>(byte) & 0xC0) == 0x80; }
+
+// The length a sequence starting with `lead` claims: 1 for ASCII and for a byte that cannot start one.
+inline size_t sequence_length(char lead) {
+  const auto c = static_cast<uint8_t>(lead);
+  return c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+}
+
 // Characters in s as char_length steps them: its code points when s is valid UTF-8 (a stray byte counts one).
 // What OpenAI's and vLLM's `text_offset` count (Python string indices), not bytes.
 size_t char_count(std::string_view s);

@@ -34,6 +34,25 @@ TEST(TokenPiece, ByteLevelPiecesSpellTheText) {
   EXPECT_EQ(joined, text);
 }
 
+TEST(TokenPiece, ByteFallbackTokensGiveTheirBytes) {
+  const Tokenizer& tok = mistral_tokenizer();
+  const std::string text = "a \U0001D11E b";  // a character outside the vocabulary: four byte tokens
+  const std::vector<TokenId> ids = tok.encode(text, {});
+  std::string bytes;
+  int byte_tokens = 0;
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const TokenPieces pieces(tok, std::span(ids).first(i));
+    const std::string b = pieces.bytes(ids[i]);
+    if (b.size() == 1 && static_cast<uint8_t>(b[0]) >= 0x80) {
+      ++byte_tokens;
+      EXPECT_EQ(pieces.piece(ids[i]).find("\xEF\xBF\xBD"), 0u) << "shown as U+FFFD";
+    }
+    bytes += b;
+  }
+  EXPECT_EQ(byte_tokens, 4);
+  EXPECT_TRUE(bytes == text || bytes == " " + text) << bytes;
+}
+
 TEST(TextAdvance, MatchesTheTextAndSkipsWhatItDoesNotHold) {
   EXPECT_EQ(text_advance("Once upon", 0, "Once", false), 4u);
   EXPECT_EQ(text_advance("Once upon", 4, " upon", false), 5u);
