@@ -214,6 +214,34 @@ TEST(QuantErrors, CompressedTensorsSparseAndTransformedWeights) {
   }
 }
 
+// kv_cache_scheme is read past (the KV cache is --kv-cache-dtype's) but checked as vLLM checks it: a scheme no engine
+// serves was accepted silently (a corrupted-checkpoint sweep's {num_bits: 3, type: int, strategy: "bogus"}).
+TEST(QuantErrors, CompressedTensorsKvCacheScheme) {
+  const json fp8 = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}, {"symmetric", true}};
+  const auto with = [](json scheme, const char* key, const json& value) {
+    scheme[key] = value;
+    return scheme;
+  };
+  {
+    EditableCheckpoint c("ct-fp8-dynamic");
+    c.config["quantization_config"]["kv_cache_scheme"] = fp8;
+    TempDir dir;
+    EXPECT_NO_THROW(load_model(LoadOptions{.model_path = c.write(dir), .show_progress = false}));
+  }
+  const std::pair<json, std::vector<std::string>> bad[] = {
+      {{{"num_bits", 3}, {"type", "int"}, {"strategy", "bogus"}}, {"kv_cache_scheme.type", "\"int\" with num_bits 3"}},
+      {with(fp8, "num_bits", 4), {"kv_cache_scheme.type", "num_bits 4"}},
+      {with(fp8, "strategy", "channel"), {"kv_cache_scheme.strategy", "\"channel\""}},
+      {with(fp8, "symmetric", false), {"kv_cache_scheme.symmetric", "must be true"}},
+      {json("fp8"), {"kv_cache_scheme", "must be an object"}},
+  };
+  for (const auto& [scheme, message] : bad) {
+    EditableCheckpoint c("ct-fp8-dynamic");
+    c.config["quantization_config"]["kv_cache_scheme"] = scheme;
+    expect_error(c, message);
+  }
+}
+
 TEST(QuantErrors, CompressedTensorsUnreadableRegex) {
   EditableCheckpoint c("ct-w4a16-g128");
   c.config["quantization_config"]["ignore"] = {"lm_head", "re:*_proj"};  // nothing to repeat (Python says so too)

@@ -217,12 +217,30 @@ void check_sparsity_and_transforms(const QuantFields& f) {
   }
 }
 
+// kv_cache_scheme: a checkpoint's FP8 KV-cache scales (`k_scale` / `v_scale`), which are read past (the KV cache's
+// dtype and scales are `--kv-cache-dtype`'s). Still checked as vLLM's CompressedTensorsKVCacheMethod checks it, so a
+// scheme no engine can serve (int4, per-channel, asymmetric, garbage) is refused instead of silently taken.
+void check_kv_cache_scheme(const QuantFields& f) {
+  if (f.get("kv_cache_scheme") == nullptr) return;
+  const QuantFields kv = f.sub("kv_cache_scheme");
+  const std::string type = kv.string("type", "");
+  const int64_t bits = kv.integer("num_bits", 0);
+  if (type != "float" || bits != 8)
+    kv.fail("type", fmt::format("\"{}\" with num_bits {}: only 8-bit float KV-cache schemes exist (vLLM's rule)", type,
+                                bits));
+  const std::string strategy = kv.string("strategy", "");
+  if (strategy != "tensor" && strategy != "attn_head")
+    kv.fail("strategy", fmt::format("is \"{}\"; a KV-cache scheme is per tensor or per attention head", strategy));
+  if (!kv.boolean("symmetric", false)) kv.fail("symmetric", "must be true: KV-cache scales are symmetric");
+}
+
 }  // namespace
 
 void parse_compressed_tensors(const QuantFields& f, QuantConfig& q) {
   const std::string status = f.string("quantization_status", "compressed");
   if (status != "compressed") f.fail("quantization_status", fmt::format("is \"{}\"; expected compressed", status));
   check_sparsity_and_transforms(f);
+  check_kv_cache_scheme(f);
   const std::string format = f.string("format", "");  // a group's own "format" wins (mixed-precision)
   const QuantFields groups = f.sub("config_groups");
   for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
