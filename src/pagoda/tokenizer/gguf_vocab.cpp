@@ -3,6 +3,8 @@
 // "gpt2" = byte-level BPE with ranked merges and a regex pre-tokenizer chosen by tokenizer.ggml.pre.
 #include "pagoda/tokenizer/gguf_vocab.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "pagoda/core/error.h"
@@ -40,6 +42,15 @@ void check_consistent(const GgufVocab& vocab, const std::string& path) {
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
     throw LoadError(path, fmt::format("tokenizer has {} token types for {} tokens", vocab.token_types.size(), n));
   }
+  // SentencePiece merges in score order: a NaN compares false both ways, and the merges then came out in no order
+  // at all (a corrupted-file sweep's scores tokenized into garbage).
+  for (size_t i = 0; i < vocab.scores.size(); ++i)
+    if (!std::isfinite(vocab.scores[i]))
+      throw LoadError(path, fmt::format("tokenizer score of token {} is {}", i, vocab.scores[i]));
+  // Byte-level BPE without its merges splits every word not in the vocabulary into single bytes (a llama
+  // vocabulary relabelled gpt2 loaded and tokenized into garbage); llama.cpp refuses such a file too.
+  if (vocab.model == "gpt2" && vocab.merges.empty())
+    throw LoadError(path, "tokenizer.ggml.merges is missing or empty: a gpt2 (byte-level BPE) tokenizer needs them");
   for (auto id : {vocab.bos_token_id, vocab.eos_token_id, vocab.unk_token_id, vocab.pad_token_id, vocab.eot_token_id}) {
     if (id && (*id < 0 || static_cast<size_t>(*id) >= n)) {
       throw LoadError(path, fmt::format("special token id {} outside the {}-token vocabulary", *id, n));

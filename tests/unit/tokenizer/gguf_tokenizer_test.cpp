@@ -85,6 +85,15 @@ TEST(GgufTokenizer, Stories260KPromptsAndGenerations) {
   }
 }
 
+void expect_refused(const GgufVocab& vocab, const std::string& needle) {
+  try {
+    make_gguf_tokenizer(vocab, "x.gguf");
+    ADD_FAILURE() << "no LoadError; expected " << needle;
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST(GgufTokenizer, VocabularyErrorsNameTheSource) {
   GgufVocab vocab;
   vocab.model = "bert";
@@ -99,6 +108,18 @@ TEST(GgufTokenizer, VocabularyErrorsNameTheSource) {
   vocab.model = "llama";
   vocab.scores = {0.0f};
   EXPECT_THROW(make_gguf_tokenizer(vocab, "x.gguf"), LoadError);
+  // Found by a corrupted-file sweep, each tokenized into garbage: a NaN score (SentencePiece merges in score order),
+  // and a gpt2 vocabulary with no merges (a llama vocabulary relabelled gpt2; llama.cpp refuses it too).
+  vocab.scores = {0.0f, NAN};
+  expect_refused(vocab, "score of token 1 is nan");
+  vocab.scores = {0.0f, -1.0f};
+  EXPECT_NO_THROW(make_gguf_tokenizer(vocab, "x.gguf"));
+  vocab.model = "gpt2";
+  expect_refused(vocab, "tokenizer.ggml.merges is missing");
+  vocab.merges = {"a b"};
+  vocab.tokens = {"a", "b", "ab"};
+  vocab.scores.clear();
+  EXPECT_NO_THROW(make_gguf_tokenizer(vocab, "x.gguf"));
 }
 
 }  // namespace
