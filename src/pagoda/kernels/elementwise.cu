@@ -13,6 +13,7 @@
 #include "pagoda/kernels/activation.cuh"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/fp8_activation.cuh"
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/product_scales.cuh"
 #include "pagoda/kernels/rope_pair.cuh"
@@ -178,20 +179,54 @@ __device__ __forceinline__ void add_squares8(const F8& v, float& ss) {
   for (int j = 0; j < kVec; ++j) ss += v.v[j] * v.v[j];
 }
 
-// out = bf16(bf16(v * inv) * g) for one 8-vector.
-__device__ __forceinline__ void store_normalised8(bf16* out, F8 v, const F8& g, float inv) {
+// bf16(bf16(v * inv) * g) for one 8-vector, as the output row holds it.
+__device__ __forceinline__ F8 normalised8(F8 v, const F8& g, float inv) {
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(v.v[j] * inv) * g.v[j];
-  store8(out, v);
+  for (int j = 0; j < kVec; ++j) v.v[j] = round_bf16(round_bf16(v.v[j] * inv) * g.v[j]);
+  return v;
+}
+
+__device__ __forceinline__ float amax8(const F8& v) {
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(v.v[j]));
+  return m;
+}
+
+// The e4m3 codes of one 8-vector (fp8_activation.cuh), 8 bytes.
+__device__ __forceinline__ void store_codes8(uint8_t* dst, const F8& v, float inv) {
+  uint32_t packed[2] = {0, 0};
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) packed[j / 4] |= fp8_activation_code(v.v[j], inv) << (8 * (j % 4));
+  *reinterpret_cast<uint2*>(dst) = make_uint2(packed[0], packed[1]);
+}
+
+// Maximum over the block (every thread gets it). Its own scratch, apart from block_sum's.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_max[32];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  const int num_warps = (blockDim.x + 31) / 32;
+  v = lane < num_warps ? warp_max[lane] : 0.0f;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
 }
 
 // One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
 // Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so pass 2
 // reads back its own residual stores. With one 16-byte vector a thread (hidden <= 4096 at 512 threads),
 // the vector stays in registers and w is loaded before the reduction: one round trip to memory, not two.
+// With `quantized` (codes not null): also out's row as an FP8 linear's input, e4m3 codes and the row's scale
+// from its amax (fp8_activation.cuh), the bits quantize_fp8_rows(out) would give, without its launch and
+// its read of the row.
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
-                                bool vec, ProductScales scales) {
+                                bool vec, ProductScales scales, Fp8Activations quantized) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const float* sw = scales.rows;  // (kAdd only)
@@ -208,7 +243,13 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
     float ss = 0.0f;
     add_squares8(v, ss);
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
-    if (active) store_normalised8(orow + u * kVec, v, g, inv);
+    const F8 n = active ? normalised8(v, g, inv) : F8{};
+    if (active) store8(orow + u * kVec, n);
+    if (quantized.codes != nullptr) {
+      const float scale = fp8_activation_scale(block_max(amax8(n)));
+      if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
+      if (active) store_codes8(quantized.codes + base + u * kVec, n, __frcp_rn(scale));
+    }
     return;
   }
   float ss = 0.0f;
@@ -227,24 +268,42 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   }
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
   const bf16* src = kAdd ? rr : xr;
+  float amax = 0.0f;  // of the row as stored (quantized only)
   if (vec) {
-    for (int u = threadIdx.x; u < nv; u += blockDim.x)
-      store_normalised8(orow + u * kVec, load8(src + u * kVec), load8(w + u * kVec), inv);
+    for (int u = threadIdx.x; u < nv; u += blockDim.x) {
+      const F8 n = normalised8(load8(src + u * kVec), load8(w + u * kVec), inv);
+      store8(orow + u * kVec, n);
+      amax = fmaxf(amax, amax8(n));
+    }
   } else {
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-      store1(orow + i, round_bf16(load1(src + i) * inv) * load1(w + i));
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+      const float n = round_bf16(round_bf16(load1(src + i) * inv) * load1(w + i));
+      store1(orow + i, n);
+      amax = fmaxf(amax, fabsf(n));
+    }
+  }
+  if (quantized.codes == nullptr) return;
+  const float scale = fp8_activation_scale(block_max(amax));
+  if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
+  const float rcp = __frcp_rn(scale);
+  uint8_t* codes = quantized.codes + base;
+  if (vec) {  // each thread reads back its own stores
+    for (int u = threadIdx.x; u < nv; u += blockDim.x) store_codes8(codes + u * kVec, load8(orow + u * kVec), rcp);
+  } else {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) codes[i] = static_cast<uint8_t>(fp8_activation_code(load1(orow + i), rcp));
   }
 }
 
 template <bool kAdd>
 void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, int rows, int hidden, float eps,
-                     cudaStream_t stream, const char* name, ProductScales scales = {}) {
+                     cudaStream_t stream, const char* name, ProductScales scales, Fp8Activations quantized) {
   if (rows <= 0 || hidden <= 0) return;
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
-                   (!kAdd || aligned16(residual)) && (scales.rows == nullptr || aligned16(scales.rows));
+                   (!kAdd || aligned16(residual)) && (scales.rows == nullptr || aligned16(scales.rows)) &&
+                   (quantized.codes == nullptr || reinterpret_cast<uintptr_t>(quantized.codes) % 8 == 0);
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
   launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec,
-                scales);
+                scales, quantized);
 }
 
 // ---- RoPE ----
@@ -493,13 +552,14 @@ void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, in
   launch_gather(out, x, rows, num_rows, row_elems, stream, "gather_rows");
 }
 
-void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream) {
-  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm");
+void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,
+              Fp8Activations quantized) {
+  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm", {}, quantized);
 }
 
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream, ProductScales scales) {
-  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm", scales);
+                  cudaStream_t stream, ProductScales scales, Fp8Activations quantized) {
+  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm", scales, quantized);
 }
 
 void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling, int num_tokens,

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "pagoda/kernels/fp8_linear.h"
+
 namespace pagoda::kernels {
 
 using bf16 = __nv_bfloat16;
@@ -17,7 +19,10 @@ void embedding(bf16* out, const int32_t* ids, const bf16* table, int num_tokens,
 
 // out [R, H] = rms_norm(x) * w: fp32 sum of squares; x * rsqrt(mean + eps) rounded to bf16, then times w
 // (rounded), as transformers' LlamaRMSNorm does in bf16.
-void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream);
+// With `quantized` (elementwise.cu's rms_norm_kernel): also out as an FP8 W8A8 linear's dynamic per-token input,
+// the codes and scales quantize_fp8_rows(out) would give (fp8_linear.h), in the same kernel.
+void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,
+              Fp8Activations quantized = {});
 
 // The per-row and per-token scales of an FP8 W8A8 GEMM's unscaled sums (cuBLASLt has no outer-vector scales on
 // sm_90: fp8_linear.h), applied by the kernel that reads them: value = float(sum) * rows[n] * tokens[t]. Null
@@ -31,7 +36,7 @@ struct ProductScales {
 // With `scales`, x holds unscaled FP8 sums (ProductScales), each scaled and rounded to bf16 as the scaling pass
 // would have stored it before the addition: the same bits as scale_fp8_products followed by add_rms_norm.
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream, ProductScales scales = {});
+                  cudaStream_t stream, ProductScales scales = {}, Fp8Activations quantized = {});
 
 // Rotate-half RoPE in place on q [T, nh, hd] and k [T, nkv, hd]: for i < hd/2, angle = positions[t] *
 // inv_freq[i] (fp32), c = cos(angle) * scaling, s = sin(angle) * scaling,

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "pagoda/kernels/cuda_check.h"
+#include "pagoda/kernels/fp8_activation.cuh"
 #include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/kernels/gemm_epilogue.cuh"
 #include "pagoda/kernels/launch.cuh"
@@ -33,8 +34,6 @@ constexpr int kTileRows = 16;
 constexpr int kChunkCols = 64;
 constexpr int kBlocksPerSm = 2;         // __launch_bounds__ below
 constexpr int kMinChunksPerSlice = 4;
-constexpr float kFp8Max = 448.0f;
-constexpr float kMinScale = 1.0f / (448.0f * 512.0f);  // cpu::kMinFp8ActivationScale
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -223,7 +222,7 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
     if (threadIdx.x == 0) {
       float m = 0.0f;
       for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) m = fmaxf(m, warp_max[i]);
-      row_scale = fmaxf(__fdiv_rn(m, kFp8Max), kMinScale);
+      row_scale = fp8_activation_scale(m);
     }
     __syncthreads();
     s = row_scale;
@@ -237,8 +236,8 @@ __global__ void quantize_fp8_rows_kernel(uint8_t* __restrict__ codes, float* __r
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 f = __bfloat1622float2(h[j]);
-      const uint32_t lo = __nv_cvt_float_to_fp8(__fmul_rn(f.x, inv), __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float_to_fp8(__fmul_rn(f.y, inv), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t lo = fp8_activation_code(f.x, inv);
+      const uint32_t hi = fp8_activation_code(f.y, inv);
       packed[j / 2] |= (lo | hi << 8) << (16 * (j % 2));
     }
     *reinterpret_cast<uint2*>(out + i) = make_uint2(packed[0], packed[1]);

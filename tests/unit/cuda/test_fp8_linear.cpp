@@ -160,7 +160,7 @@ TEST(Fp8Linear, CublasLtGemmMatchesFloat64) {
   if (!k::fp8_w8a8_supported()) GTEST_SKIP() << "no FP8 tensor cores (compute capability < 8.9)";
   DeviceArray<uint8_t> workspace(size_t{32} << 20);
   cuda::Fp8Gemm gemm(nullptr, workspace.get(), workspace.size());
-  for (const Shape s : {Shape{4096, 4096}, Shape{640, 336}, Shape{48, 4112}}) {
+  for (const Shape s : {Shape{4096, 4096}, Shape{640, 336}, Shape{48, 4112}, Shape{256, 14336}}) {  // 14,336: down_proj
     RandomFp8Rows w(s.n, s.k, 3 * s.n + s.k);
     for (const int T : {17, 64, 301}) {
       QuantizedX q(random_bf16(static_cast<size_t>(T) * s.k, T + s.k), T, s.k, 0.0f);
@@ -274,6 +274,45 @@ TEST(Fp8Linear, ResidualNormAppliesTheProductScalesAsThePassWould) {
     EXPECT_EQ(res_fused.download(), res_pass.download()) << "residual";
     EXPECT_EQ(out_fused.download(), out_pass.download()) << "normed";
     EXPECT_NE(res_fused.download(), residual) << "the residual was updated";
+  }
+}
+
+// The norms that also quantize their output for the next FP8 linear (CudaOps::linear_add_rms_norm in a W8A8 model):
+// the codes and scales quantize_fp8_rows gives the same output, bit for bit, and the output itself unchanged. Hidden
+// sizes as above (one 8-vector a thread, several, the scalar path); a zero row takes the smallest scale.
+TEST(Fp8Linear, NormsQuantizeTheirOutputAsQuantizeFp8RowsWould) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const int hidden : {4096, 8200, 4096 + 16, 4100}) {
+    for (const bool add : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "hidden " << hidden << (add ? ", add_rms_norm" : ", rms_norm"));
+      const int T = 5;
+      std::vector<uint16_t> x = random_bf16(static_cast<size_t>(T) * hidden, hidden + 3);
+      for (int c = 0; c < hidden; ++c) x[static_cast<size_t>(2) * hidden + c] = 0;  // row 2: zero
+      std::vector<uint16_t> residual = random_bf16(static_cast<size_t>(T) * hidden, hidden + 4);
+      for (int c = 0; c < hidden; ++c) residual[static_cast<size_t>(2) * hidden + c] = 0;
+      const std::vector<uint16_t> norm_w = random_bf16(static_cast<size_t>(hidden), hidden + 5);
+      DeviceArray<uint16_t> d_w(norm_w), d_x(x), res_plain(residual), out_plain(x.size()), res_fused(residual),
+          out_fused(x.size());
+      DeviceArray<uint8_t> codes_plain(x.size()), codes_fused(x.size());
+      DeviceArray<float> scales_plain(T), scales_fused(T);
+      const k::Fp8Activations fused{codes_fused.get(), scales_fused.get()};
+      if (add) {
+        k::add_rms_norm(bf(res_plain.get()), bf(d_x.get()), bf(out_plain.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr);
+        k::add_rms_norm(bf(res_fused.get()), bf(d_x.get()), bf(out_fused.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr,
+                        {}, fused);
+      } else {
+        k::rms_norm(bf(out_plain.get()), bf(d_x.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr);
+        k::rms_norm(bf(out_fused.get()), bf(d_x.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr, fused);
+      }
+      k::quantize_fp8_rows(k::Fp8Activations{codes_plain.get(), scales_plain.get()}, bf(out_plain.get()), T, hidden,
+                           0.0f, nullptr);
+      EXPECT_EQ(out_fused.download(), out_plain.download()) << "normed";
+      EXPECT_EQ(res_fused.download(), res_plain.download()) << "residual";
+      EXPECT_EQ(codes_fused.download(), codes_plain.download()) << "codes";
+      const std::vector<float> got = scales_fused.download();
+      EXPECT_EQ(got, scales_plain.download()) << "scales";
+      EXPECT_EQ(got[2], cpu::kMinFp8ActivationScale) << "the zero row";
+    }
   }
 }
 

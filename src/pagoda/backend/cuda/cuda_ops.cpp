@@ -203,6 +203,7 @@ void CudaOps::Impl::arena_reset() {
   chunk = 0;
   chunk_used = 0;
   step_bytes = 0;
+  normed_fp8 = {};
 }
 
 kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w) {
@@ -220,11 +221,31 @@ kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor
 
 kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Weight& w) {
   const int T = rows_of(x), K = row_elems(x);
+  if (normed_fp8.source == x.data && normed_fp8.rows == T && normed_fp8.cols == K &&
+      w.activations != ActivationQuant::kFp8Static) {
+    const kernels::Fp8Activations a = normed_fp8.act;
+    normed_fp8 = {};
+    return a;
+  }
   kernels::Fp8Activations a{static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
                             static_cast<float*>(arena_alloc(static_cast<size_t>(T) * sizeof(float)))};
   kernels::quantize_fp8_rows(a, bf(x), T, K, w.activations == ActivationQuant::kFp8Static ? w.input_scale : 0.0f,
                              stream);
   return a;
+}
+
+kernels::Fp8Activations CudaOps::Impl::quantize_in_norm(const Tensor& out, const Weight& linear) {
+  static const bool off = [] {  // PAGODA_FP8_NORM_QUANT=0: quantized by a kernel of its own (A/B runs)
+    const char* v = std::getenv("PAGODA_FP8_NORM_QUANT");
+    return v != nullptr && v[0] == '0';
+  }();
+  normed_fp8 = {};
+  if (off || !is_fp8_rows(linear) || linear.activations == ActivationQuant::kFp8Static) return {};
+  const int T = rows_of(out), K = row_elems(out);
+  normed_fp8 = {out.data, T, K,
+                {static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
+                 static_cast<float*>(arena_alloc(static_cast<size_t>(T) * sizeof(float)))}};
+  return normed_fp8.act;
 }
 
 const float* CudaOps::Impl::device_inv_freq(const RopeParams& p) {
@@ -263,10 +284,12 @@ void CudaOps::embedding(Tensor out, Tensor ids, const Weight& table) {
 }
 
 void CudaOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
+  impl_->normed_fp8 = {};
   kernels::rms_norm(bf(out), bf(x), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
 }
 
 void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {
+  impl_->normed_fp8 = {};
   kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
 }
 
@@ -277,8 +300,9 @@ void CudaOps::linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const 
   // FP8 W8A8 on cuBLASLt: the sums stay unscaled and the norm kernel applies s_w[n] * s_x[t] as it reads them.
   const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(proj, x, w);
   if (scales.rows == nullptr) linear(proj, x, w);
+  // The norm's output goes into the next linear (QKV, gate-up); in a W8A8 model the norm also quantizes it.
   kernels::add_rms_norm(bf(residual), bf(proj), bf(out), bf(norm.data), rows_of(proj), row_elems(proj), eps,
-                        impl_->stream, scales);
+                        impl_->stream, scales, impl_->quantize_in_norm(out, w));
 }
 
 void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {

@@ -76,8 +76,12 @@ struct CudaOps::Impl {
   ~Impl();
 
   void* arena_alloc(size_t bytes);
-  // W8A8: x [T, K] as FP8 codes and per-token (or the static) scales, in the workspace.
+  // W8A8: x [T, K] as FP8 codes and per-token (or the static) scales, in the workspace: the ones the norm that
+  // wrote x already made (normed_fp8), else quantized here.
   kernels::Fp8Activations quantize_input(const Tensor& x, const Weight& w);
+  // For linear_add_rms_norm after an FP8 W8A8 linear with per-token inputs (the next linear takes its input the
+  // same way in a W8A8 model): where the norm kernel is to write its output's codes, and remembers them.
+  kernels::Fp8Activations quantize_in_norm(const Tensor& out, const Weight& linear);
   // An FP8 W8A8 weight on cuBLASLt (more tokens than the GEMV takes): out [T, N] = the unscaled sums of x's codes
   // and w's, and the scales that make them the product, for the kernel that reads them. Other weights and shapes:
   // nothing done, null scales.
@@ -100,6 +104,13 @@ struct CudaOps::Impl {
   std::vector<cuda::DeviceBuffer> chunks;
   size_t chunk = 0, chunk_used = 0, step_bytes = 0;
   bool capturing = false;
+  // The codes a norm kernel made of its output, for the one linear that reads that output next (quantize_input);
+  // forgotten when taken, at the next norm, and with the workspace.
+  struct NormedFp8 {
+    const void* source = nullptr;  // the norm's output [T, K]
+    int rows = 0, cols = 0;
+    kernels::Fp8Activations act;
+  } normed_fp8;
   bool graph_shapes = false;  // decode attention sized for max_model_len (graph capture and its warm-up)
 
   std::vector<cuda::DeviceBuffer> weight_storage;

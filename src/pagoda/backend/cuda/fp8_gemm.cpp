@@ -9,6 +9,9 @@
 // rounding (H100, FP8 Llama-3-8B offline 1,000 x 128/128: 18.7k -> 19.6k output tok/s; docs/PERFORMANCE.md).
 #include "pagoda/backend/cuda/fp8_gemm.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "pagoda/core/error.h"
@@ -59,7 +62,14 @@ const Fp8Gemm::Plan* Fp8Gemm::plan_for(int num_tokens, int n, int k) {
     const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)), "TRANSA");
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "TRANSB");
-    const int8_t fast_accum = 0;  // sums kept in fp32 throughout
+    // Hopper's FP8 MMAs accumulate in fewer bits than fp32 unless the kernel promotes its sums to fp32 registers
+    // every few K steps; "fast accumulation" skips the promotions. vLLM's FP8 GEMMs on sm_90 (CUTLASS's
+    // ...PingpongFP8FastAccum schedules for per-token x per-channel scales) all skip them, and so does this
+    // unless PAGODA_FP8_FAST_ACCUM=0 (docs/PERFORMANCE.md has the speed and the logits' drift of each).
+    static const int8_t fast_accum = [] {
+      const char* v = std::getenv("PAGODA_FP8_FAST_ACCUM");
+      return static_cast<int8_t>(v == nullptr || std::string(v) != "0");
+    }();
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
              "FAST_ACCUM");
     check_lt(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k, n, k), "layout A");
