@@ -9,6 +9,7 @@
 #include <random>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/text_file.h"
 
 namespace pagoda::bench {
 
@@ -58,8 +59,7 @@ std::vector<BenchPrompt> synthetic_prompts(const SyntheticOptions& o, const std:
 
 std::vector<BenchPrompt> jsonl_prompts(const std::string& path, int num_prompts, int default_output_len) {
   if (num_prompts < 1) throw InvalidRequest("--num-prompts must be at least 1");
-  std::ifstream in(path);
-  if (!in) throw InvalidRequest(path + ": cannot open the dataset");
+  std::ifstream in = open_text_file(path, "the dataset");
   std::vector<BenchPrompt> lines;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {

@@ -13,6 +13,7 @@
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
 #include "pagoda/core/error.h"
+#include "pagoda/core/text_file.h"
 #include "pagoda/eval/perplexity.h"
 #include "pagoda/loader/progress_bar.h"
 
@@ -27,14 +28,6 @@ struct PerplexityOptions {
   bool no_special = false;
   bool json = false;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The request that scores one chunk. Its prompt is the chunk without its last token: the prompt logprobs
 // score tokens 1 .. ctx-2, and the one generated token's logprobs, over the whole vocabulary, score the last
@@ -115,7 +108,7 @@ void run_perplexity(PerplexityOptions& o) {
   if (o.ctx_size < 3)
     throw InvalidRequest(fmt::format("--ctx-size must be at least 3 (a chunk of {} has no token in its scored "
                                      "second half)", o.ctx_size));
-  const std::string text = read_text_file(o.text_file);  // before the model loads: fail fast
+  const std::string text = read_text_file(o.text_file, "the text");  // before the model loads: fail fast
   LlmOptions lo = o.engine.llm_options();
   lo.enable_prefix_caching = false;  // a repeated chunk must be computed, not served from the cache
   if (lo.max_model_len <= 0) lo.max_model_len = o.ctx_size;  // size the KV cache for chunks, not the full context

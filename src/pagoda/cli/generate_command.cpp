@@ -10,6 +10,7 @@
 #include "pagoda/cli/request_json.h"
 #include "pagoda/cli/token_list.h"
 #include "pagoda/core/error.h"
+#include "pagoda/core/text_file.h"
 #include "pagoda/structured/choice_grammar.h"
 #include "pagoda/structured/constraint.h"
 #include "pagoda/structured/json_schema_grammar.h"
@@ -35,12 +36,6 @@ struct GenerateOptions {
   std::vector<std::string> choices;
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The output constraint the flags ask for, compiled for the model's vocabulary; null when none.
 std::shared_ptr<const structured::CompiledConstraint> output_constraint(const GenerateOptions& o, const LLM& llm) {
   const int given = !o.json_schema.empty() + !o.json_schema_file.empty() + !o.regex.empty() + !o.choices.empty();
@@ -56,7 +51,7 @@ std::shared_ptr<const structured::CompiledConstraint> output_constraint(const Ge
     grammar = structured::choice_grammar(o.choices);
     kind = "choice";
   } else {
-    const std::string text = o.json_schema.empty() ? read_text_file(o.json_schema_file) : o.json_schema;
+    const std::string text = o.json_schema.empty() ? read_text_file(o.json_schema_file, "the JSON schema") : o.json_schema;
     const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (schema.is_discarded()) throw InvalidRequest("the JSON schema is not valid JSON");
     grammar = structured::json_schema_grammar(schema);
@@ -70,8 +65,7 @@ std::shared_ptr<const structured::CompiledConstraint> output_constraint(const Ge
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 void run_prompts_file(const GenerateOptions& o, LLM& llm, const GenerateRequest& defaults) {
-  std::ifstream in(o.prompts_file);
-  if (!in) throw Error(o.prompts_file + ": cannot open");
+  std::ifstream in = open_text_file(o.prompts_file, "the prompts file");
   std::vector<GenerateRequest> requests;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {

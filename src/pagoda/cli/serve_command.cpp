@@ -9,6 +9,7 @@
 #include "pagoda/cli/engine_options.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/text_file.h"
 #include "pagoda/metrics/gpu_sampler.h"
 #include "pagoda/server/gpu_timeline.h"
 #include "pagoda/server/http_server.h"
@@ -75,16 +76,6 @@ struct StepObserverGuard {
   }
 };
 
-#if PAGODA_HAVE_CHAT_TEMPLATE
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-#endif
-
 // The model's chat template (--chat-template, else tokenizer_config.json next to the weights, else the
 // documented ChatML-like default).
 server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string& model_path, const Tokenizer* tok) {
@@ -96,7 +87,7 @@ server::ChatRenderer make_chat_renderer(const ServeOptions& o, const std::string
 #if PAGODA_HAVE_CHAT_TEMPLATE
   std::shared_ptr<ChatTemplate> tmpl;
   if (!o.chat_template.empty()) {
-    tmpl = std::make_shared<ChatTemplate>(read_file(o.chat_template), bos_text, eos_text, o.chat_template);
+    tmpl = std::make_shared<ChatTemplate>(read_text_file(o.chat_template, "the chat template"), bos_text, eos_text, o.chat_template);
   } else {
     const fs::path config = fs::path(model_path) / "tokenizer_config.json";
     std::error_code ec;

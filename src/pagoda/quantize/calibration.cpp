@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/text_file.h"
 
 namespace pagoda::quantizer {
 namespace {
@@ -23,8 +24,7 @@ std::string strip(const std::string& s) {
 }  // namespace
 
 std::vector<std::vector<TokenId>> calibration_blocks(const CalibrationOptions& options, const Tokenizer& tokenizer) {
-  std::ifstream in(options.text_file, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the calibration text", options.text_file));
+  std::ifstream in = open_text_file(options.text_file, "the calibration text");
   std::vector<TokenId> all;
   int used = 0;
   for (std::string line; used < options.num_samples && std::getline(in, line);) {
