@@ -16,9 +16,9 @@ std::ifstream open_text_file(const std::string& path, const std::string& what) {
   const std::string as = what.empty() ? "" : " " + what;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw Error(fmt::format("{}: is a directory, not a file{}", path, what.empty() ? "" : " (" + what + ")"));
+    throw InvalidRequest(fmt::format("{}: is a directory, not a file{}", path, what.empty() ? "" : " (" + what + ")"));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open{} ({})", path, as, std::strerror(errno)));
+  if (!in) throw InvalidRequest(fmt::format("{}: cannot open{} ({})", path, as, std::strerror(errno)));
   return in;
 }
 
