@@ -117,21 +117,32 @@ __device__ __forceinline__ void copy_row(bf16* dst, const bf16* src, int n, bool
   }
 }
 
-// Sum over the block (every thread gets the total). Called once per kernel: its scratch is not reused.
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
+// `op` (a sum, a maximum) over the block; every thread gets the result. Each instantiation has its own scratch,
+// used once per kernel (it is not reused).
+template <class Op>
+__device__ __forceinline__ float block_reduce(float v, Op op) {
+  __shared__ float per_warp[32];
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  if (lane == 0) warp_sums[warp] = v;
+  if (lane == 0) per_warp[warp] = v;
   __syncthreads();
   const int num_warps = (blockDim.x + 31) / 32;
-  v = lane < num_warps ? warp_sums[lane] : 0.0f;
+  v = lane < num_warps ? per_warp[lane] : 0.0f;  // 0 is the identity of both (the maximum is of |values|)
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
   return v;
 }
+
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, Add{}); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce(v, Max{}); }
 
 // ---- row copies: embedding, gather_rows ----
 
@@ -199,22 +210,6 @@ __device__ __forceinline__ void store_codes8(uint8_t* dst, const F8& v, float in
 #pragma unroll
   for (int j = 0; j < kVec; ++j) packed[j / 4] |= fp8_activation_code(v.v[j], inv) << (8 * (j % 4));
   *reinterpret_cast<uint2*>(dst) = make_uint2(packed[0], packed[1]);
-}
-
-// Maximum over the block (every thread gets it). Its own scratch, apart from block_sum's.
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_max[32];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  if (lane == 0) warp_max[warp] = v;
-  __syncthreads();
-  const int num_warps = (blockDim.x + 31) / 32;
-  v = lane < num_warps ? warp_max[lane] : 0.0f;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
 }
 
 // One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
