@@ -64,11 +64,11 @@ const Fp8Gemm::Plan* Fp8Gemm::plan_for(int num_tokens, int n, int k) {
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)), "TRANSB");
     // Hopper's FP8 MMAs accumulate in fewer bits than fp32 unless the kernel promotes its sums to fp32 registers
     // every few K steps; "fast accumulation" skips the promotions. vLLM's FP8 GEMMs on sm_90 (CUTLASS's
-    // ...PingpongFP8FastAccum schedules for per-token x per-channel scales) all skip them, and so does this
-    // unless PAGODA_FP8_FAST_ACCUM=0 (docs/PERFORMANCE.md has the speed and the logits' drift of each).
+    // ...PingpongFP8FastAccum schedules for per-token x per-channel scales) all skip them. Here the sums stay in
+    // fp32 unless PAGODA_FP8_FAST_ACCUM=1, until its speed and error are measured (.device/probe9.sh).
     static const int8_t fast_accum = [] {
       const char* v = std::getenv("PAGODA_FP8_FAST_ACCUM");
-      return static_cast<int8_t>(v == nullptr || std::string(v) != "0");
+      return static_cast<int8_t>(v != nullptr && std::string(v) == "1");
     }();
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
              "FAST_ACCUM");
