@@ -312,22 +312,31 @@ class ServerTest(unittest.TestCase):
         """The bundled vocabulary spells 日 in three byte-fallback tokens: each stands at the character's offset (not
         one character each, which put every later token past its text), and chat's `bytes` put together are the
         text's UTF-8, as OpenAI's are meant to be combined."""
-        body = {"prompt": "Hi", "max_tokens": 20, "logprobs": 0, "seed": 1, "guided_regex": "日x yz"}
-        status, out = self.server.post("/v1/completions", body)
-        self.assertEqual(status, 200, out)
-        c = out["choices"][0]
-        text, offsets, tokens = c["text"], c["logprobs"]["text_offset"], c["logprobs"]["tokens"]
-        self.assertEqual(text, "日x yz")
-        self.assertEqual(offsets[:3], [0, 0, 0], tokens)
-        for i, (t, o) in enumerate(zip(tokens, offsets)):
-            if t == "</s>":
-                self.assertEqual(o, len(text))
-            elif "\ufffd" not in t:
-                self.assertEqual(text[o:o + len(t)], t, f"token {i} {t!r} at {o}")
-        events = self.server.sse("/v1/completions", dict(body, stream=True))
-        streamed = [o for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["logprobs"]
-                    for o in e["choices"][0]["logprobs"]["text_offset"]]
-        self.assertEqual(streamed, offsets)
+        # Characters of two, three and four bytes, alone, in a row, at the start and after ASCII.
+        for want in ("日x yz", "é😀a 日b", "xy😀😀 ñ"):
+            body = {"prompt": "Hi", "max_tokens": 30, "logprobs": 0, "seed": 1, "guided_regex": want}
+            status, out = self.server.post("/v1/completions", body)
+            self.assertEqual(status, 200, out)
+            c = out["choices"][0]
+            text, offsets, tokens = c["text"], c["logprobs"]["text_offset"], c["logprobs"]["tokens"]
+            self.assertEqual(text, want)
+            self.assertEqual(offsets, sorted(offsets))
+            byte_tokens = 0
+            for i, (t, o) in enumerate(zip(tokens, offsets)):
+                if t == "</s>":
+                    self.assertEqual(o, len(text))
+                elif "\ufffd" in t:  # one byte of a character: it stands at that character
+                    byte_tokens += 1
+                    self.assertGreater(len(text[o].encode()), 1, f"token {i} at {o} of {text!r}")
+                else:
+                    self.assertEqual(text[o:o + len(t)], t, f"token {i} {t!r} at {o} of {text!r}")
+            self.assertGreater(byte_tokens, 0, tokens)
+            if want == "日x yz":
+                self.assertEqual(offsets[:3], [0, 0, 0], tokens)
+            events = self.server.sse("/v1/completions", dict(body, stream=True))
+            streamed = [o for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["logprobs"]
+                        for o in e["choices"][0]["logprobs"]["text_offset"]]
+            self.assertEqual(streamed, offsets)
         status, out = self.server.post("/v1/completions", {"prompt": "日 x", "max_tokens": 1, "logprobs": 0,
                                                            "echo": True, "seed": 1})
         self.assertEqual(status, 200, out)
@@ -341,12 +350,13 @@ class ServerTest(unittest.TestCase):
                 self.assertTrue(text[o:o + len(t)] == t or (t.startswith(" ") and text[o:o + len(t) - 1] == t[1:]),
                                 f"token {i} {t!r} at {o}: {text[o:o + len(t)]!r}")
         self.assertEqual(offsets[out["usage"]["prompt_tokens"]], len("日 x"))
-        status, out = self.server.post("/v1/chat/completions", {
-            "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 20, "logprobs": True, "seed": 1,
-            "guided_regex": "日x yz"})
-        self.assertEqual(status, 200, out)
-        content = out["choices"][0]["logprobs"]["content"]
-        self.assertEqual(bytes(b for t in content if t["token"] != "</s>" for b in t["bytes"]), "日x yz".encode())
+        for want in ("日x yz", "é😀a 日b"):
+            status, out = self.server.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 30, "logprobs": True, "seed": 1,
+                "guided_regex": want})
+            self.assertEqual(status, 200, out)
+            content = out["choices"][0]["logprobs"]["content"]
+            self.assertEqual(bytes(b for t in content if t["token"] != "</s>" for b in t["bytes"]), want.encode())
 
     def test_chat(self):
         status, out = self.server.post("/v1/chat/completions", {

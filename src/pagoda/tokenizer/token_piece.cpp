@@ -13,25 +13,29 @@ TokenPieces::TokenPieces(const Tokenizer& tokenizer, std::span<const TokenId> co
   ids_.push_back(0);
 }
 
-std::string TokenPieces::piece(TokenId id) const {
-  std::vector<TokenId> ids = ids_;
+namespace {
+
+// decode(context + id) less decode(context) = `prefix`; the token decoded alone where the context decodes
+// differently once followed by it. `decode` is the tokenizer's decode or decode_bytes.
+template <class Decode>
+std::string added_by(std::vector<TokenId> ids, TokenId id, const std::string& prefix, Decode decode) {
   ids.back() = id;
-  const std::string full = tokenizer_.decode(ids, /*skip_special_tokens=*/false);
-  if (full.size() >= prefix_.size() && full.compare(0, prefix_.size(), prefix_) == 0) return full.substr(prefix_.size());
-  const TokenId alone[] = {id};  // the context decodes differently once followed by id: the token alone
-  return tokenizer_.decode(alone, /*skip_special_tokens=*/false);
+  const std::string full = decode(std::span<const TokenId>(ids));
+  if (full.size() >= prefix.size() && full.compare(0, prefix.size(), prefix) == 0) return full.substr(prefix.size());
+  const TokenId alone[] = {id};
+  return decode(std::span<const TokenId>(alone));
+}
+
+}  // namespace
+
+std::string TokenPieces::piece(TokenId id) const {
+  return added_by(ids_, id, prefix_, [&](std::span<const TokenId> ids) { return tokenizer_.decode(ids, false); });
 }
 
 std::string TokenPieces::bytes(TokenId id) const {
-  std::vector<TokenId> ids = ids_;
-  ids.pop_back();
-  if (!prefix_bytes_) prefix_bytes_ = tokenizer_.decode_bytes(ids);
-  ids.push_back(id);
-  const std::string full = tokenizer_.decode_bytes(ids);
-  if (full.size() >= prefix_bytes_->size() && full.compare(0, prefix_bytes_->size(), *prefix_bytes_) == 0)
-    return full.substr(prefix_bytes_->size());
-  const TokenId alone[] = {id};
-  return tokenizer_.decode_bytes(alone);
+  const auto decode = [&](std::span<const TokenId> ids) { return tokenizer_.decode_bytes(ids); };
+  if (!prefix_bytes_) prefix_bytes_ = decode(std::span<const TokenId>(ids_).first(ids_.size() - 1));
+  return added_by(ids_, id, *prefix_bytes_, decode);
 }
 
 std::string token_piece(const Tokenizer& tokenizer, std::span<const TokenId> context, TokenId id) {

@@ -227,8 +227,7 @@ kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Wei
     normed_fp8 = {};
     return a;
   }
-  kernels::Fp8Activations a{static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
-                            static_cast<float*>(arena_alloc(static_cast<size_t>(T) * sizeof(float)))};
+  const kernels::Fp8Activations a = fp8_activations(T, K);
   kernels::quantize_fp8_rows(a, bf(x), T, K, w.activations == ActivationQuant::kFp8Static ? w.input_scale : 0.0f,
                              stream);
   return a;
@@ -242,10 +241,13 @@ kernels::Fp8Activations CudaOps::Impl::quantize_in_norm(const Tensor& out, const
   normed_fp8 = {};
   if (off || !is_fp8_rows(linear) || linear.activations == ActivationQuant::kFp8Static) return {};
   const int T = rows_of(out), K = row_elems(out);
-  normed_fp8 = {out.data, T, K,
-                {static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(T) * K)),
-                 static_cast<float*>(arena_alloc(static_cast<size_t>(T) * sizeof(float)))}};
+  normed_fp8 = {out.data, T, K, fp8_activations(T, K)};
   return normed_fp8.act;
+}
+
+kernels::Fp8Activations CudaOps::Impl::fp8_activations(int rows, int cols) {
+  return {static_cast<uint8_t*>(arena_alloc(static_cast<size_t>(rows) * cols)),
+          static_cast<float*>(arena_alloc(static_cast<size_t>(rows) * sizeof(float)))};
 }
 
 const float* CudaOps::Impl::device_inv_freq(const RopeParams& p) {

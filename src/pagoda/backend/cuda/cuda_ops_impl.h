@@ -82,6 +82,8 @@ struct CudaOps::Impl {
   // For linear_add_rms_norm after an FP8 W8A8 linear with per-token inputs (the next linear takes its input the
   // same way in a W8A8 model): where the norm kernel is to write its output's codes, and remembers them.
   kernels::Fp8Activations quantize_in_norm(const Tensor& out, const Weight& linear);
+  // Room in the workspace for [rows, cols] e4m3 codes and their [rows] scales.
+  kernels::Fp8Activations fp8_activations(int rows, int cols);
   // An FP8 W8A8 weight on cuBLASLt (more tokens than the GEMV takes): out [T, N] = the unscaled sums of x's codes
   // and w's, and the scales that make them the product, for the kernel that reads them. Other weights and shapes:
   // nothing done, null scales.
