@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/launch.cuh"
@@ -630,8 +631,16 @@ inline DeviceLimits device_limits() {
 }
 
 // Decode blocks wanted on the whole GPU (about 4 per SM): decode spans stop splitting beyond it, and the
-// decode workspace is bounded by it.
-inline int decode_target_blocks() { return 4 * device_limits().num_sms; }
+// decode workspace is bounded by it. PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets the 4, for measurements.
+inline int decode_blocks_per_sm() {
+  static const int per_sm = [] {
+    const char* v = std::getenv("PAGODA_DECODE_BLOCKS_PER_SM");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= 1 && n <= 16 ? n : 4;
+  }();
+  return per_sm;
+}
+inline int decode_target_blocks() { return decode_blocks_per_sm() * device_limits().num_sms; }
 
 // The plain fp32 kernel for head dims without a tensor-core path (paged_attention_generic.cu).
 // `decode`: token t is sequence t.

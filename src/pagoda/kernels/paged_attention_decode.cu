@@ -39,6 +39,7 @@ constexpr int kDecodeLongSpan = 2 * kDecodePartitionTokens;
 struct SpanRule {
   int span;       // keys a block covers for the longest sequence the grid serves (decode_spans)
   int wanted;     // blocks per (sequence, KV head row tile) that fill the GPU; 0: every sequence takes `span`
+  int long_span;  // the fewest keys a block takes past kDecodeLongContext (kDecodeLongSpan unless measuring)
 };
 // ceil(a / b) for 0 < a, b < 2^24 (a is a count of 64-key partitions) by a correctly rounded float division:
 // exact, since a non-integer a / b is at least 1 / b above the integer below it and the rounding moves it by at
@@ -59,7 +60,7 @@ __device__ __forceinline__ int sequence_span(int seq_len, SpanRule rule, int num
       per_span = max(ceil_div_small(parts, min(parts, rule.wanted)), ceil_div_small(parts, num_spans));
     span = per_span * kP;
   }
-  return seq_len > kDecodeLongContext ? max(span, kDecodeLongSpan) : span;
+  return seq_len > kDecodeLongContext ? max(span, rule.long_span) : span;
 }
 template <int D>
 constexpr size_t decode_stage_elems() {
@@ -342,6 +343,23 @@ bool span_of_longest() {
   }();
   return on;
 }
+// Measurement knobs, read once: PAGODA_DECODE_LONG_SPAN (keys, a multiple of kDecodePartitionTokens up to 4,096;
+// default kDecodeLongSpan) and PAGODA_DECODE_FP8_MANY=0 (no four-block FP8 launch: the two-block ones instead).
+int decode_long_span() {
+  static const int keys = [] {
+    const char* v = std::getenv("PAGODA_DECODE_LONG_SPAN");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= kDecodePartitionTokens && n <= 4096 && n % kDecodePartitionTokens == 0 ? n : kDecodeLongSpan;
+  }();
+  return keys;
+}
+bool decode_fp8_many_blocks() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGODA_DECODE_FP8_MANY");
+    return v == nullptr || v[0] != '0';
+  }();
+  return on;
+}
 DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int target_blocks = decode_target_blocks();
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
@@ -349,9 +367,10 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int span = parts_per_span * kDecodePartitionTokens;
   const int64_t longest = static_cast<int64_t>(num_splits) * kDecodePartitionTokens;
   const auto spans_for = [](int64_t keys, int span_keys) { return static_cast<int>((keys + span_keys - 1) / span_keys); };
+  const int long_span = decode_long_span();
   const int num_spans = std::max(spans_for(std::min<int64_t>(longest, kDecodeLongContext), span),
-                                 spans_for(longest, std::max(span, kDecodeLongSpan)));
-  return {num_spans, SpanRule{span, span_of_longest() ? 0 : wanted}};
+                                 spans_for(longest, std::max(span, long_span)));
+  return {num_spans, SpanRule{span, span_of_longest() ? 0 : wanted, long_span}};
 }
 
 template <int D, int kStages, bool kFp8, int kMinBlocks = 2>
@@ -386,7 +405,7 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, SpanRule rul
   // heads, decode alone: 1.34x the bf16 kernel at 32k context against 1.12x with five stages and two blocks;
   // at 2k context, one wave of blocks, the deeper pipeline is the faster; docs/PERFORMANCE.md).
   if constexpr (kFp8) {
-    if (blocks > 2 * static_cast<int64_t>(limits.num_sms) && n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
+    if (decode_fp8_many_blocks() && blocks > 2 * static_cast<int64_t>(limits.num_sms) && n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
       launch_decode_blocks<D, kDecodeStagesManyFp8, true, 4>(p, grid, rule, ws_acc, ws_ml, stream);
       return;
     }
