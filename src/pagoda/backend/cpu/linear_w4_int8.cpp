@@ -37,11 +37,15 @@ struct ActivationStorage {
   std::vector<int32_t> neg_sums;
 };
 
-// x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h), quantized by `rule`.
-W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, ActivationStorage& s) {
+// x [num_tokens, k] as the W4 kernels' int8 lanes (linear_w4_int8.h), quantized by `rule`; the values stored + 128
+// (prepared rows and tiles: u8 operands) or as signed bytes (`signed_values`: the streamed rows, which multiply
+// them against the unsigned codes).
+W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k, Q8Rule rule, bool signed_values,
+                                   ActivationStorage& s) {
   const int64_t chunks = w4_chunks(k), nb = k / kBlock, per_scale = q8_rule_block(rule) / kBlock;
   PAGODA_CHECK(nb % per_scale == 0, "linear_w4_int8: {} inputs are not whole blocks of {}", k, q8_rule_block(rule));
-  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * 128), 128);
+  const int32_t bias = signed_values ? 0 : 128;
+  s.bytes.assign(static_cast<size_t>(num_tokens * chunks * 128), static_cast<uint8_t>(bias));
   s.dx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.sdx.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0.0f);
   s.neg_sums.assign(static_cast<size_t>(num_tokens * chunks * kW4Lanes), 0);
@@ -57,7 +61,7 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
         int32_t sum = 0;
         for (int64_t j = 0; j < 8; ++j) {
           const int32_t v = block.v[(lane - lane0) * 8 + j];
-          bytes[(j % 2) * 64 + lane * 4 + j / 2] = static_cast<uint8_t>(v + 128);
+          bytes[(j % 2) * 64 + lane * 4 + j / 2] = static_cast<uint8_t>(v + bias);
           sum += v;
         }
         s.dx[chunk * kW4Lanes + lane] = d;
@@ -68,7 +72,7 @@ W4Activations quantize_activations(const float* x, int64_t num_tokens, int64_t k
       }
     }
   }
-  return W4Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), s.neg_sums.data(), chunks};
+  return W4Activations{s.bytes.data(), s.dx.data(), s.sdx.data(), s.neg_sums.data(), chunks, signed_values};
 }
 
 // The AVX2 loops: each chunk as two halves of 8 lanes (lanes 8h..8h+7: code bytes 32h.., values 32h.. of each
@@ -258,7 +262,7 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   const int64_t groups_per_chunk = kW4Chunk / w.group_size;  // 4, 2 or 1
   const uint8_t* codes = w.codes + row * (w.k / 2);
-  const __m256i nibble = _mm256_set1_epi8(0x0f), k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t c = 0, at = row * w.groups, g0 = 0; c < x.chunks;
        ++c, codes += kW4Chunk / 2, at += groups_per_chunk, g0 += groups_per_chunk) {
     _mm_prefetch(reinterpret_cast<const char*>(codes) + kW4CodesPrefetchBytes, _MM_HINT_T0);
@@ -287,8 +291,8 @@ inline void streamed_row(const W4Rows& w, const LaneGroups& lg, int64_t row, con
       for (int t = 0; t < T; ++t) {
         const int64_t a = (t0 + t) * x.chunks + c;
         const uint8_t* values = x.bytes + a * 128 + 32 * h;
-        const __m256i xe = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values)), k128);
-        const __m256i xo = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 64)), k128);
+        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values));  // signed_values
+        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 64));
         __m256i ints = sum8_int32(_mm256_maddubs_epi16(even, xe), _mm256_maddubs_epi16(odd, xo));
         if constexpr (!P::offsets) {
           const __m256i neg_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.neg_sums + a * 16 + 8 * h));
@@ -318,7 +322,7 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
           int64_t t1, float* out, int64_t n) {
   const LaneGroups& lg = lane_groups(w.group_size);
   int64_t r = r0;
-  if (!kPrepared && streams_whole_chunks(w)) {  // rows one at a time, in address order
+  if (!kPrepared && streams_whole_chunks(w)) {  // rows one at a time, in address order; the values signed
     for (; r < r0 + count; ++r) {
       int64_t t = t0;
       for (; t + 2 <= t1; t += 2) streamed_row<2, P>(w, lg, r, x, t, out, n);
@@ -333,6 +337,8 @@ void rows(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count, c
 void rows_times_tokens_avx2(const W4Rows& w, const uint8_t* prepared, int64_t r0, int64_t count,
                             const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   using F = GroupValues::Form;
+  PAGODA_CHECK(x.signed_values == (prepared == nullptr && streams_whole_chunks(w)),
+               "linear_w4_int8: the streamed rows take the values signed, the tiles + 128");
   if (prepared != nullptr) {  // the prepared rows' form is fp32 whatever the weight's
     return w.offsets ? rows<W4Form<W4Zeros::kOffsets, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n)
                      : rows<W4Form<W4Zeros::kPerGroup, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n);
@@ -354,13 +360,15 @@ void linear_w4_int8(float* out, const float* x, int64_t num_tokens, const Weight
                     offset_values(w), k, w.scales.dim(1), w.group_size};
   thread_local ActivationStorage calling_threads;  // read-only inside the parallel region, through `a`
   const Q8Rule rule = q8_rule(w.activations == ActivationQuant::kInt8SuperBlock, !w.offsets.empty(), w.group_size);
-  const W4Activations a = quantize_activations(x, num_tokens, k, rule, calling_threads);
   const bool vnni = active_isa() == Isa::kAvx512 && cpu_features().avx512_vnni;
   const auto prepare = vnni ? w4_prepare_rows_vnni : prepare_rows_avx2;
   const auto multiply = vnni ? w4_rows_times_tokens_vnni : rows_times_tokens_avx2;
   // A few tokens (decode): each chunk unpacked where it is used, the rows' codes streaming from memory. More:
   // each thread's rows unpacked once, for all the tokens.
   const bool unpack_once = num_tokens > kTokensUnpackedInPlace;
+  // The streamed rows (every VNNI decode; AVX2's of whole chunks) take the values signed, the tiles + 128.
+  const bool signed_values = !unpack_once && (vnni || streams_whole_chunks(rows));
+  const W4Activations a = quantize_activations(x, num_tokens, k, rule, signed_values, calling_threads);
   for_each_row_chunk(
       n, k, num_tokens, unpack_once ? a.chunks * kW4PreparedBytes : 0,
       [&](int64_t r0, int64_t count, uint8_t* prepared) { prepare(rows, r0, count, prepared); },

@@ -51,7 +51,7 @@ inline int64_t w4_chunks(int64_t k) { return (k + kW4Chunk - 1) / kW4Chunk; }
 // Activations as llama.cpp's Q8_0 blocks (per token and block of 32: d = amax / 127, values round(x / d)), laid
 // out for those lanes. Per token and chunk:
 //   bytes [128] u8: the values + 128 at each lane's even columns (lane l's four at 4l..4l+3), then at its odd
-//         columns (64 + 4l..)
+//         columns (64 + 4l..); for the streamed loops (decode: signed_values) the values themselves, as int8
 //   dx    [16] f32: lane l's block scale d (lane l is in block l / 4)
 //   sdx   [16] f32: lane l's 8 values added (exact), times d: what an offset multiplies
 //   neg_sums [16] i32: minus lane l's 8 values added: what a zero point multiplies
@@ -62,6 +62,7 @@ struct W4Activations {
   const float* sdx;         // [tokens, chunks, 16]
   const int32_t* neg_sums;  // [tokens, chunks, 16]
   int64_t chunks;
+  bool signed_values;  // bytes hold the values as int8, which the streamed rows multiply as they are (no xor a chunk)
 };
 
 // A chunk of a row unpacked for the kernels (64-byte aligned, kW4PreparedBytes):

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "pagoda/core/check.h"
+
 #if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
 #else
@@ -157,7 +159,7 @@ struct Token {
   __m512 dx, sdx;
 };
 
-struct SignedToken {  // a token's chunk with its values signed (the stored bytes less 128)
+struct SignedToken {  // a token's chunk with its values signed (W4Activations::signed_values)
   __m512i even, odd, neg_sums;
   __m512 dx, sdx;
 };
@@ -165,10 +167,9 @@ struct SignedToken {  // a token's chunk with its values signed (the stored byte
 template <bool kOffsets>
 inline SignedToken signed_token_chunk(const W4Activations& x, int64_t t, int64_t c) {
   const int64_t at = t * x.chunks + c;
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   SignedToken v;
-  v.even = _mm512_xor_si512(_mm512_loadu_si512(x.bytes + at * 128), k128);
-  v.odd = _mm512_xor_si512(_mm512_loadu_si512(x.bytes + at * 128 + 64), k128);
+  v.even = _mm512_loadu_si512(x.bytes + at * 128);
+  v.odd = _mm512_loadu_si512(x.bytes + at * 128 + 64);
   v.dx = _mm512_loadu_ps(x.dx + at * 16);
   if constexpr (kOffsets) v.sdx = _mm512_loadu_ps(x.sdx + at * 16);
   if constexpr (!kOffsets) v.neg_sums = _mm512_loadu_si512(x.neg_sums + at * 16);
@@ -339,9 +340,11 @@ void w4_rows_times_tokens_vnni(const W4Rows& w, const uint8_t* prepared, int64_t
                                const W4Activations& x, int64_t t0, int64_t t1, float* out, int64_t n) {
   using F = GroupValues::Form;
   if (prepared != nullptr) {  // the prepared rows' form is fp32 whatever the weight's
+    PAGODA_CHECK(!x.signed_values, "w4_rows_times_tokens_vnni: prepared rows take the values + 128");
     return w.offsets ? rows<W4Form<W4Zeros::kOffsets, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n)
                      : rows<W4Form<W4Zeros::kPerGroup, F::kF32>, true>(w, prepared, r0, count, x, t0, t1, out, n);
   }
+  PAGODA_CHECK(x.signed_values, "w4_rows_times_tokens_vnni: streamed rows take the values signed");
   with_w4_form(w, [&](auto form) { rows<decltype(form), false>(w, prepared, r0, count, x, t0, t1, out, n); });
 }
 
