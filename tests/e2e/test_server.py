@@ -358,6 +358,28 @@ class ServerTest(unittest.TestCase):
             content = out["choices"][0]["logprobs"]["content"]
             self.assertEqual(bytes(b for t in content if t["token"] != "</s>" for b in t["bytes"]), want.encode())
 
+    def test_text_offset_of_a_stop_string_spanning_tokens(self):
+        """The tokens of a stop string the text leaves out stand at the text's end, streamed or not: a stop ". "
+        spans the tokens '.' and ' She', and the whole response put ' She' one character past its text's end."""
+        spanning = 0
+        for seed in range(1, 5):
+            for stop in ([". "], [" was a", "d L"]):
+                body = {"prompt": "Once upon a time", "max_tokens": 25, "stop": stop, "seed": seed, "temperature": 0.9,
+                        "logprobs": 2}
+                status, out = self.server.post("/v1/completions", body)
+                self.assertEqual(status, 200, out)
+                c = out["choices"][0]
+                text, offsets = c["text"], c["logprobs"]["text_offset"]
+                self.assertEqual(offsets, sorted(offsets))
+                self.assertLessEqual(offsets[-1], len(text), (seed, stop, text, c["logprobs"]["tokens"]))
+                if c["finish_reason"] == "stop" and offsets.count(len(text)) >= 2:
+                    spanning += 1
+                events = self.server.sse("/v1/completions", dict(body, stream=True))
+                streamed = [o for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["logprobs"]
+                            for o in e["choices"][0]["logprobs"]["text_offset"]]
+                self.assertEqual(streamed, offsets, (seed, stop))
+        self.assertGreater(spanning, 0, "no stop string spanned two tokens")
+
     def test_chat(self):
         status, out = self.server.post("/v1/chat/completions", {
             "model": "stories", "messages": [{"role": "user", "content": "Tell me a story"}],

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <optional>
 #include <random>
 #include <span>
@@ -263,8 +264,13 @@ struct CompletionItem {
 };
 
 // The items of `entries` in order; `text` is the response text from the first entry on, starting at `text_offset`.
+// `text_is_final`: nothing follows `text` (the whole response, or a stream's last chunk), so tokens past its end
+// (those of a stop string, which the text leaves out) stand at its end; in a stream's other chunks they stand
+// where the text they hold back will go.
 template <typename Entries, typename Fn>
-void for_each_completion_item(const Entries& entries, size_t text_offset, std::string_view text, Fn&& fn) {
+void for_each_completion_item(const Entries& entries, size_t text_offset, std::string_view text, bool text_is_final,
+                              Fn&& fn) {
+  const size_t end = text_is_final ? text_offset + utf8::char_count(text) : std::numeric_limits<size_t>::max();
   // Walks the entries' bytes along `text`: `local` bytes in, holding `chars` characters (counted at their first
   // byte), `pending` more bytes of the last one to come. A token inside a character (a byte-fallback token's
   // second byte of three) stands at that character's offset.
@@ -272,7 +278,7 @@ void for_each_completion_item(const Entries& entries, size_t text_offset, std::s
   for (const auto& e : entries) {
     CompletionItem item;
     item.token = &e.token;
-    item.text_offset = text_offset + chars - (pending > 0 ? 1 : 0);
+    item.text_offset = std::min(end, text_offset + chars - (pending > 0 ? 1 : 0));
     const size_t advance = text_advance(text, local, e.bytes, e.special);  // the token's bytes, or all but its space
     for (const char byte : std::string_view(e.bytes).substr(e.bytes.size() - advance)) {
       if (utf8::is_continuation(byte) && pending > 0) {
@@ -323,9 +329,9 @@ std::string dump_with_member(const json& object, const std::string& key, std::st
 }  // namespace
 
 json GenerationJob::completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
-                                       std::string_view text) const {
+                                       std::string_view text, bool last_chunk) const {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  for_each_completion_item(entries, text_offset, text, [&](CompletionItem& item) {
+  for_each_completion_item(entries, text_offset, text, last_chunk, [&](CompletionItem& item) {
     offsets.push_back(item.text_offset);
     token_logprobs.push_back(std::move(item.token_logprob));
     tokens.push_back(*item.token);
@@ -343,7 +349,7 @@ json GenerationJob::chat_logprobs(const std::vector<LogprobEntry>& entries) cons
 std::string GenerationJob::completion_logprobs_text(const std::vector<LogprobEntry>& entries, std::string_view text) const {
   // The members in dump()'s (sorted) order, as completion_logprobs() gives them.
   std::string offsets, token_logprobs, tokens, top;
-  for_each_completion_item(entries, 0, text, [&](const CompletionItem& item) {
+  for_each_completion_item(entries, 0, text, /*text_is_final=*/true, [&](const CompletionItem& item) {
     if (!offsets.empty()) {
       offsets += ',';
       token_logprobs += ',';
@@ -464,7 +470,7 @@ void GenerationJob::send_chunk(const Choice& c, const std::string& delta, const 
     choice["logprobs"] = logprobs.empty() ? json(nullptr) : chat_logprobs(logprobs);
   } else {
     choice["text"] = delta;
-    choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset, delta);
+    choice["logprobs"] = logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs, text_offset, delta, finished);
   }
   choice["finish_reason"] = finished ? json(finish_reason(c, c.tool_calls && c.tool_calls->called())) : json(nullptr);
   choice["stop_reason"] = finished ? c.stop_reason : json(nullptr);

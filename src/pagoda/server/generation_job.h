@@ -92,9 +92,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
   // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text. Offsets
-  // count characters (code points), as OpenAI's and vLLM's do.
+  // count characters (code points), as OpenAI's and vLLM's do. In a stream's `last_chunk`, tokens past the text's
+  // end (a stop string's) stand at its end, as in the whole response.
   nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t text_offset,
-                                     std::string_view text) const;
+                                     std::string_view text, bool last_chunk) const;
   nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& entries) const;
   // The same as JSON text, written an entry at a time: a whole response's logprobs never exist as one JSON tree
   // (hundreds of bytes an alternative; RequestLimits::max_response_logprobs).
