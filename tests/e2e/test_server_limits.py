@@ -205,7 +205,7 @@ class TenantsFile(unittest.TestCase):
     def test_a_request_beyond_its_tenants_kv_cap_is_400_before_a_stream_starts(self):
         for stream in (False, True):
             for path, body in (("/v1/completions", {"prompt": "Hi", "max_tokens": 100}),
-                               ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})):
+                               ("/v1/chat/completions", {"messages": [{"role": "user", "content": LONG_PROMPT}]})):
                 status, answer = self.server.post(path, dict(body, stream=stream), headers={"Authorization": "Bearer d1"})
                 assert_error(self, status, answer, 400, "max_tokens" if "max_tokens" in body else "messages")
                 self.assertIn("kv_cap", answer["error"]["message"])
@@ -213,6 +213,20 @@ class TenantsFile(unittest.TestCase):
                                               headers={"Authorization": "Bearer d1"})
         self.assertEqual(status, 200, text)
         self.assertTrue(text.rstrip().endswith("data: [DONE]"), text)
+
+    def test_a_chat_request_without_max_tokens_may_fill_its_tenants_kv_cap(self):
+        """The OpenAI SDKs leave max_tokens out: a capped tenant's chat request then gets what is left of its cap
+        (64 tokens: the 65th is sampled, never cached), not a 400 for the rest of a context it cannot hold."""
+        body = {"messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "ignore_eos": True}
+        status, out = self.server.post("/v1/chat/completions", body, headers={"Authorization": "Bearer d1"})
+        self.assertEqual(status, 200, out)
+        usage = out["usage"]
+        self.assertEqual(usage["prompt_tokens"] + usage["completion_tokens"], 65, usage)
+        self.assertEqual(out["choices"][0]["finish_reason"], "length")
+        events = self.server.sse("/v1/chat/completions", dict(body, stream=True), headers={"Authorization": "Bearer d1"})
+        self.assertEqual(events[-1], "[DONE]")
+        text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1] if e["choices"])
+        self.assertEqual(text, out["choices"][0]["message"]["content"])
 
     def test_prefixes_are_shared_only_among_tenants_that_opt_in(self):
         body = {"prompt": "Zebras " + LONG_PROMPT, "max_tokens": 2, "temperature": 0}

@@ -187,6 +187,8 @@ void Engine::check(const GenerateRequest& request) const {
   scheduler_.check(std::ssize(request.prompt_ids), request.params.max_tokens, request.tenant);
 }
 
+int64_t Engine::max_sequence_tokens(const TenantKv& tenant) const { return scheduler_.max_sequence_tokens(tenant); }
+
 void Engine::admit(Pending p) {
   const int num_prompt = static_cast<int>(p.request.prompt_ids.size());
   try {

@@ -135,6 +135,9 @@ class Engine {
   // else runs (token ids outside the vocabulary, a prompt or max_tokens beyond the context, the KV pool or the
   // tenant's kv_cap): a server calls it before it commits to a response.
   void check(const GenerateRequest& request) const;
+  // Thread-safe: Scheduler::max_sequence_tokens, what a request of this tenant may reach (a chat request's default
+  // max_tokens is what is left of it after the prompt).
+  int64_t max_sequence_tokens(const TenantKv& tenant) const;
   // Thread-safe; unknown or finished ids are ignored. The request ends with an "abort" event.
   void cancel(RequestId id);
   EngineStats stats() const;

@@ -72,6 +72,12 @@ void Scheduler::check(int64_t num_prompt, int max_tokens, const TenantKv& tenant
   }
 }
 
+int64_t Scheduler::max_sequence_tokens(const TenantKv& tenant) const {
+  int64_t blocks = block_manager_.num_blocks();
+  if (tenant.kv_cap > 0) blocks = std::min<int64_t>(blocks, quota_blocks(tenant.kv_cap));
+  return std::min<int64_t>(config_.max_model_len, blocks * block_manager_.block_size() + 1);
+}
+
 void Scheduler::add(SequenceRequest request) {
   check(std::ssize(request.prompt_token_ids), request.max_tokens, request.tenant);
   if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));

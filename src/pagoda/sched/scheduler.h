@@ -49,6 +49,9 @@ class Scheduler {
   // Reads only the configuration and the pool's size, so any thread may call it (the server does, before a
   // stream's 200).
   void check(int64_t num_prompt_tokens, int max_tokens, const TenantKv& tenant) const;
+  // The most tokens (prompt and completion) a sequence of `tenant` may reach and still pass check(): max_model_len,
+  // or fewer where the pool or the tenant's kv_cap holds fewer (the last token needs no KV slot). Any thread.
+  int64_t max_sequence_tokens(const TenantKv& tenant) const;
   // Finishes a waiting or running sequence at once and frees its blocks (its length is not recorded in
   // output_lengths()). False for an unknown id.
   // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any

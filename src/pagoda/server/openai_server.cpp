@@ -319,7 +319,12 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     GenerateRequest r;
     r.prompt_ids = p.ids;
     r.params = parsed.params;
-    if (!parsed.max_tokens_given && parsed.chat) r.params.max_tokens = std::max(1, context - num_prompt);
+    // A chat request without max_tokens (the OpenAI SDKs' default) may use what is left of the context, or of what
+    // its tenant's kv_cap holds where that is less: a capped tenant's requests were all refused for a worst case
+    // they never asked for.
+    if (tenant) r.tenant = tenant->kv();
+    if (!parsed.max_tokens_given && parsed.chat)
+      r.params.max_tokens = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(context, engine_.max_sequence_tokens(r.tenant)) - num_prompt));
     const int64_t requested = int64_t{num_prompt} + r.params.max_tokens;  // max_tokens may be near INT32_MAX
     if (requested > context) {
       throw ApiError(400,
@@ -334,7 +339,6 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     // A tenant's name salts its prefix cache, so tenants never share cached blocks (unless they all
     // opted in: Tenant::cache_salt).
     r.cache_salt = tenant ? tenant->cache_salt(parsed.cache_salt) : parsed.cache_salt;
-    if (tenant) r.tenant = tenant->kv();
     requests.push_back(std::move(r));
   }
   int64_t total_tokens = 0;  // what the request may make the engine hold: prompts and completions, n times
