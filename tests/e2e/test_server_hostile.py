@@ -344,6 +344,33 @@ class FileDescriptorLimit(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_connections_that_never_finish_a_request_make_room_too(self):
+        """A connection that sent half a header was never shed, only ones kept alive after a request: 250 of
+        them held every descriptor for the read timeout (60 s) and no one else got in."""
+        server = Server(max_open_files=48)
+        try:
+            stalled = []
+            for _ in range(120):
+                try:
+                    s = socket.create_connection(("127.0.0.1", server.port), timeout=2)
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+                    stalled.append(s)
+                except OSError:
+                    break
+            deadline = time.monotonic() + 5
+            while not any("accept:" in line for line in server.log) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(any("accept:" in line for line in server.log), "the limit was never reached")
+            # Another client gets in while the stalled connections stay open on their side.
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request("GET", "/health")
+            self.assertEqual(conn.getresponse().status, 200)
+            conn.close()
+            for s in stalled:
+                s.close()
+        finally:
+            server.stop()
+
 
 if __name__ == "__main__":
     pagoda_cli.main()

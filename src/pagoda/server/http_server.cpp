@@ -190,8 +190,9 @@ asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
   co_await linger(stream);
 }
 
-// A keep-alive connection waiting for its next request: the first to close when file descriptors run
-// out. Touched on its connection's strand only, except for the registry list (under idle_mutex).
+// A connection waiting for a request (a new one for its first, a keep-alive one for its next): the first to close
+// when file descriptors run out, longest waiting first. Touched on its connection's strand only, except for the
+// registry list (under idle_mutex).
 struct IdleConnection {
   beast::tcp_stream* stream;
   Strand strand;
@@ -212,12 +213,12 @@ struct HttpServer::Impl {
   std::list<std::weak_ptr<ExchangeImpl>> active;
   std::atomic<int> num_active{0};
   std::mutex idle_mutex;
-  std::list<std::shared_ptr<IdleConnection>> idle;  // oldest first
+  std::list<std::shared_ptr<IdleConnection>> idle;  // waiting for a request, longest first
   std::mutex clients_mutex;
   std::unordered_map<std::string, int> connections_per_client;  // by remote address
 
   asio::awaitable<void> accept_loop();
-  // Closes up to `count` of the longest-idle keep-alive connections (each on its own strand).
+  // Closes up to `count` of the connections that have waited longest for a request (each on its own strand).
   void shed_idle_connections(size_t count);
   asio::awaitable<void> session(beast::tcp_stream stream, Strand strand, std::string client);
   // Counts a new connection from `client`; false (and nothing counted) when it already has the maximum.
@@ -312,8 +313,8 @@ void HttpServer::Impl::shed_idle_connections(size_t count) {
 }
 
 asio::awaitable<void> HttpServer::Impl::accept_loop() {
-  // Out of file descriptors (EMFILE, ENFILE), accepting again at once fails again at once: close idle
-  // keep-alive connections, wait (10 ms, doubling to 1 s), and say so once per episode, not per retry.
+  // Out of file descriptors (EMFILE, ENFILE), accepting again at once fails again at once: close connections
+  // waiting for a request, wait (10 ms, doubling to 1 s), and say so once per episode, not per retry.
   const auto kFirstBackoff = std::chrono::milliseconds(10);
   auto backoff = kFirstBackoff;
   int failures = 0;
@@ -327,7 +328,7 @@ asio::awaitable<void> HttpServer::Impl::accept_loop() {
       const bool out_of_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
       if (failures++ == 0)
         spdlog::warn("accept: {}{}; retrying with back-off", ec.message(),
-                     out_of_fds ? " (out of file descriptors): closing idle keep-alive connections" : "");
+                     out_of_fds ? " (out of file descriptors): closing connections that wait for a request" : "");
       if (out_of_fds) shed_idle_connections(16);
       timer.expires_after(backoff);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -371,14 +372,15 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     ~Release() { impl->release_client(client); }
   } release{this, client};
   beast::flat_buffer buffer;
-  for (int served = 0;; ++served) {
+  for (;;) {
     http::request_parser<http::string_body> parser;
     beast_request::configure(parser, options.body_limit);
     stream.expires_after(std::chrono::seconds(options.idle_timeout_s));
-    std::shared_ptr<IdleConnection> idle_entry;
+    // Waiting for a request, it may be shed when descriptors run out: kept alive after one, or new (connections that
+    // never sent a whole request were not listed, so 250 of them held every descriptor until their read timeout).
+    const auto idle_entry = std::make_shared<IdleConnection>(IdleConnection{&stream, strand});
     std::list<std::shared_ptr<IdleConnection>>::iterator idle_at;
-    if (served > 0) {  // kept alive after a request: may be shed when descriptors run out
-      idle_entry = std::make_shared<IdleConnection>(IdleConnection{&stream, strand});
+    {
       std::lock_guard lock(idle_mutex);
       idle_at = idle.insert(idle.end(), idle_entry);
     }
@@ -412,7 +414,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       if (!ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     }
     (void)n;
-    if (idle_entry) {
+    {
       idle_entry->waiting = false;
       std::lock_guard lock(idle_mutex);
       if (idle_entry->listed) idle.erase(idle_at);  // unless shed_idle_connections took it out
