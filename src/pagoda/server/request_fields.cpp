@@ -72,6 +72,19 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
       if (!is_empty(v)) refuse(name, "suffix is not supported");
     } else if (name == "use_beam_search") {
       if (v.is_boolean() && v.get<bool>()) refuse(name, "beam search is not supported");
+    } else if (name == "allowed_token_ids" || name == "bad_words" || name == "logits_processors") {
+      // vLLM's logit masks and processors: ignoring them would sample exactly the tokens the client ruled out.
+      if (!is_empty(v))
+        refuse(name, fmt::format("{} is not supported; logit_bias (token ids to -100) or an output constraint "
+                                 "(guided_choice, guided_regex) can do the same",
+                                 name));
+    } else if (name == "return_tokens_as_token_ids") {
+      if (!(v.is_null() || (v.is_boolean() && !v.get<bool>()))) refuse(name, "return_tokens_as_token_ids is not supported");
+    } else if (chat && name == "echo") {
+      // vLLM's chat echo puts the last message's content before the reply.
+      if (!(v.is_null() || (v.is_boolean() && !v.get<bool>()))) refuse(name, "echo is not supported in chat completions");
+    } else if (chat && name == "chat_template") {
+      if (!is_empty(v)) refuse(name, "a request's own chat_template is not supported; the model's template is used");
     } else {
       ignored.push_back(name);
     }

@@ -134,6 +134,15 @@ TEST(OpenAiRequest, MissingFeaturesAreRefusedAndOtherFieldsIgnored) {
   EXPECT_EQ(param_of(R"({"prompt": "x", "suffix": "end"})"), "suffix");
   EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 3})"), "best_of");
   EXPECT_EQ(param_of(R"({"prompt": "x", "use_beam_search": true})"), "use_beam_search");
+  // vLLM fields that change the output (they were ignored, so the tokens they rule out came back with a 200).
+  EXPECT_EQ(param_of(R"({"prompt": "x", "allowed_token_ids": [13, 14]})"), "allowed_token_ids");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "bad_words": [" there"]})"), "bad_words");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logits_processors": ["a.b"]})"), "logits_processors");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "return_tokens_as_token_ids": true})"), "return_tokens_as_token_ids");
+  EXPECT_EQ(chat_param(R"("echo": true)"), "echo");
+  EXPECT_EQ(chat_param(R"("chat_template": "{{ 'X' }}")"), "chat_template");
+  EXPECT_EQ(chat_param(R"("echo": false, "chat_template": null, "allowed_token_ids": [], "bad_words": null,
+                          "return_tokens_as_token_ids": false)"), "<no error>");
   // What asks for nothing is accepted: no tools, tool_choice none, plain text, best_of within n.
   EXPECT_EQ(chat_param(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})"), "<no error>");
   EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 2, "n": 2, "suffix": null})"), "<no error>");
