@@ -69,10 +69,11 @@ class OpenAiServer {
   // Runs fn; an exception becomes the exchange's error response (an OpenAI error object).
   void guarded(const std::shared_ptr<Exchange>& exchange, const std::function<void()>& fn);
   // Runs `work` (a request's CPU work: parsing, chat template, tokenizing) on the worker pool when the body
-  // is large, else here; then what it returns on the exchange's strand. Errors become the response. The pool
-  // serves the tenant's (else the client address's) queued work in turn with other clients'.
+  // is large (or `always`: work whose cost the body does not tell), else here; then what it returns on the
+  // exchange's strand. Errors become the response. The pool serves the tenant's (else the client address's)
+  // queued work in turn with other clients'.
   void off_io_threads(const std::shared_ptr<Exchange>& exchange, const Tenant* tenant,
-                      std::function<std::function<void()>()> work);
+                      std::function<std::function<void()>()> work, bool always = false);
   static std::function<void()> respond_with(const std::shared_ptr<Exchange>& exchange, HttpResponse response);
   // The engine requests for a parsed request: prompts tokenized (chat template first), checked against
   // the context and the request's token limit. Thread-safe.
@@ -90,7 +91,7 @@ class OpenAiServer {
   std::vector<TokenId> encode_chat(const std::string& rendered) const;
   HttpResponse tokenize(const std::string& body) const;    // thread-safe
   HttpResponse detokenize(const std::string& body) const;  // thread-safe
-  void gpu_timeline(const std::shared_ptr<Exchange>& exchange);
+  HttpResponse gpu_timeline(const std::string& target) const;  // GET /debug/gpu_timeline (query in `target`)
   void check_model(const std::string& model) const;
   // 429 (with Retry-After) when the tenant is over its max_requests_per_second.
   void admit_at_tenant_rate(const Tenant& tenant);
