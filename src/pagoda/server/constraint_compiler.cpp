@@ -50,6 +50,17 @@ const char* kind_name(OutputConstraint::Kind k) {
   return "none";
 }
 
+// What a compiled constraint's grammar and loop classes hold, roughly (the vectors' elements; the shared vocabulary
+// index and the bounded mask cache not counted).
+size_t approximate_bytes(const structured::CompiledConstraint& c) {
+  const structured::Grammar& g = c.grammar;
+  size_t bytes = g.symbols().size() * sizeof(structured::Symbol) + g.loop_sets().size() * sizeof(int32_t);
+  for (const structured::CharSet& s : g.char_sets()) bytes += sizeof(s) + s.ranges().size() * sizeof(s.ranges()[0]);
+  for (int r = 0; r < g.num_rules(); ++r) bytes += 64 + g.rule_name(r).size() + g.alternatives(r).size() * sizeof(int32_t);
+  for (const auto& loop : c.loop_classes) bytes += sizeof(loop) + loop.relation.size();
+  return bytes;
+}
+
 }  // namespace
 
 ConstraintCompiler::ConstraintCompiler(const Tokenizer* tokenizer, int num_logits, std::vector<TokenId> end_ids)
@@ -73,9 +84,9 @@ std::shared_ptr<const structured::CompiledConstraint> ConstraintCompiler::compil
   {
     std::lock_guard lock(mutex_);
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->first != key) continue;
+      if (it->key != key) continue;
       cache_.splice(cache_.begin(), cache_, it);
-      return cache_.front().second;
+      return cache_.front().compiled;
     }
   }
   std::shared_ptr<const structured::CompiledConstraint> compiled;
@@ -86,9 +97,15 @@ std::shared_ptr<const structured::CompiledConstraint> ConstraintCompiler::compil
   } catch (const nlohmann::json::exception& e) {
     throw ApiError(400, fmt::format("'{}': {}", c.field, e.what()), c.field);
   }
+  const size_t bytes = key.size() + approximate_bytes(*compiled);
+  if (bytes > kCacheBytes) return compiled;
   std::lock_guard lock(mutex_);
-  cache_.emplace_front(key, compiled);
-  if (cache_.size() > kCacheSize) cache_.pop_back();
+  cache_.push_front(Entry{key, compiled, bytes});
+  cache_bytes_ += bytes;
+  while (cache_.size() > kCacheSize || cache_bytes_ > kCacheBytes) {
+    cache_bytes_ -= cache_.back().bytes;
+    cache_.pop_back();
+  }
   return compiled;
 }
 

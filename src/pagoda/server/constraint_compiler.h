@@ -1,6 +1,7 @@
 // Output constraints compiled for the served model's vocabulary: each distinct constraint once (a small
-// most-recently-used cache, as clients repeat their schemas), against a vocabulary index built in the
-// background from start-up (about a second for a 128k vocabulary; the first constrained request waits).
+// most-recently-used cache, as clients repeat their schemas; bounded in entries and in bytes), against a
+// vocabulary index built in the background from start-up (about a second for a 128k vocabulary; the first
+// constrained request waits).
 #pragma once
 
 #include <future>
@@ -37,10 +38,19 @@ class ConstraintCompiler {
 
  private:
   static constexpr size_t kCacheSize = 64;
+  // The cached constraints' grammars and keys together (about 16 MB each for a grammar near its 1 M-symbol limit:
+  // 64 of them held 1.45 GB for good). A constraint larger than this alone is compiled for its request only.
+  static constexpr size_t kCacheBytes = size_t{128} << 20;
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const structured::CompiledConstraint> compiled;
+    size_t bytes;
+  };
   const Tokenizer* tokenizer_;
   std::shared_future<std::shared_ptr<const structured::VocabIndex>> vocab_;
   mutable std::mutex mutex_;
-  mutable std::list<std::pair<std::string, std::shared_ptr<const structured::CompiledConstraint>>> cache_;  // newest first
+  mutable std::list<Entry> cache_;  // newest first
+  mutable size_t cache_bytes_ = 0;
 };
 
 }  // namespace pagoda::server
