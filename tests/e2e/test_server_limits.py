@@ -64,6 +64,21 @@ class AuthAndTenants(unittest.TestCase):
         status, body = self.post("key-a", {"prompt": "Hi", "max_tokens": 2})  # a valid key's body is still read
         self.assertEqual(status, 200, body)
 
+    def test_requests_that_take_no_body_are_refused_before_it_is_read(self):
+        # The open endpoints and CORS preflights need no key: a body sent to them was read whole (30 connections of
+        # 15 MB: +450 MB held until each read timed out). Now they are refused from the headers.
+        import socket
+        for head, want in ((b"POST /health", b"405"), (b"POST /metrics", b"405"), (b"GET /version", b"400"),
+                           (b"OPTIONS /v1/completions", b"400")):
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:
+                s.sendall(head + b" HTTP/1.1\r\nHost: x\r\nOrigin: http://a.example\r\n"
+                          b"Access-Control-Request-Method: POST\r\nContent-Length: 15000000\r\n\r\n" + b"x" * 1000)
+                s.settimeout(5)
+                got = s.recv(4096)
+                self.assertTrue(got.startswith(b"HTTP/1.1 " + want + b" "), (head, got[:100]))
+        status, _, _ = self.server.request("GET", "/health")
+        self.assertEqual(status, 200)
+
     def test_tenants_never_share_prefix_cache(self):
         body = {"prompt": LONG_PROMPT, "max_tokens": 2, "temperature": 0}
         status, first = self.post("key-a", body)

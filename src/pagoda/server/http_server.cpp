@@ -389,7 +389,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (!ec && !parser.is_done() && options.screen) {  // a body follows: refuse what need not be read
       const HttpRequest head = beast_request::head_of(parser.get());
-      std::optional<HttpResponse> refusal = is_cors_preflight(head) ? std::nullopt : options.screen(head);
+      std::optional<HttpResponse> refusal = options.screen(head);
       if (refusal) {
         http::response<http::string_body> res{static_cast<http::status>(refusal->status), 11};
         res.set(http::field::content_type, refusal->content_type);

@@ -28,9 +28,10 @@ struct HttpServerOptions {
   // Called (on an I/O thread) with the seconds from a streamed write's produced_at to its bytes being
   // written to the socket: the server's own overhead per token. Unset: not measured.
   std::function<void(double)> on_stream_delivery;
-  // Called on an I/O thread with a request's method, target and headers (no body) before a body is read: a
-  // response refuses the request at once and the connection closes, the body unread (an unauthenticated client
-  // must not make the server hold --max-request-body bytes). Unset, or no response: the request is read whole.
+  // Called on an I/O thread with the method, target and headers (no body) of a request with a body, before the body
+  // is read (CORS preflights included): a response refuses the request at once and the connection closes, the body
+  // unread (an unauthenticated client must not make the server hold --max-request-body bytes). Unset, or no
+  // response: the request is read whole.
   std::function<std::optional<HttpResponse>(const HttpRequest& head)> screen;
 };
 

@@ -148,7 +148,13 @@ constexpr const char* kUnauthorized = "Unauthorized: a valid API key is required
 
 std::optional<HttpResponse> OpenAiServer::screen(const HttpRequest& head) const {
   const std::string path = head.path();
-  if (!options_.api_keys.enabled() || path == "/health" || path == "/version" || path == "/metrics") return std::nullopt;
+  // Nothing that takes no body may make the server hold one: a key-less client could make it buffer
+  // --max-request-body a connection through the open endpoints or a preflight (30 connections: +450 MB).
+  if (head.method == "GET" || head.method == "HEAD" || head.method == "OPTIONS")
+    return error_response(ApiError(400, fmt::format("a {} request takes no body", head.method)));
+  const bool open_path = path == "/health" || path == "/version" || path == "/metrics";
+  if (open_path) return error_response(ApiError(405, "use GET").allow("GET, HEAD"));
+  if (!options_.api_keys.enabled()) return std::nullopt;
   if (options_.api_keys.authenticate(head.header("authorization")) != nullptr) return std::nullopt;
   return error_response(ApiError(401, kUnauthorized));
 }

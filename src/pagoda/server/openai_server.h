@@ -51,8 +51,10 @@ class OpenAiServer {
 
   // The HTTP handler; runs on the exchange's strand.
   void handle(const std::shared_ptr<Exchange>& exchange);
-  // HttpServerOptions::screen: a 401 for a request that needs a key and lacks a valid one, decided from its headers
-  // before its body is read.
+  // HttpServerOptions::screen, decided from the headers of a request with a body, before the body is read: a 400 for
+  // a body on a request that takes none (GET, HEAD, OPTIONS: CORS preflights too) and a 405 for one to the open
+  // endpoints (/health, /version, /metrics: GET only), whether keys are configured or not; a 401 for a request that
+  // needs a key and lacks a valid one.
   std::optional<HttpResponse> screen(const HttpRequest& head) const;
   ServerMetrics& metrics() { return metrics_; }
   // Waits for work the server started in the background that reads the tokenizer (the constraint
