@@ -180,6 +180,21 @@ class RandomLlama3Model(StructuredOutputs, unittest.TestCase):
     def tearDownClass(cls):
         assert cls.server.stop() == 0
 
+    def test_a_schema_nested_past_the_limit_inside_tool_choice_required_is_a_400(self):
+        """tool_choice "required" wraps the tools' parameters one level deeper than the body held them: a body at
+        the depth limit (128) made a 129-level schema, a 500."""
+        messages = [{"role": "user", "content": "hi"}]
+        for levels, inner in ((61, {"type": "integer"}), (61, {"type": "array", "items": {"type": "integer"}})):
+            params = inner
+            for _ in range(levels):
+                params = {"type": "object", "properties": {"a": params}}
+            status, out = self.server.post("/v1/chat/completions", {
+                "messages": messages, "max_tokens": 2, "tool_choice": "required",
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]})
+            self.assertIn(status, (200, 400), out)
+            if status == 400:
+                self.assertIn("nested at most", out["error"]["message"])
+
 
 if __name__ == "__main__":
     pagoda_cli.main()

@@ -94,6 +94,10 @@ std::shared_ptr<const structured::CompiledConstraint> ConstraintCompiler::compil
     compiled = structured::compile_constraint(grammar_of(c), vocab_.get(), kind_name(c.kind));
   } catch (const InvalidRequest& e) {
     throw ApiError(400, fmt::format("'{}': {}", c.field, e.what()), c.field);
+  } catch (const JsonTooDeep& e) {  // a schema object as deep as --max-json-depth lets a body be (or a tool's, one
+                                    // level deeper inside tool_choice "required"'s array) was a 500
+    throw ApiError(400, fmt::format("'{}' must be a JSON schema nested at most {} levels deep", c.field, e.max_depth),
+                   c.field);
   } catch (const nlohmann::json::exception& e) {
     throw ApiError(400, fmt::format("'{}': {}", c.field, e.what()), c.field);
   }
