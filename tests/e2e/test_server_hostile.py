@@ -320,6 +320,31 @@ class LargeResponses(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_a_stream_the_client_does_not_read_is_cancelled_past_its_bound(self):
+        """A client that opened a stream and read nothing had the engine generate all of it, and the server keep
+        every event, until the 60 s write timeout (10 such streams of n = 128 with logprobs: +500 MB). Past 16 MB
+        unwritten the stream's requests are cancelled and its connection closed."""
+        server = Server()
+        try:
+            body = json.dumps({"prompt": "Once", "n": 128, "max_tokens": 500, "logprobs": 20, "ignore_eos": True,
+                               "stream": True})
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", server.port))
+            s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            deadline = time.monotonic() + 50
+            while not any("has not read" in line for line in server.log) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertTrue(any("has not read" in line for line in server.log), "the unread stream was never cut off")
+            while server.metric("pagoda:num_requests_running") > 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertEqual(server.metric("pagoda:num_requests_running"), 0, "its requests were not cancelled")
+            self.assertLess(time.monotonic(), deadline)
+            s.close()
+        finally:
+            server.stop()
+
 
 class FileDescriptorLimit(unittest.TestCase):
     """At EMFILE the accept loop retried at once, burning a core and logging about a million lines a second.

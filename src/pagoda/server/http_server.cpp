@@ -44,8 +44,8 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
     Clock::time_point produced_at{};  // kChunk: when its earliest token was produced (epoch: not timed)
   };
 
-  ExchangeImpl(Strand strand, HttpRequest request)
-      : strand_(strand), wake_(strand), request_(std::move(request)) {
+  ExchangeImpl(Strand strand, HttpRequest request, size_t max_unwritten)
+      : strand_(strand), wake_(strand), request_(std::move(request)), max_unwritten_(max_unwritten) {
     wake_.expires_at(asio::steady_timer::time_point::max());
   }
 
@@ -75,6 +75,15 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
     if (!items_.empty() && items_.back().kind == Kind::kChunk) {
       items_.back().data += data;  // coalesce what the connection has not written yet
       if (items_.back().produced_at == Clock::time_point{}) items_.back().produced_at = produced_at;
+      // A client that stops reading would have the engine generate for it, and this buffer grow, until the write
+      // timeout (10 unread streams of n = 128 with logprobs: +500 MB). Past the bound it is treated as gone.
+      if (items_.back().data.size() > max_unwritten_) {
+        spdlog::warn("{} {}: the client has not read {} MB of its stream; cancelling it", request_.method,
+                     request_.target, items_.back().data.size() >> 20);
+        items_.clear();
+        client_gone();
+        if (abort_io) abort_io();
+      }
       return;
     }
     push(Item{Kind::kChunk, {}, std::move(data), produced_at});
@@ -133,6 +142,7 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
   std::deque<Item> items_;
   bool gone_ = false;
   int status_ = 0;
+  std::function<void()> abort_io;  // set by deliver(): ends the connection's pending write
 
  private:
   void push(Item item) {
@@ -141,6 +151,7 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
   }
 
   HttpRequest request_;
+  size_t max_unwritten_;
   bool ended_ = false, streaming_ = false;
   std::atomic<bool> cancelled_ = false;  // read by workers too (Exchange::cancelled)
   std::function<void()> on_cancel_;
@@ -453,7 +464,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     HttpRequest request = beast_request::to_http_request(msg);
     request.client = client;
 
-    auto ex = std::make_shared<ExchangeImpl>(strand, std::move(request));
+    auto ex = std::make_shared<ExchangeImpl>(strand, std::move(request), options.max_unwritten_stream_bytes);
     std::list<std::weak_ptr<ExchangeImpl>>::iterator registered;
     {
       std::lock_guard lock(active_mutex);
@@ -514,6 +525,7 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
     }
   };
   stream.socket().async_wait(tcp::socket::wait_read, *watch);
+  ex->abort_io = [&stream] { stream.cancel(); };
   bool ok = true;
   bool done = false;
   while (!done) {
@@ -590,6 +602,7 @@ asio::awaitable<bool> HttpServer::Impl::deliver(beast::tcp_stream& stream, std::
   }
   *watching = false;
   watch.reset();
+  ex->abort_io = nullptr;
   boost::system::error_code ignored;
   stream.socket().cancel(ignored);  // the watcher
   stream.expires_never();

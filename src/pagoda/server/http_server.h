@@ -22,6 +22,9 @@ struct HttpServerOptions {
   size_t body_limit = 16 * 1024 * 1024;
   int idle_timeout_s = 60;      // keep-alive connections with no request; also a request's read time
   int write_timeout_s = 60;     // a client that stops reading
+  // A stream's events the client has not taken yet, at most: past it the client is too slow (or not reading),
+  // and its requests are cancelled and the connection closed, as for one that left.
+  size_t max_unwritten_stream_bytes = 16 * 1024 * 1024;
   double shutdown_deadline_s = 10;  // time in-flight requests get to finish after a signal
   int max_connections_per_client = 2048;  // open connections from one address; more get 429 and are closed (0: no limit)
   CorsPolicy cors;  // browsers' cross-origin requests (cors.h)
