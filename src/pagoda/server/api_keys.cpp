@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -84,7 +87,10 @@ void ApiKeys::read_keys_file(const std::string& path) {
   if (!in) throw Error(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
+  std::string text = ss.str();
+  // A UTF-8 byte order mark (some editors save one) is not part of the first key: a JSON file read as text gave
+  // the key `\ufeff{"sk-alice":`.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -110,20 +116,18 @@ void ApiKeys::read_keys_file(const std::string& path) {
       throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
     Tenant t{tenant, 0};
     check_tenant_name(tenant, fmt::format("{}:{}", path, n));
+    // Whole fields only ("4abc" was read as 4), and any finite number (1e-320 was refused: stod's out_of_range).
     if (fields >> limit) {
-      try {
-        t.max_concurrent_requests = std::stoi(limit);
-      } catch (const std::exception&) {
+      const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), t.max_concurrent_requests);
+      if (ec != std::errc{} || end != limit.data() + limit.size())
         throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be an integer", path, n));
-      }
       if (t.max_concurrent_requests < 0) throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be >= 0", path, n));
     }
     if (fields >> rate) {
-      try {
-        t.max_requests_per_second = std::stod(rate);
-      } catch (const std::exception&) {
+      char* end = nullptr;
+      t.max_requests_per_second = std::strtod(rate.c_str(), &end);
+      if (end != rate.c_str() + rate.size() || !std::isfinite(t.max_requests_per_second))
         throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be a number", path, n));
-      }
       if (!(t.max_requests_per_second >= 0)) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
     }
     if (fields >> rate) throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
@@ -152,9 +156,12 @@ void ApiKeys::load_tenants_file(const std::string& path) {
   if (j.is_discarded() || !j.is_object() || !j.contains("tenants") || !j["tenants"].is_object())
     throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
   if (!duplicate.empty()) throw Error(fmt::format("{}: tenant '{}' is given twice", path, duplicate));
+  for (const auto& [field, value] : j.items())  // a misspelt section ("tenant") was ignored without a word
+    if (field != "tenants") throw Error(fmt::format("{}: unknown field \"{}\" (the file holds \"tenants\")", path, field));
   if (j["tenants"].empty()) throw Error(path + ": holds no tenants (authentication would be off)");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
                                         "max_requests_per_second", "share_prefixes", "priority"};
+  double shares = 0;  // the tenants' guaranteed fractions of the pool together
   for (const auto& item : j["tenants"].items()) {
     // Named references, not a structured binding: the lambda below captures v (clang before 16 cannot).
     const std::string& name = item.key();
@@ -191,6 +198,7 @@ void ApiKeys::load_tenants_file(const std::string& path) {
       t.share_prefixes = v["share_prefixes"].get<bool>();
     }
     validate(t.kv(), path);
+    if (t.kv_share > 0 && t.kv_share <= 1) shares += t.kv_share;
     if (!v.contains("keys") || !v["keys"].is_array() || v["keys"].empty())
       throw Error(where + ": \"keys\" must be a non-empty array of strings");
     for (const auto& key : v["keys"]) {
@@ -199,6 +207,9 @@ void ApiKeys::load_tenants_file(const std::string& path) {
       add(key.get<std::string>(), t, path);
     }
   }
+  // Shares that add up to more than the pool guarantee nothing to anyone (0.9 and 0.9 started).
+  if (shares > 1 + 1e-9)
+    throw Error(fmt::format("{}: the tenants' kv_share fractions add up to {:.3g}, more than the whole pool", path, shares));
 }
 
 const Tenant* ApiKeys::authenticate(const std::string& authorization) const {

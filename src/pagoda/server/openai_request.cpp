@@ -140,6 +140,9 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
     } else {
       bad("stop", "a string or a list of strings");
     }
+    // As vLLM refuses it (SamplingParams: "stop cannot contain an empty string"): it was dropped without a word.
+    if (std::ranges::any_of(r.stop, [](const std::string& s) { return s.empty(); }))
+      throw ApiError(400, "stop cannot contain an empty string", "stop");
     if (r.stop.size() > static_cast<size_t>(limits.max_stop_strings))
       throw ApiError(400, fmt::format("stop: {} strings, more than the {} allowed (--max-stop-strings)", r.stop.size(),
                                       limits.max_stop_strings),

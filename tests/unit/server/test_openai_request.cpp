@@ -156,6 +156,8 @@ TEST(OpenAiRequest, MissingFeaturesAreRefusedAndOtherFieldsIgnored) {
 }
 
 TEST(OpenAiRequest, ErrorsNameTheField) {
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stop": ["a", ""]})"), "stop");  // vLLM refuses an empty stop string too
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stop": ""})"), "stop");
   EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
   EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");
   EXPECT_EQ(param_of(R"({"prompt": "x", "top_p": 0})"), "top_p");
@@ -338,6 +340,21 @@ TEST(ApiKeys, FilesThatWouldWeakenAuthenticationAreRefused) {
   refused(file("k1 alice\n"), file(R"({"tenants": {"alice": {"keys": ["k2"]}}})"), "tenant 'alice' is given in both");
   refused("", file(R"({"tenants": {"a": {"keys": ["k1"]}, "a": {"keys": ["k2"]}}})"), "tenant 'a' is given twice");
   refused("", file(R"({"tenants": {}})"), "holds no tenants");
+  // Sweep 5: a misspelt section was ignored, shares over the whole pool started, "4abc" was a limit of 4.
+  refused("", file(R"({"tenants": {"a": {"keys": ["k1"]}}, "tenant": {}})"), "unknown field \"tenant\"");
+  refused("", file(R"({"tenants": {"a": {"keys": ["k1"], "kv_share": 0.9}, "b": {"keys": ["k2"], "kv_share": 0.9}}})"),
+          "add up to 1.8");
+  refused(file("k1 alice 4abc\n"), "", "MAX_CONCURRENT must be an integer");
+  refused(file("k1 alice 4 2x\n"), "", "MAX_PER_SECOND must be a number");
+  {  // a BOM before a JSON keys file: read as JSON, not as the key `\ufeff{"k1":`
+    ApiKeys bom;
+    bom.load_file(file("\xEF\xBB\xBF{\"k1\": \"alice\"}"));
+    ASSERT_NE(bom.authenticate("Bearer k1"), nullptr);
+    EXPECT_EQ(bom.authenticate("Bearer k1")->name, "alice");
+    ApiKeys tiny;  // any finite rate, denormals too
+    tiny.load_file(file("k1 alice 1 1e-320\n"));
+    EXPECT_GT(tiny.authenticate("Bearer k1")->max_requests_per_second, 0.0);
+  }
   ApiKeys keys;
   EXPECT_THROW(keys.add("k 1", Tenant{"a"}), Error);
   EXPECT_THROW(keys.add("k1\t", Tenant{"a"}), Error);
