@@ -33,6 +33,9 @@ struct JobContext {
   // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
   std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
   std::vector<TokenId> eos_token_ids;  // the model's: a stop on one of them has no stop_reason (vLLM's rule)
+  // Runs CPU work (a large response's body) on the request-thread pool, not the I/O thread of the exchange's
+  // strand; the work posts its result back to the strand. Null: the work runs where it is asked for.
+  std::function<void(std::function<void()>)> off_io;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -89,6 +92,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void trace_choice(Choice& c, Clock::time_point finished);
   void cancel_all();
   void complete();
+  void done();  // the exchange is answered: on_done_, once
+  // A whole response of more than about this many logprob entries (or 16 bytes of text each) is built off the I/O
+  // threads (JobContext::off_io).
+  static constexpr size_t kInlineResponseEntries = 20'000;
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
   // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text. Offsets

@@ -413,6 +413,9 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   if (slot) on_done = [slot]() mutable { slot.reset(); };  // the tenant's slot is given back when the job ends
   JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
                  output_tool_format(parsed.tools, options_.tools), options_.eos_token_ids};
+  // A large response is built on the pool, queued as the tenant's (or the address's) work, as its body was.
+  ctx.off_io = [this, client = tenant ? "tenant " + tenant->name : "address " + ex->request().client](
+                   std::function<void()> task) { workers_.submit(client, std::move(task)); };
   // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
   if (ctx.tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && ctx.tool_format->needs_special_tokens())
     parsed.skip_special_tokens = false;
