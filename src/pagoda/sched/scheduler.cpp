@@ -150,9 +150,12 @@ StepPlan Scheduler::schedule(int token_budget) {
   if (fair_) {
     schedule_fair(budget, plan);
   } else {
+    const size_t reclaimed = static_cast<size_t>(reclaim_for_share(budget, plan));
     schedule_running(budget, plan);
-    // Blocks ran short this step: admitting more would only preempt again (vLLM's rule).
-    if (plan.preempted.empty() && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
+    // Blocks ran short this step: admitting more would only preempt again (vLLM's rule). Preemptions made for a
+    // tenant's share were made to admit its request.
+    if (plan.preempted.size() == reclaimed && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
+    share_claimant_ = nullptr;
   }
   plan.num_scheduled_tokens = budget.num_used();
   // Periodic prefixes due soon come back from the host tier after this step's own blocks are taken.
@@ -375,8 +378,54 @@ bool Scheduler::hold_new_requests(const TokenBudget& budget, const StepPlan& pla
   return true;
 }
 
+int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
+  share_claimant_ = nullptr;
+  if (!tenant_quotas_) return 0;
+  const auto below_share = [&](const TenantKv& t) {
+    return t.kv_share > 0 && !t.name.empty() && tenant_blocks(t.name) < quota_blocks(t.kv_share);
+  };
+  for (Sequence* s : waiting_) {
+    if (below_share(s->tenant) && !over_tenant_cap(*s, 1)) {
+      share_claimant_ = s;
+      break;
+    }
+  }
+  if (share_claimant_ == nullptr) return 0;
+  const TenantKv& claim = share_claimant_->tenant;
+  const int chunk = budget.chunk_for(share_claimant_->num_tokens());  // before any prefix hit: a bound
+  const int need = std::min(block_manager_.num_blocks_for(chunk), quota_blocks(claim.kv_share) - tenant_blocks(claim.name));
+  if (block_manager_.num_free_blocks() >= need) return 0;
+  // What tenants above their share could give without going below it; nothing is preempted for a claim they
+  // cannot meet.
+  const auto above_share = [&](const TenantKv& t) {
+    return t.name != claim.name && (t.kv_share <= 0 || tenant_blocks(t.name) > quota_blocks(t.kv_share));
+  };
+  std::unordered_map<std::string, int> spare;  // by tenant
+  for (const Sequence* s : running_) {
+    if (!above_share(s->tenant) || spare.contains(s->tenant.name)) continue;
+    spare[s->tenant.name] = tenant_blocks(s->tenant.name) - (s->tenant.kv_share > 0 ? quota_blocks(s->tenant.kv_share) : 0);
+  }
+  int reclaimable = 0;
+  for (const auto& [name, n] : spare) reclaimable += n;
+  if (block_manager_.num_free_blocks() + reclaimable < need) return 0;
+  int preempted = 0;
+  while (block_manager_.num_free_blocks() < need) {
+    std::vector<Sequence*> victims;
+    for (Sequence* s : running_)
+      if (above_share(s->tenant)) victims.push_back(s);
+    if (victims.empty()) break;
+    preempt(*victims[policy_victim(victims)], plan);
+    ++preempted;
+  }
+  return preempted;
+}
+
 void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
   const auto room = [&] { return !budget.exhausted() && num_running() < config_.max_num_seqs; };
+  // A tenant below its share first (reclaim_for_share made room for it).
+  if (share_claimant_ != nullptr && share_claimant_->status != SeqStatus::kRunning && room() &&
+      admit(*share_claimant_, budget, plan) == Admission::kNoBlocks)
+    return;
   if (deadline_first()) {
     for (Sequence* seq : admission_order(clock_())) {
       if (!room()) break;
