@@ -147,16 +147,16 @@ StepPlan Scheduler::schedule(int token_budget) {
   finished_since_plan_.clear();
   TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens));
   held_until_.reset();
+  const size_t reclaimed = static_cast<size_t>(reclaim_for_share(budget, plan));
   if (fair_) {
-    schedule_fair(budget, plan);
+    schedule_fair(budget, plan, reclaimed);
   } else {
-    const size_t reclaimed = static_cast<size_t>(reclaim_for_share(budget, plan));
     schedule_running(budget, plan);
     // Blocks ran short this step: admitting more would only preempt again (vLLM's rule). Preemptions made for a
     // tenant's share were made to admit its request.
     if (plan.preempted.size() == reclaimed && !hold_new_requests(budget, plan)) admit_waiting(budget, plan);
-    share_claimant_ = nullptr;
   }
+  share_claimant_ = nullptr;
   plan.num_scheduled_tokens = budget.num_used();
   // Periodic prefixes due soon come back from the host tier after this step's own blocks are taken.
   block_manager_.prefetch(clock_(), kMaxPrefetchBlocksPerStep);
@@ -220,19 +220,20 @@ bool Scheduler::reserve_blocks(Sequence& seq, int num_tokens, StepPlan& plan, st
   return true;
 }
 
-void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan) {
+void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclaimed) {
   // Decodes, in policy order; running sequences with prompt (or recomputed) tokens left wait for the second part.
   std::vector<Sequence*> prompts;  // set aside, in policy order; removed once planned or preempted
   schedule_running(budget, plan, &prompts);
   const auto still_running = [](const Sequence* s) { return s->status == SeqStatus::kRunning; };
 
   // Prompt work, tenant by tenant in order of (priority, finish tag, arrival) of each tenant's next sequence.
-  const bool window_holds = prompts.empty() && plan.preempted.empty() && hold_new_requests(budget, plan);
+  // (reclaim_for_share's preemptions were made to admit a tenant below its share: they stop nothing)
+  const bool window_holds = prompts.empty() && plan.preempted.size() == reclaimed && hold_new_requests(budget, plan);
   bool admitting = !window_holds;
   std::unordered_set<std::string> capped;  // tenants at their KV cap: their waiting sequences wait for the next step
   std::unordered_map<std::string, Sequence*> heads;  // per tenant its next sequence, rebuilt for each pick
   while (!budget.exhausted()) {
-    admitting = admitting && plan.preempted.empty() && num_running() < config_.max_num_seqs;
+    admitting = admitting && plan.preempted.size() == reclaimed && num_running() < config_.max_num_seqs;
     // Each tenant's next sequence: its first running prompt (policy order), or its first waiting one.
     heads.clear();
     const auto offer = [&](const std::string& tenant, Sequence* seq) {

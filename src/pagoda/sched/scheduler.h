@@ -151,11 +151,11 @@ class Scheduler {
   // candidates for preemption); on return it holds those still running.
   void schedule_running(TokenBudget& budget, StepPlan& plan, std::vector<Sequence*>* prompts = nullptr);
   void admit_waiting(TokenBudget& budget, StepPlan& plan);
-  // A tenant's kv_share holds for arrivals too (fcfs, priority and slo; the fair policy orders tenants by service
-  // instead): the first waiting sequence, in policy order, of a tenant below its share is its claimant. Before the
-  // running sequences are planned, sequences of tenants above their share (pick_victim's rule; never the
-  // claimant's tenant) are preempted until the claimant's first chunk, up to its share, finds free blocks; and
-  // admit_waiting admits the claimant first. Without this a request of a tenant holding nothing waited behind a
+  // A tenant's kv_share holds for arrivals too: the first waiting sequence, in policy order, of a tenant below its
+  // share is its claimant. Before the running sequences are planned, sequences of tenants above their share
+  // (pick_victim's rule; never the claimant's tenant) are preempted until the claimant's first chunk, up to its
+  // share, finds free blocks; admit_waiting admits the claimant first (the fair policy, when its tenant's turn
+  // comes: these preemptions do not stop its admissions). Without this a request of a tenant holding nothing waited behind a
   // flood's decodes and its queued requests (11 s against 0.13 alone). Returns the preemptions it made.
   int reclaim_for_share(const TokenBudget& budget, StepPlan& plan);
   // The fair policy's step: the running sequences with one token to compute (decodes) in policy order, then,
@@ -166,7 +166,7 @@ class Scheduler {
   // divided by the tenant's weight; its service is charged as each chunk is planned, until the budget, the
   // sequence slots or the blocks run out. Within a tenant, sequences go in policy order. Admissions stop once
   // the step preempted or a sequence found no blocks; a tenant at its cap admits nothing more this step.
-  void schedule_fair(TokenBudget& budget, StepPlan& plan);
+  void schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclaimed);
   // The TTL batching window (SchedulerConfig::batch_wait_seconds): true, and held_until_ set, when this step
   // admits no waiting request because the step has no prompt tokens yet and the waiting requests are all new
   // (never run), fewer than the step could take (their prompt tokens short of the budget left, their number

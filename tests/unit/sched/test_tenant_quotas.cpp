@@ -117,11 +117,11 @@ TEST(TenantQuotas, AFloodDoesNotPushAnotherTenantBelowItsShare) {
 }
 
 // The share holds for arrivals: A (no share) fills the pool with decodes and queues more; B (half the pool as its
-// share) then asks, holding nothing. Under every policy but fair (which orders tenants by service), B's request is
-// admitted within a step, A's sequences preempted for its blocks, never below B's claim; before, it waited for A's
+// share) then asks, holding nothing. Under every policy B's request is admitted within a step, A's sequences preempted for its blocks, never below B's claim; before, it waited for A's
 // decodes to finish, behind A's queued requests (11 s against 0.13 alone, through the server).
 TEST(TenantQuotas, AnArrivingTenantBelowItsShareIsAdmittedPastAFlood) {
-  for (const SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority, SchedulingPolicy::kSlo}) {
+  for (const SchedulingPolicy policy :
+       {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority, SchedulingPolicy::kSlo, SchedulingPolicy::kFair}) {
     SCOPED_TRACE(static_cast<int>(policy));
     Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64,
                                   .policy = policy});
