@@ -382,8 +382,14 @@ bool Scheduler::hold_new_requests(const TokenBudget& budget, const StepPlan& pla
 int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
   share_claimant_ = nullptr;
   if (!tenant_quotas_) return 0;
+  std::unordered_map<std::string, int> held;  // blocks by tenant, once (the waiting queue may be long)
+  for (const Sequence* s : running_) held[s->tenant.name] += s->blocks.num_blocks();
+  const auto blocks_of = [&](const std::string& name) {
+    const auto it = held.find(name);
+    return it == held.end() ? 0 : it->second;
+  };
   const auto below_share = [&](const TenantKv& t) {
-    return t.kv_share > 0 && !t.name.empty() && tenant_blocks(t.name) < quota_blocks(t.kv_share);
+    return t.kv_share > 0 && !t.name.empty() && blocks_of(t.name) < quota_blocks(t.kv_share);
   };
   for (Sequence* s : waiting_) {
     if (below_share(s->tenant) && !over_tenant_cap(*s, 1)) {
@@ -394,7 +400,7 @@ int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
   if (share_claimant_ == nullptr) return 0;
   const TenantKv& claim = share_claimant_->tenant;
   const int chunk = budget.chunk_for(share_claimant_->num_tokens());  // before any prefix hit: a bound
-  const int need = std::min(block_manager_.num_blocks_for(chunk), quota_blocks(claim.kv_share) - tenant_blocks(claim.name));
+  const int need = std::min(block_manager_.num_blocks_for(chunk), quota_blocks(claim.kv_share) - blocks_of(claim.name));
   if (block_manager_.num_free_blocks() >= need) return 0;
   // What tenants above their share could give without going below it; nothing is preempted for a claim they
   // cannot meet.
@@ -404,7 +410,7 @@ int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
   std::unordered_map<std::string, int> spare;  // by tenant
   for (const Sequence* s : running_) {
     if (!above_share(s->tenant) || spare.contains(s->tenant.name)) continue;
-    spare[s->tenant.name] = tenant_blocks(s->tenant.name) - (s->tenant.kv_share > 0 ? quota_blocks(s->tenant.kv_share) : 0);
+    spare[s->tenant.name] = blocks_of(s->tenant.name) - (s->tenant.kv_share > 0 ? quota_blocks(s->tenant.kv_share) : 0);
   }
   int reclaimable = 0;
   for (const auto& [name, n] : spare) reclaimable += n;
