@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 
+#include "pagoda/core/env_knob.h"
 #include "pagoda/kernels/cuda_check.h"
 
 namespace pagoda::kernels {
@@ -42,11 +43,7 @@ inline int compute_capability() {
 
 // PDL on the current device: compute capability 9.0 or newer, unless PAGODA_NO_PDL=1 (for comparisons).
 inline bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* off = std::getenv("PAGODA_NO_PDL");
-    if (off && *off == '1') return false;
-    return compute_capability() >= 90;
-  }();
+  static const bool enabled = !env_flag("PAGODA_NO_PDL", false) && compute_capability() >= 90;
   return enabled;
 }
 

@@ -18,8 +18,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
+#include "pagoda/core/env_knob.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/launch.cuh"
 #include "pagoda/kernels/paged_attention.h"
@@ -634,8 +634,7 @@ inline DeviceLimits device_limits() {
 // decode workspace is bounded by it. PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets the 4, for measurements.
 inline int decode_blocks_per_sm() {
   static const int per_sm = [] {
-    const char* v = std::getenv("PAGODA_DECODE_BLOCKS_PER_SM");
-    const int n = v != nullptr ? std::atoi(v) : 0;
+    const int n = env_int("PAGODA_DECODE_BLOCKS_PER_SM", 4);
     return n >= 1 && n <= 16 ? n : 4;
   }();
   return per_sm;

@@ -11,8 +11,7 @@
 // codes in registers (qk_tile_fp8, pv_tile_fp8: no bf16 tile, no extra barrier) and applies the keys'
 // scales to scores and probabilities. Being lighter on shared memory, FP8 runs four blocks an SM when
 // the grid is large.
-#include <cstdlib>
-
+#include "pagoda/core/env_knob.h"
 #include "pagoda/kernels/paged_attention_common.cuh"
 
 namespace pagoda::kernels {
@@ -337,27 +336,20 @@ struct DecodeSpans {
   SpanRule rule;
 };
 bool span_of_longest() {
-  static const bool on = [] {
-    const char* v = std::getenv("PAGODA_DECODE_SPAN_OF_LONGEST");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_flag("PAGODA_DECODE_SPAN_OF_LONGEST", false);
   return on;
 }
-// Measurement knobs, read once: PAGODA_DECODE_LONG_SPAN (keys, a multiple of kDecodePartitionTokens up to 4,096;
-// default kDecodeLongSpan) and PAGODA_DECODE_FP8_MANY=0 (no four-block FP8 launch: the two-block ones instead).
+// Measurement knobs (core/env_knob.h): PAGODA_DECODE_LONG_SPAN (keys, a multiple of kDecodePartitionTokens up to
+// 4,096; default kDecodeLongSpan) and PAGODA_DECODE_FP8_MANY=0 (no four-block FP8 launch: the two-block ones).
 int decode_long_span() {
   static const int keys = [] {
-    const char* v = std::getenv("PAGODA_DECODE_LONG_SPAN");
-    const int n = v != nullptr ? std::atoi(v) : 0;
+    const int n = env_int("PAGODA_DECODE_LONG_SPAN", kDecodeLongSpan);
     return n >= kDecodePartitionTokens && n <= 4096 && n % kDecodePartitionTokens == 0 ? n : kDecodeLongSpan;
   }();
   return keys;
 }
 bool decode_fp8_many_blocks() {
-  static const bool on = [] {
-    const char* v = std::getenv("PAGODA_DECODE_FP8_MANY");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool on = env_flag("PAGODA_DECODE_FP8_MANY", true);
   return on;
 }
 DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
@@ -405,7 +397,8 @@ void launch_decode_stages(const PagedAttentionParams& p, dim3 grid, SpanRule rul
   // heads, decode alone: 1.34x the bf16 kernel at 32k context against 1.12x with five stages and two blocks;
   // at 2k context, one wave of blocks, the deeper pipeline is the faster; docs/PERFORMANCE.md).
   if constexpr (kFp8) {
-    if (decode_fp8_many_blocks() && blocks > 2 * static_cast<int64_t>(limits.num_sms) && n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
+    if (decode_fp8_many_blocks() && blocks > 2 * static_cast<int64_t>(limits.num_sms) &&
+        n_per_sm(decode_smem_bytes<D, kDecodeStagesManyFp8, true>(), 4)) {
       launch_decode_blocks<D, kDecodeStagesManyFp8, true, 4>(p, grid, rule, ws_acc, ws_ml, stream);
       return;
     }

@@ -223,10 +223,7 @@ void launch(bf16* out, float* partial, const bf16* x, const Tiles& w, int num_to
 }  // namespace
 
 int quant_gemm_max_tokens() {
-  static const int tokens = [] {
-    const char* v = std::getenv("PAGODA_QUANT_GEMM_MAX_TOKENS");
-    return v && *v ? std::max(0, std::atoi(v)) : kQuantGemmMaxTokens;
-  }();
+  static const int tokens = std::max(0, env_int("PAGODA_QUANT_GEMM_MAX_TOKENS", kQuantGemmMaxTokens));
   return tokens;
 }
 

@@ -310,8 +310,7 @@ bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tok
 
 int quant_gemm_wgmma_min_tokens() {
   static const int tokens = [] {
-    const char* v = std::getenv("PAGODA_QUANT_WGMMA_MIN_TOKENS");
-    const int n = v && *v ? std::atoi(v) : kQuantGemmWgmmaMinTokens;
+    const int n = env_int("PAGODA_QUANT_WGMMA_MIN_TOKENS", kQuantGemmWgmmaMinTokens);
     return n <= 0 ? std::numeric_limits<int>::max() : n;
   }();
   return tokens;

@@ -379,10 +379,7 @@ void launch(bf16* out, const bf16* x, const QuantMatrix& m, int num_tokens, cons
 
 // Up to this many tokens x comes through the ring (kStageX): one. PAGODA_QUANT_STAGE_X=N (0 to 8) overrides, for A/B runs.
 int stage_x_tokens() {
-  static const int tokens = [] {
-    const char* v = std::getenv("PAGODA_QUANT_STAGE_X");
-    return v && *v ? std::atoi(v) : 1;
-  }();
+  static const int tokens = env_int("PAGODA_QUANT_STAGE_X", 1);
   return tokens;
 }
 

@@ -381,10 +381,7 @@ void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMa
 }  // namespace
 
 bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_tokens) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PAGODA_QUANT_FEW_TOKENS");
-    return !(v && *v == '0');
-  }();
+  static const bool enabled = env_flag("PAGODA_QUANT_FEW_TOKENS", true);
   const int steps = segment_steps(w.shape);
   return enabled && num_tokens >= 1 && num_tokens <= kQuantGemvFewTokensMax && steps > 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && w.shape.tiles() < (int64_t{1} << 31) &&

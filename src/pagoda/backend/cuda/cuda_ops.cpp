@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
+#include "pagoda/core/env_knob.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/kernels/elementwise.h"
@@ -127,8 +128,7 @@ void CudaOps::Impl::drop_graphs() {
 // PAGODA_CUDA_STEP_TIMING=1: CUDA events around every graph replay; the mean GPU time of a replay and the
 // mean wall time from one replay's start to the next are logged at exit (GPU busy vs host gaps).
 GraphTimer::GraphTimer() {
-  const char* env = std::getenv("PAGODA_CUDA_STEP_TIMING");
-  enabled = env && *env == '1';
+  enabled = env_flag("PAGODA_CUDA_STEP_TIMING", false);
 }
 
 GraphTimer::~GraphTimer() {
@@ -207,10 +207,8 @@ void CudaOps::Impl::arena_reset() {
 }
 
 kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w) {
-  static const bool scale_pass = [] {  // PAGODA_FP8_SCALE_PASS=1: the separate scaling pass instead (A/B runs)
-    const char* v = std::getenv("PAGODA_FP8_SCALE_PASS");
-    return v != nullptr && v[0] == '1';
-  }();
+  // PAGODA_FP8_SCALE_PASS=1: the separate scaling pass instead (A/B runs)
+  static const bool scale_pass = env_flag("PAGODA_FP8_SCALE_PASS", false);
   const int T = rows_of(x), N = static_cast<int>(w.num_rows()), K = static_cast<int>(w.cols());
   if (scale_pass || !is_fp8_rows(w) || T <= kernels::kFp8GemvMaxTokens || !fp8_gemm->supported(T, N, K)) return {};
   const kernels::Fp8Activations q = quantize_input(x, w);
@@ -234,10 +232,8 @@ kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Wei
 }
 
 kernels::Fp8Activations CudaOps::Impl::quantize_in_norm(const Tensor& out, const Weight& linear) {
-  static const bool off = [] {  // until measured on a GPU: on with PAGODA_FP8_NORM_QUANT=1 (.device/probe9.sh)
-    const char* v = std::getenv("PAGODA_FP8_NORM_QUANT");
-    return v == nullptr || v[0] != '1';
-  }();
+  // Off until measured on a GPU: on with PAGODA_FP8_NORM_QUANT=1.
+  static const bool off = !env_flag("PAGODA_FP8_NORM_QUANT", false);
   normed_fp8 = {};
   if (off || !is_fp8_rows(linear) || linear.activations == ActivationQuant::kFp8Static) return {};
   const int T = rows_of(out), K = row_elems(out);

@@ -9,11 +9,9 @@
 // rounding (H100, FP8 Llama-3-8B offline 1,000 x 128/128: 18.7k -> 19.6k output tok/s; docs/PERFORMANCE.md).
 #include "pagoda/backend/cuda/fp8_gemm.h"
 
-#include <cstdlib>
-#include <string>
-
 #include <fmt/format.h>
 
+#include "pagoda/core/env_knob.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda::cuda {
@@ -66,10 +64,7 @@ const Fp8Gemm::Plan* Fp8Gemm::plan_for(int num_tokens, int n, int k) {
     // every few K steps; "fast accumulation" skips the promotions. vLLM's FP8 GEMMs on sm_90 (CUTLASS's
     // ...PingpongFP8FastAccum schedules for per-token x per-channel scales) all skip them. Here the sums stay in
     // fp32 unless PAGODA_FP8_FAST_ACCUM=1, until its speed and error are measured (.device/probe9.sh).
-    static const int8_t fast_accum = [] {
-      const char* v = std::getenv("PAGODA_FP8_FAST_ACCUM");
-      return static_cast<int8_t>(v != nullptr && std::string(v) == "1");
-    }();
+    static const int8_t fast_accum = env_flag("PAGODA_FP8_FAST_ACCUM", false) ? 1 : 0;
     check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)),
              "FAST_ACCUM");
     check_lt(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k, n, k), "layout A");
