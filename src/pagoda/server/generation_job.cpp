@@ -525,24 +525,15 @@ void GenerationJob::complete() {
     // Tens of MB of logprobs take seconds to write: on the request-thread pool (two such responses built on the I/O
     // threads held /health for 20 s). The choices are finished: later engine events for them change nothing it reads.
     size_t entries = 0;
-    for (const Choice& c : choices_) entries += c.text.size() / 16 + c.logprobs.size() * (std::max(parsed_.top_logprobs, 0) + 1);
+    for (const Choice& c : choices_)
+      entries += c.text.size() / 16 + c.logprobs.size() * (std::max(parsed_.top_logprobs, 0) + 1);
     if (ctx_.off_io && entries > kInlineResponseEntries) {
-      ctx_.off_io([self = shared_from_this(), build = std::move(build)] {
-        std::optional<HttpResponse> response;
-        std::string error;
-        try {
-          response = build();
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-        self->exchange_->post([self, response = std::move(response), error]() mutable {
-          if (!response) {
-            const ApiError failed(500, "internal error: " + error);
-            response = HttpResponse{500, "application/json", dump_json(failed.to_json()), {}};
-          }
+      ctx_.off_io([self = shared_from_this(), build = std::move(build)]() -> std::function<void()> {
+        auto response = std::make_shared<HttpResponse>(build());
+        return [self, response] {
           self->exchange_->respond(std::move(*response));
           self->done();
-        });
+        };
       });
       return;
     }

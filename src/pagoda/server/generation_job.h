@@ -33,9 +33,9 @@ struct JobContext {
   // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
   std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
   std::vector<TokenId> eos_token_ids;  // the model's: a stop on one of them has no stop_reason (vLLM's rule)
-  // Runs CPU work (a large response's body) on the request-thread pool, not the I/O thread of the exchange's
-  // strand; the work posts its result back to the strand. Null: the work runs where it is asked for.
-  std::function<void(std::function<void()>)> off_io;
+  // Runs CPU work (a large response's body) on the request-thread pool, then what it returns on the exchange's
+  // strand; an exception becomes the error response (OpenAiServer::off_io_threads). Null: work runs where asked for.
+  std::function<void(std::function<std::function<void()>()>)> off_io;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {

@@ -195,7 +195,8 @@ void OpenAiServer::route(const std::shared_ptr<Exchange>& ex) {
     if (!get) throw ApiError(405, "use GET").allow("GET, HEAD");
     // The heatmap over the whole step ring and its SVG take about 0.1 s of CPU: on the I/O threads, 16 clients
     // fetching it in a loop held /health for over a second.
-    off_io_threads(ex, tenant, [this, ex] { return respond_with(ex, gpu_timeline(ex->request().target)); }, /*always=*/true);
+    off_io_threads(
+        ex, tenant, [this, ex] { return respond_with(ex, gpu_timeline(ex->request().target)); }, /*always=*/true);
     return;
   }
   if (path == "/v1/models") {
@@ -332,7 +333,8 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     // they never asked for.
     if (tenant) r.tenant = tenant->kv();
     if (!parsed.max_tokens_given && parsed.chat)
-      r.params.max_tokens = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(context, engine_.max_sequence_tokens(r.tenant)) - num_prompt));
+      r.params.max_tokens = static_cast<int>(
+          std::max<int64_t>(1, std::min<int64_t>(context, engine_.max_sequence_tokens(r.tenant)) - num_prompt));
     const int64_t requested = int64_t{num_prompt} + r.params.max_tokens;  // max_tokens may be near INT32_MAX
     if (requested > context) {
       throw ApiError(400,
@@ -411,11 +413,12 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   std::string tenant_name = tenant ? tenant->name : "";
   std::function<void()> on_done;
   if (slot) on_done = [slot]() mutable { slot.reset(); };  // the tenant's slot is given back when the job ends
-  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
-                 output_tool_format(parsed.tools, options_.tools), options_.eos_token_ids};
   // A large response is built on the pool, queued as the tenant's (or the address's) work, as its body was.
-  ctx.off_io = [this, client = tenant ? "tenant " + tenant->name : "address " + ex->request().client](
-                   std::function<void()> task) { workers_.submit(client, std::move(task)); };
+  auto off_io = [this, ex, tenant](std::function<std::function<void()>()> work) {
+    off_io_threads(ex, tenant, std::move(work), /*always=*/true);
+  };
+  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
+                 output_tool_format(parsed.tools, options_.tools), options_.eos_token_ids, std::move(off_io)};
   // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
   if (ctx.tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && ctx.tool_format->needs_special_tokens())
     parsed.skip_special_tokens = false;
