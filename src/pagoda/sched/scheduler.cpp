@@ -318,7 +318,7 @@ size_t Scheduler::pick_victim(std::span<Sequence* const> candidates) const {
   std::vector<size_t> where;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const TenantKv& t = candidates[i]->tenant;
-    if (t.kv_share <= 0 || tenant_blocks(t.name) > quota_blocks(t.kv_share)) {
+    if (above_share(t, tenant_blocks(t.name))) {
       above.push_back(candidates[i]);
       where.push_back(i);
     }
@@ -382,11 +382,19 @@ bool Scheduler::hold_new_requests(const TokenBudget& budget, const StepPlan& pla
 int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
   share_claimant_ = nullptr;
   if (!tenant_quotas_) return 0;
-  std::unordered_map<std::string, int> held;  // blocks by tenant, once (the waiting queue may be long)
-  for (const Sequence* s : running_) held[s->tenant.name] += s->blocks.num_blocks();
+  struct Held {
+    int blocks = 0;
+    const TenantKv* tenant = nullptr;
+  };
+  std::unordered_map<std::string, Held> held;  // by tenant, counted once (the waiting queue may be long)
+  for (const Sequence* s : running_) {
+    Held& h = held[s->tenant.name];
+    h.blocks += s->blocks.num_blocks();
+    h.tenant = &s->tenant;
+  }
   const auto blocks_of = [&](const std::string& name) {
     const auto it = held.find(name);
-    return it == held.end() ? 0 : it->second;
+    return it == held.end() ? 0 : it->second.blocks;
   };
   const auto below_share = [&](const TenantKv& t) {
     return t.kv_share > 0 && !t.name.empty() && blocks_of(t.name) < quota_blocks(t.kv_share);
@@ -402,26 +410,22 @@ int Scheduler::reclaim_for_share(const TokenBudget& budget, StepPlan& plan) {
   const int chunk = budget.chunk_for(share_claimant_->num_tokens());  // before any prefix hit: a bound
   const int need = std::min(block_manager_.num_blocks_for(chunk), quota_blocks(claim.kv_share) - blocks_of(claim.name));
   if (block_manager_.num_free_blocks() >= need) return 0;
-  // What tenants above their share could give without going below it; nothing is preempted for a claim they
-  // cannot meet.
-  const auto above_share = [&](const TenantKv& t) {
-    return t.name != claim.name && (t.kv_share <= 0 || tenant_blocks(t.name) > quota_blocks(t.kv_share));
-  };
-  std::unordered_map<std::string, int> spare;  // by tenant
-  for (const Sequence* s : running_) {
-    if (!above_share(s->tenant) || spare.contains(s->tenant.name)) continue;
-    spare[s->tenant.name] = blocks_of(s->tenant.name) - (s->tenant.kv_share > 0 ? quota_blocks(s->tenant.kv_share) : 0);
-  }
+  // Victims: other tenants' sequences while their tenant is above its share (pick_victim's rule). What those tenants
+  // could give without going below their shares: nothing is preempted for a claim they cannot meet.
+  const auto victim = [&](const TenantKv& t) { return t.name != claim.name && above_share(t, blocks_of(t.name)); };
   int reclaimable = 0;
-  for (const auto& [name, n] : spare) reclaimable += n;
+  for (const auto& [name, h] : held)
+    if (victim(*h.tenant)) reclaimable += h.blocks - (h.tenant->kv_share > 0 ? quota_blocks(h.tenant->kv_share) : 0);
   if (block_manager_.num_free_blocks() + reclaimable < need) return 0;
   int preempted = 0;
   while (block_manager_.num_free_blocks() < need) {
     std::vector<Sequence*> victims;
     for (Sequence* s : running_)
-      if (above_share(s->tenant)) victims.push_back(s);
+      if (victim(s->tenant)) victims.push_back(s);
     if (victims.empty()) break;
-    preempt(*victims[policy_victim(victims)], plan);
+    Sequence& v = *victims[policy_victim(victims)];
+    held[v.tenant.name].blocks -= v.blocks.num_blocks();
+    preempt(v, plan);
     ++preempted;
   }
   return preempted;

@@ -144,6 +144,8 @@ class Scheduler {
   int tenant_blocks(const std::string& tenant) const;  // held by the tenant's running sequences
   // Whether `seq` holding blocks for num_tokens positions would take its tenant past its cap.
   bool over_tenant_cap(const Sequence& seq, int num_tokens) const;
+  // Whether a tenant holding `held` blocks holds more than its share (one without a share: any block is more).
+  bool above_share(const TenantKv& t, int held) const { return t.kv_share <= 0 || held > quota_blocks(t.kv_share); }
   // The index in `candidates` to preempt: among sequences of tenants above their share if there are any.
   size_t pick_victim(std::span<Sequence* const> candidates) const;
   // The running sequences in policy order, each its pending tokens as far as the budget allows. With `prompts`
@@ -155,8 +157,8 @@ class Scheduler {
   // share is its claimant. Before the running sequences are planned, sequences of tenants above their share
   // (pick_victim's rule; never the claimant's tenant) are preempted until the claimant's first chunk, up to its
   // share, finds free blocks; admit_waiting admits the claimant first (the fair policy, when its tenant's turn
-  // comes: these preemptions do not stop its admissions). Without this a request of a tenant holding nothing waited behind a
-  // flood's decodes and its queued requests (11 s against 0.13 alone). Returns the preemptions it made.
+  // comes: these preemptions do not stop its admissions). Without this a request of a tenant holding nothing
+  // waited behind a flood's decodes and its queued requests (11 s against 0.13 alone). Returns its preemptions.
   int reclaim_for_share(const TokenBudget& budget, StepPlan& plan);
   // The fair policy's step: the running sequences with one token to compute (decodes) in policy order, then,
   // repeatedly, the prompt work (a running sequence's next prompt or recompute chunk, or admitting a waiting
