@@ -157,7 +157,8 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     throw Error(path + ": expected {\"tenants\": {\"NAME\": {\"keys\": [...], ...}}}");
   if (!duplicate.empty()) throw Error(fmt::format("{}: tenant '{}' is given twice", path, duplicate));
   for (const auto& [field, value] : j.items())  // a misspelt section ("tenant") was ignored without a word
-    if (field != "tenants") throw Error(fmt::format("{}: unknown field \"{}\" (the file holds \"tenants\")", path, field));
+    if (field != "tenants")
+      throw Error(fmt::format("{}: unknown field \"{}\" (the file holds \"tenants\")", path, field));
   if (j["tenants"].empty()) throw Error(path + ": holds no tenants (authentication would be off)");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
                                         "max_requests_per_second", "share_prefixes", "priority"};
@@ -209,7 +210,8 @@ void ApiKeys::load_tenants_file(const std::string& path) {
   }
   // Shares that add up to more than the pool guarantee nothing to anyone (0.9 and 0.9 started).
   if (shares > 1 + 1e-9)
-    throw Error(fmt::format("{}: the tenants' kv_share fractions add up to {:.3g}, more than the whole pool", path, shares));
+    throw Error(
+        fmt::format("{}: the tenants' kv_share fractions add up to {:.3g}, more than the whole pool", path, shares));
 }
 
 const Tenant* ApiKeys::authenticate(const std::string& authorization) const {

@@ -56,7 +56,8 @@ size_t approximate_bytes(const structured::CompiledConstraint& c) {
   const structured::Grammar& g = c.grammar;
   size_t bytes = g.symbols().size() * sizeof(structured::Symbol) + g.loop_sets().size() * sizeof(int32_t);
   for (const structured::CharSet& s : g.char_sets()) bytes += sizeof(s) + s.ranges().size() * sizeof(s.ranges()[0]);
-  for (int r = 0; r < g.num_rules(); ++r) bytes += 64 + g.rule_name(r).size() + g.alternatives(r).size() * sizeof(int32_t);
+  for (int r = 0; r < g.num_rules(); ++r)  // (64: a rule's own struct and its name's allocation, about)
+    bytes += 64 + g.rule_name(r).size() + g.alternatives(r).size() * sizeof(int32_t);
   for (const auto& loop : c.loop_classes) bytes += sizeof(loop) + loop.relation.size();
   return bytes;
 }

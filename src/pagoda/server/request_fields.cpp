@@ -44,6 +44,8 @@ bool is_empty(const json& v) {
   return v.is_null() || ((v.is_array() || v.is_object() || v.is_string()) && v.empty());
 }
 
+bool is_off(const json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }  // a flag not asked for
+
 }  // namespace
 
 std::vector<std::string> check_request_fields(const json& o, bool chat) {
@@ -79,10 +81,10 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
                                  "(guided_choice, guided_regex) can do the same",
                                  name));
     } else if (name == "return_tokens_as_token_ids") {
-      if (!(v.is_null() || (v.is_boolean() && !v.get<bool>()))) refuse(name, "return_tokens_as_token_ids is not supported");
+      if (!is_off(v)) refuse(name, "return_tokens_as_token_ids is not supported");
     } else if (chat && name == "echo") {
       // vLLM's chat echo puts the last message's content before the reply.
-      if (!(v.is_null() || (v.is_boolean() && !v.get<bool>()))) refuse(name, "echo is not supported in chat completions");
+      if (!is_off(v)) refuse(name, "echo is not supported in chat completions");
     } else if (chat && name == "chat_template") {
       if (!is_empty(v)) refuse(name, "a request's own chat_template is not supported; the model's template is used");
     } else {

@@ -117,7 +117,8 @@ TEST(TenantQuotas, AFloodDoesNotPushAnotherTenantBelowItsShare) {
 }
 
 // The share holds for arrivals: A (no share) fills the pool with decodes and queues more; B (half the pool as its
-// share) then asks, holding nothing. Under every policy B's request is admitted within a step, A's sequences preempted for its blocks, never below B's claim; before, it waited for A's
+// share) then asks, holding nothing. Under every policy B's request is admitted within a step, A's sequences
+// preempted for its blocks, never below B's claim; before, it waited for A's
 // decodes to finish, behind A's queued requests (11 s against 0.13 alone, through the server).
 TEST(TenantQuotas, AnArrivingTenantBelowItsShareIsAdmittedPastAFlood) {
   for (const SchedulingPolicy policy :
