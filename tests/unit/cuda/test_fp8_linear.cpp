@@ -279,30 +279,38 @@ TEST(Fp8Linear, ResidualNormAppliesTheProductScalesAsThePassWould) {
 
 // The norms that also quantize their output for the next FP8 linear (CudaOps::linear_add_rms_norm in a W8A8 model):
 // the codes and scales quantize_fp8_rows gives the same output, bit for bit, and the output itself unchanged. Hidden
-// sizes as above (one 8-vector a thread, several, the scalar path); a zero row takes the smallest scale.
+// sizes an FP8 linear takes (K a multiple of 16): one 8-vector a thread, several; the scalar path through a norm
+// weight that does not start on 16 bytes. A zero row takes the smallest scale.
 TEST(Fp8Linear, NormsQuantizeTheirOutputAsQuantizeFp8RowsWould) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int hidden : {4096, 8200, 4096 + 16, 4100}) {
+  struct Case {
+    int hidden;
+    bool weight_off_16;  // the norm weight one element past a 16-byte boundary: the scalar path
+  };
+  for (const Case shape : {Case{4096, false}, Case{8208, false}, Case{4096 + 16, false}, Case{4096, true}}) {
+    const int hidden = shape.hidden;
     for (const bool add : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "hidden " << hidden << (add ? ", add_rms_norm" : ", rms_norm"));
+      SCOPED_TRACE(::testing::Message() << "hidden " << hidden << (shape.weight_off_16 ? ", scalar" : "")
+                                        << (add ? ", add_rms_norm" : ", rms_norm"));
       const int T = 5;
       std::vector<uint16_t> x = random_bf16(static_cast<size_t>(T) * hidden, hidden + 3);
       for (int c = 0; c < hidden; ++c) x[static_cast<size_t>(2) * hidden + c] = 0;  // row 2: zero
       std::vector<uint16_t> residual = random_bf16(static_cast<size_t>(T) * hidden, hidden + 4);
       for (int c = 0; c < hidden; ++c) residual[static_cast<size_t>(2) * hidden + c] = 0;
-      const std::vector<uint16_t> norm_w = random_bf16(static_cast<size_t>(hidden), hidden + 5);
-      DeviceArray<uint16_t> d_w(norm_w), d_x(x), res_plain(residual), out_plain(x.size()), res_fused(residual),
+      const std::vector<uint16_t> norm_w = random_bf16(static_cast<size_t>(hidden) + 1, hidden + 5);
+      DeviceArray<uint16_t> d_w_alloc(norm_w), d_x(x), res_plain(residual), out_plain(x.size()), res_fused(residual),
           out_fused(x.size());
+      uint16_t* const w_at = d_w_alloc.get() + (shape.weight_off_16 ? 1 : 0);
       DeviceArray<uint8_t> codes_plain(x.size()), codes_fused(x.size());
       DeviceArray<float> scales_plain(T), scales_fused(T);
       const k::Fp8Activations fused{codes_fused.get(), scales_fused.get()};
       if (add) {
-        k::add_rms_norm(bf(res_plain.get()), bf(d_x.get()), bf(out_plain.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr);
-        k::add_rms_norm(bf(res_fused.get()), bf(d_x.get()), bf(out_fused.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr,
+        k::add_rms_norm(bf(res_plain.get()), bf(d_x.get()), bf(out_plain.get()), bf(w_at), T, hidden, 1e-5f, nullptr);
+        k::add_rms_norm(bf(res_fused.get()), bf(d_x.get()), bf(out_fused.get()), bf(w_at), T, hidden, 1e-5f, nullptr,
                         {}, fused);
       } else {
-        k::rms_norm(bf(out_plain.get()), bf(d_x.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr);
-        k::rms_norm(bf(out_fused.get()), bf(d_x.get()), bf(d_w.get()), T, hidden, 1e-5f, nullptr, fused);
+        k::rms_norm(bf(out_plain.get()), bf(d_x.get()), bf(w_at), T, hidden, 1e-5f, nullptr);
+        k::rms_norm(bf(out_fused.get()), bf(d_x.get()), bf(w_at), T, hidden, 1e-5f, nullptr, fused);
       }
       k::quantize_fp8_rows(k::Fp8Activations{codes_plain.get(), scales_plain.get()}, bf(out_plain.get()), T, hidden,
                            0.0f, nullptr);

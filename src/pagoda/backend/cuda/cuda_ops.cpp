@@ -232,8 +232,9 @@ kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Wei
 }
 
 kernels::Fp8Activations CudaOps::Impl::quantize_in_norm(const Tensor& out, const Weight& linear) {
-  // Off until measured on a GPU: on with PAGODA_FP8_NORM_QUANT=1.
-  static const bool off = !env_flag("PAGODA_FP8_NORM_QUANT", false);
+  // The same codes as quantize_input's launch, without it (H100: offline FP8 + FP8 KV 1.016x, perplexity and greedy
+  // ids unchanged; docs/PERFORMANCE.md). PAGODA_FP8_NORM_QUANT=0: the separate launch (A/B runs).
+  static const bool off = !env_flag("PAGODA_FP8_NORM_QUANT", true);
   normed_fp8 = {};
   if (off || !is_fp8_rows(linear) || linear.activations == ActivationQuant::kFp8Static) return {};
   const int T = rows_of(out), K = row_elems(out);
