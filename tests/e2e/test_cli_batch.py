@@ -131,6 +131,14 @@ class BenchLatency(unittest.TestCase):
         p = run("bench", "latency", "--device", "tpu", check=False)
         self.assertNotEqual(p.returncode, 0)
 
+    def test_requests_that_end_early_are_an_error_not_a_speed(self):
+        # 40 + 64 tokens do not fit a 64-token context: the requests stop at its end, and a time per output token
+        # divided by --output-len would be a made-up speed (the old binary printed one).
+        p = run("bench", "latency", "--input-len", "40", "--output-len", "64", "--max-model-len", "64",
+                "--num-iters", "1", "--json", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("generated 24 tokens, not 64", p.stderr)
+
 
 if __name__ == "__main__":
     pagoda_cli.main()

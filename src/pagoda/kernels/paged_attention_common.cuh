@@ -630,12 +630,16 @@ inline DeviceLimits device_limits() {
   return l;
 }
 
-// Decode blocks wanted on the whole GPU (about 4 per SM): decode spans stop splitting beyond it, and the
-// decode workspace is bounded by it. PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets the 4, for measurements.
+// Decode blocks wanted on the whole GPU (2 per SM): decode spans stop splitting beyond it, and the decode
+// workspace is bounded by it. Fewer, longer spans leave fewer partials to merge: at batch 1 on an H100, 2 rather
+// than 4 took the kernel and its merge from 21.9 to 17.6 us a layer at 8,000 keys (bf16 KV; FP8 16.2 -> 14.5, and
+// at 2,048 keys of a 131,072-key graph 10.0 -> 8.2), no slower elsewhere (docs/PERFORMANCE.md, 2026-12-06).
+// PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets it, for measurements.
 inline int decode_blocks_per_sm() {
   static const int per_sm = [] {
-    const int n = env_int("PAGODA_DECODE_BLOCKS_PER_SM", 4);
-    return n >= 1 && n <= 16 ? n : 4;
+    constexpr int kDefault = 2;
+    const int n = env_int("PAGODA_DECODE_BLOCKS_PER_SM", kDefault);
+    return n >= 1 && n <= 16 ? n : kDefault;
   }();
   return per_sm;
 }

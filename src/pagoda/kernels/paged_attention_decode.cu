@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(D / 2)
 
 // Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
 // whole number of partitions). One partition per block when the batch leaves the GPU idle; when the
-// batch alone makes about 4 blocks per SM, fewer and longer spans (often one: no merge), so that a graph
+// batch alone makes decode_target_blocks() (2 an SM), fewer and longer spans (often one: no merge), so that a graph
 // captured with the largest split count does not launch blocks past every sequence's end. Depends on
 // host values only (graph-safe). Coverage, for the longest sequence the split count allows (L = num_splits
 // * kDecodePartitionTokens keys): sequences up to kDecodeLongContext keys take `span`-key blocks, longer
