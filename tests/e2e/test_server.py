@@ -460,6 +460,40 @@ class ServerTest(unittest.TestCase):
         status, body = self.server.post("/v1/completions", {"prompt": "x", "logit_bias": {"1": 1000}})
         assert_error(self, status, body, 400, "logit_bias")
 
+    def test_allowed_token_ids_and_bad_words(self):
+        # vLLM's token masks. allowed_token_ids: greedy takes the one allowed token; a draw takes only allowed ones.
+        out = self.complete(prompt="Once upon a time", max_tokens=4, temperature=0, ignore_eos=True,
+                            allowed_token_ids=[300])
+        status, ref = self.server.post("/detokenize", {"tokens": [300] * 4})
+        self.assertEqual(status, 200, ref)
+        self.assertEqual(out["choices"][0]["text"].lstrip(" "), ref["prompt"])
+        pieces = set()
+        for t in (300, 301):
+            status, piece = self.server.post("/detokenize", {"tokens": [300, t]})  # after a token: its own spaces
+            pieces.add(piece["prompt"][len(ref["prompt"]) // 4:])
+        out = self.complete(prompt="Once upon a time", max_tokens=12, temperature=1.0, seed=3, ignore_eos=True,
+                            allowed_token_ids=[301, 300, 301], logprobs=0)
+        tokens = out["choices"][0]["logprobs"]["tokens"]
+        self.assertEqual(len(tokens), 12)
+        self.assertTrue(set(tokens) <= pieces | {p.lstrip(" ") for p in pieces}, (tokens, pieces))
+        # bad_words: the greedy output's first whole-word token is banned; greedy decoding takes the same tokens up
+        # to it, then another.
+        base = self.complete(prompt="Once upon a time", max_tokens=8, temperature=0, ignore_eos=True, logprobs=0)
+        tokens = base["choices"][0]["logprobs"]["tokens"]
+        at = next(i for i, t in enumerate(tokens) if t.startswith(" ") and t.strip().isalpha())
+        out = self.complete(prompt="Once upon a time", max_tokens=8, temperature=0, ignore_eos=True, logprobs=0,
+                            bad_words=[tokens[at].strip()])
+        banned = out["choices"][0]["logprobs"]["tokens"]
+        self.assertEqual(banned[:at], tokens[:at])
+        self.assertNotEqual(banned[at], tokens[at])
+        self.assertNotIn(tokens[at], banned)
+        for body, field in (({"prompt": "x", "allowed_token_ids": [99999]}, "allowed_token_ids"),
+                            ({"prompt": "x", "allowed_token_ids": []}, "allowed_token_ids"),
+                            ({"prompt": "x", "bad_words": ["  "]}, "bad_words"),
+                            ({"prompt": "x", "bad_words": "dog"}, "bad_words")):
+            status, err = self.server.post("/v1/completions", body)
+            assert_error(self, status, err, 400, field)
+
     def test_keep_alive(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
         for _ in range(3):

@@ -34,10 +34,11 @@ bool has_penalties(const SamplingParams& p) {
 }
 
 // Penalties read every earlier output token on the host, logprobs come from host logits, and the device
-// sampler has no logit bias; a constraint's mask follows the previous token. Such requests are sampled on
+// sampler has no logit bias or token masks; a constraint's mask follows the previous token. Such requests are sampled on
 // the host and their steps are never planned ahead of the previous step's results.
 bool needs_host_sampling(const SamplingParams& p) {
-  return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty() || p.constraint;
+  return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty() ||
+         !p.allowed_token_ids.empty() || !p.bad_words_ids.empty() || p.constraint;
 }
 
 }  // namespace

@@ -200,9 +200,37 @@ void apply_penalties(std::span<float> logits, const SamplingParams& params, std:
   }
 }
 
+void apply_token_masks(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> output_ids) {
+  const auto check_id = [&](TokenId id, const char* what) {
+    PAGODA_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "{} token {} outside a vocabulary of {}", what, id,
+                 logits.size());
+  };
+  if (!params.allowed_token_ids.empty()) {
+    size_t next = 0;  // the ids ascend: one pass over the vocabulary
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (next < params.allowed_token_ids.size() && static_cast<size_t>(params.allowed_token_ids[next]) == i) {
+        ++next;
+      } else {
+        logits[i] = kNegInf;
+      }
+    }
+    PAGODA_CHECK(next == params.allowed_token_ids.size(), "allowed_token_ids not ascending, or past a vocabulary of {}",
+                 logits.size());
+  }
+  for (const std::vector<TokenId>& word : params.bad_words_ids) {
+    if (word.empty() || word.size() > output_ids.size() + 1) continue;
+    const size_t prefix = word.size() - 1;
+    if (std::equal(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(prefix), output_ids.end() - static_cast<std::ptrdiff_t>(prefix))) {
+      check_id(word.back(), "bad_words");
+      logits[word.back()] = kNegInf;
+    }
+  }
+}
+
 TokenId sample_token(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids, SamplerRng& rng) {
   PAGODA_CHECK(!logits.empty(), "sampling from an empty vocabulary");
+  apply_token_masks(logits, params, output_ids);
   for (const auto& [id, bias] : params.logit_bias) {  // before penalties, as vLLM's logits processors
     PAGODA_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "logit_bias token {} outside a vocabulary of {}",
                  id, logits.size());

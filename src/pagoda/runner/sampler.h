@@ -26,8 +26,12 @@ struct TokenLogprob {
 void apply_penalties(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids);
 
-// Picks the next token from `logits` (modified in place): logit bias, penalties, then greedy argmax (lowest
-// id wins ties) or temperature -> top-k -> top-p -> min-p -> a draw from `rng`.
+// Masks (to -inf) what allowed_token_ids leaves out and the bad_words_ids tokens that would complete a bad word
+// after output_ids, as vLLM's sampler does before its logits processors.
+void apply_token_masks(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> output_ids);
+
+// Picks the next token from `logits` (modified in place): token masks, logit bias, penalties, then greedy argmax
+// (lowest id wins ties) or temperature -> top-k -> top-p -> min-p -> a draw from `rng`.
 TokenId sample_token(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids, SamplerRng& rng);
 

@@ -10,6 +10,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/runner/logit_bias.h"
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/bad_words.h"
 #include "pagoda/server/output_constraint_fields.h"
 #include "pagoda/server/request_fields.h"
 
@@ -112,6 +113,31 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
       p.logit_bias = parse_logit_bias(o["logit_bias"]);
     } catch (const InvalidRequest& e) {
       throw ApiError(400, e.what(), "logit_bias");
+    }
+  }
+  if (present(o, "allowed_token_ids")) {  // vLLM's: only these may be sampled
+    const json& v = o["allowed_token_ids"];
+    if (!v.is_array() || v.empty()) bad("allowed_token_ids", "a non-empty list of token ids");
+    for (const json& e : v) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        bad("allowed_token_ids", "a non-empty list of token ids");
+      p.allowed_token_ids.push_back(static_cast<TokenId>(e.get<int64_t>()));
+    }
+    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
+    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()),
+                              p.allowed_token_ids.end());
+  }
+  if (present(o, "bad_words")) {  // vLLM's: encoded by the server (bad_words.h), which holds the tokenizer
+    const json& v = o["bad_words"];
+    const std::string expected = fmt::format("a list of at most {} strings of 1 to {} bytes, not only spaces",
+                                             kMaxBadWords, kMaxBadWordBytes);
+    if (!v.is_array() || v.size() > kMaxBadWords) bad("bad_words", expected);
+    for (const json& e : v) {
+      if (!e.is_string()) bad("bad_words", expected);
+      const std::string& word = e.get_ref<const std::string&>();
+      if (word.empty() || word.size() > kMaxBadWordBytes || word.find_first_not_of(" \t\n\r") == std::string::npos)
+        bad("bad_words", expected);
+      r.bad_words.push_back(word);
     }
   }
   if (present(o, "stop_token_ids")) {

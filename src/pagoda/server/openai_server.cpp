@@ -11,6 +11,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/server/api_error.h"
+#include "pagoda/server/bad_words.h"
 #include "pagoda/server/generation_job.h"
 
 namespace pagoda::server {
@@ -312,6 +313,13 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     for (const auto& [t, bias] : parsed.params.logit_bias)
       if (t < 0 || t >= vocab)
         throw ApiError(400, fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab), "logit_bias");
+    if (!parsed.params.allowed_token_ids.empty() && parsed.params.allowed_token_ids.back() >= vocab)
+      throw ApiError(400, fmt::format("allowed_token_ids: token id {} is outside the vocabulary ({})",
+                                      parsed.params.allowed_token_ids.back(), vocab), "allowed_token_ids");
+  }
+  if (!parsed.bad_words.empty()) {
+    if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; bad_words needs one", "bad_words");
+    parsed.params.bad_words_ids = encode_bad_words(*tokenizer_, parsed.bad_words);
   }
   const int context = options_.max_model_len;
   if (parsed.truncate_prompt_tokens != 0) {  // vLLM's: the prompt's last k tokens (-1: all the context can hold)

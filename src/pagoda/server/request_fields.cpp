@@ -22,7 +22,7 @@ constexpr std::string_view kCommon[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "ignore_eos", "logit_bias", "stop_token_ids", "n", "stream", "stream_options",
     "stop", "priority", "cache_salt", "user", "skip_special_tokens", "max_tokens", "include_stop_str_in_output",
-    "truncate_prompt_tokens",
+    "truncate_prompt_tokens", "allowed_token_ids", "bad_words",
     // output_constraint_fields.cpp
     "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern",
     "structured_outputs"};
@@ -74,12 +74,11 @@ std::vector<std::string> check_request_fields(const json& o, bool chat) {
       if (!is_empty(v)) refuse(name, "suffix is not supported");
     } else if (name == "use_beam_search") {
       if (v.is_boolean() && v.get<bool>()) refuse(name, "beam search is not supported");
-    } else if (name == "allowed_token_ids" || name == "bad_words" || name == "logits_processors") {
-      // vLLM's logit masks and processors: ignoring them would sample exactly the tokens the client ruled out.
+    } else if (name == "logits_processors") {
+      // vLLM's processors by name: ignoring them would sample exactly the tokens the client ruled out.
       if (!is_empty(v))
-        refuse(name, fmt::format("{} is not supported; logit_bias (token ids to -100) or an output constraint "
-                                 "(guided_choice, guided_regex) can do the same",
-                                 name));
+        refuse(name, "logits_processors is not supported; logit_bias, allowed_token_ids, bad_words or an output "
+                     "constraint (guided_choice, guided_regex) can do the same");
     } else if (name == "return_tokens_as_token_ids") {
       if (!is_off(v)) refuse(name, "return_tokens_as_token_ids is not supported");
     } else if (chat && name == "echo") {

@@ -355,6 +355,45 @@ TEST(LogitBias, ShiftsTheLogitsBeforePenaltiesAndSampling) {
   EXPECT_EQ(histogram({0.0f, 0.0f}, params, 500)[1], 0);
 }
 
+// vLLM's allowed_token_ids: the best token outside the list loses to the best inside it; a draw never leaves it.
+TEST(TokenMasks, AllowedTokenIdsKeepOnlyTheirTokens) {
+  SamplerRng rng(0);
+  SamplingParams greedy = sampling(0.0);
+  greedy.allowed_token_ids = {1, 3};
+  EXPECT_EQ(sample({5.0f, 1.0f, 9.0f, 2.0f, 7.0f}, greedy, rng), 3);
+  SamplingParams params = sampling(1.0);
+  params.allowed_token_ids = {0, 4};
+  const std::vector<int> counts = histogram({0.0f, 3.0f, 3.0f, 3.0f, 0.0f}, params, 600);
+  EXPECT_EQ(counts[1] + counts[2] + counts[3], 0);
+  EXPECT_GT(counts[0], 200);
+  EXPECT_GT(counts[4], 200);
+  std::vector<float> logits = {1.0f, 2.0f, 3.0f};  // id 3 is past this vocabulary: a bug (the engine refuses it)
+  EXPECT_DEATH(apply_token_masks(logits, greedy, {}), "allowed_token_ids");
+}
+
+// vLLM's bad_words: a sequence's last token is masked only where the output so far ends with the rest of it; a
+// one-token word always; a word longer than the output plus one never.
+TEST(TokenMasks, BadWordsMaskTheTokenThatWouldCompleteThem) {
+  SamplingParams params = sampling(0.0);
+  params.bad_words_ids = {{2}, {4, 1}, {0, 4, 3}};
+  const auto masked = [&](std::vector<TokenId> output) {
+    std::vector<float> logits(5, 0.0f);
+    apply_token_masks(logits, params, output);
+    std::vector<TokenId> ids;
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (logits[i] == -kInf) ids.push_back(static_cast<TokenId>(i));
+    return ids;
+  };
+  EXPECT_EQ(masked({}), std::vector<TokenId>{2});
+  EXPECT_EQ(masked({3, 4}), (std::vector<TokenId>{1, 2}));
+  EXPECT_EQ(masked({0, 4}), (std::vector<TokenId>{1, 2, 3}));
+  EXPECT_EQ(masked({4, 0}), std::vector<TokenId>{2});
+  EXPECT_EQ(masked({4}), (std::vector<TokenId>{1, 2}));  // {0, 4, 3} needs two tokens before it
+  SamplerRng rng(0);
+  const std::vector<TokenId> output = {7, 4};
+  EXPECT_EQ(sample({0.0f, 9.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f}, params, rng, {}, output), 3);  // 1 masked
+}
+
 // ---- penalties ----
 
 TEST(Penalties, HandComputedArithmetic) {

@@ -10,6 +10,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/server/api_error.h"
 #include "pagoda/server/api_keys.h"
+#include "pagoda/server/bad_words.h"
 #include "pagoda/server/openai_request.h"
 #include "pagoda/server/request_fields.h"
 
@@ -74,6 +75,26 @@ TEST(OpenAiRequest, LogitBias) {
     EXPECT_EQ(param_of(bad), "logit_bias") << bad;
 }
 
+// vLLM's token masks: allowed_token_ids sorted and each once (a non-empty list, as vLLM asks), bad_words kept as
+// text for the server to encode (bounded: the sampler compares each with the output's tail at every step).
+TEST(OpenAiRequest, AllowedTokenIdsAndBadWords) {
+  const auto r = parse_completion_request(R"({"prompt": "x", "allowed_token_ids": [14, 3, 14, 0], "bad_words": [" dog", "big cat"]})");
+  EXPECT_EQ(r.params.allowed_token_ids, (std::vector<TokenId>{0, 3, 14}));
+  EXPECT_EQ(r.bad_words, (std::vector<std::string>{" dog", "big cat"}));
+  const auto c = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "allowed_token_ids": [5], "bad_words": null})");
+  EXPECT_EQ(c.params.allowed_token_ids, std::vector<TokenId>{5});
+  EXPECT_TRUE(c.bad_words.empty());
+  for (const char* bad : {R"([])", R"([-1])", R"([1.5])", R"(["3"])", R"(3)", R"([4294967296])"})
+    EXPECT_EQ(param_of(std::string(R"({"prompt": "x", "allowed_token_ids": )") + bad + "}"), "allowed_token_ids") << bad;
+  const std::string long_word(server::kMaxBadWordBytes + 1, 'a');
+  std::string many = "[";
+  for (size_t i = 0; i <= server::kMaxBadWords; ++i) many += std::string(i ? "," : "") + "\"w\"";
+  many += "]";
+  for (const std::string bad : {std::string(R"(" dog")"), std::string(R"([1])"), std::string(R"([""])"),
+                                std::string(R"([" \t "])"), "[\"" + long_word + "\"]", many})
+    EXPECT_EQ(param_of(R"({"prompt": "x", "bad_words": )" + bad + "}"), "bad_words") << bad.substr(0, 40);
+}
+
 TEST(OpenAiRequest, ContinueFinalMessage) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once"}])";
   const auto c = parse_chat_request("{" + messages + R"(, "continue_final_message": true})");
@@ -135,13 +156,11 @@ TEST(OpenAiRequest, MissingFeaturesAreRefusedAndOtherFieldsIgnored) {
   EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 3})"), "best_of");
   EXPECT_EQ(param_of(R"({"prompt": "x", "use_beam_search": true})"), "use_beam_search");
   // vLLM fields that change the output (they were ignored, so the tokens they rule out came back with a 200).
-  EXPECT_EQ(param_of(R"({"prompt": "x", "allowed_token_ids": [13, 14]})"), "allowed_token_ids");
-  EXPECT_EQ(param_of(R"({"prompt": "x", "bad_words": [" there"]})"), "bad_words");
   EXPECT_EQ(param_of(R"({"prompt": "x", "logits_processors": ["a.b"]})"), "logits_processors");
   EXPECT_EQ(param_of(R"({"prompt": "x", "return_tokens_as_token_ids": true})"), "return_tokens_as_token_ids");
   EXPECT_EQ(chat_param(R"("echo": true)"), "echo");
   EXPECT_EQ(chat_param(R"("chat_template": "{{ 'X' }}")"), "chat_template");
-  EXPECT_EQ(chat_param(R"("echo": false, "chat_template": null, "allowed_token_ids": [], "bad_words": null,
+  EXPECT_EQ(chat_param(R"("echo": false, "chat_template": null, "allowed_token_ids": null, "bad_words": [],
                           "return_tokens_as_token_ids": false)"), "<no error>");
   // What asks for nothing is accepted: no tools, tool_choice none, plain text, best_of within n.
   EXPECT_EQ(chat_param(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})"), "<no error>");
