@@ -82,6 +82,26 @@ class PromptsFile(unittest.TestCase):
             os.unlink(path)
         self.assertEqual(out["output_ids"], [300, 300, 300])
 
+    def test_allowed_token_ids_in_a_request_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write('{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "ignore_eos": true, '
+                    '"allowed_token_ids": [301, 300]}\n')
+            f.write('{"prompt": "x", "allowed_token_ids": []}\n')
+            path = f.name
+        try:
+            rejected = run("generate", "--prompts-file", path, "--json", check=False)
+            with open(path, "w") as f:
+                f.write('{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "ignore_eos": true, '
+                        '"allowed_token_ids": [301, 300]}\n')
+            out = json.loads(run("generate", "--prompts-file", path, "--json").stdout.splitlines()[0])
+        finally:
+            os.unlink(path)
+        self.assertEqual(rejected.returncode, 1)
+        self.assertIn(f"{path}:2", rejected.stderr)
+        self.assertIn("allowed_token_ids", rejected.stderr)
+        self.assertEqual(len(out["output_ids"]), 6)
+        self.assertTrue(set(out["output_ids"]) <= {300, 301}, out["output_ids"])
+
 class BenchThroughput(unittest.TestCase):
     def test_reports_throughput_and_prefix_hits(self):
         out = run_json("bench", "throughput", "--num-prompts", "32", "--input-len", "64", "--output-len", "16",

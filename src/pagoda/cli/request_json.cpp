@@ -1,6 +1,8 @@
 // JSON <-> requests and outputs for the CLI.
 #include "pagoda/cli/request_json.h"
 
+#include <algorithm>
+
 #include "pagoda/core/error.h"
 #include "pagoda/runner/logit_bias.h"
 #include "pagoda/tokenizer/incremental_detokenizer.h"
@@ -99,6 +101,12 @@ GenerateRequest parse_request_json(const json& o, const GenerateRequest& default
     } catch (const InvalidRequest& e) {
       throw InvalidRequest(where + ": " + e.what());
     }
+  }
+  if (o.contains("allowed_token_ids") && !o["allowed_token_ids"].is_null()) {  // vLLM's: only these are sampled
+    p.allowed_token_ids = read_ids(o["allowed_token_ids"], "allowed_token_ids", where);
+    if (p.allowed_token_ids.empty()) bad_field(where, "allowed_token_ids", "a non-empty list of token ids");
+    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
+    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()), p.allowed_token_ids.end());
   }
   if (o.contains("cache_salt")) {
     if (!o["cache_salt"].is_string()) bad_field(where, "cache_salt", "a string");
