@@ -138,6 +138,8 @@ class Engine {
   // Thread-safe: Scheduler::max_sequence_tokens, what a request of this tenant may reach (a chat request's default
   // max_tokens is what is left of it after the prompt).
   int64_t max_sequence_tokens(const TenantKv& tenant) const;
+  // Thread-safe: Scheduler::check_tenant (a kv_share larger than the kv_cap once both are blocks of this pool).
+  void check_tenant(const TenantKv& tenant) const { scheduler_.check_tenant(tenant); }
   // Thread-safe; unknown or finished ids are ignored. The request ends with an "abort" event.
   void cancel(RequestId id);
   EngineStats stats() const;

@@ -78,6 +78,14 @@ int64_t Scheduler::max_sequence_tokens(const TenantKv& tenant) const {
   return std::min<int64_t>(config_.max_model_len, blocks * block_manager_.block_size() + 1);
 }
 
+void Scheduler::check_tenant(const TenantKv& tenant) const {
+  if (!(tenant.kv_share > 0 && tenant.kv_cap > 0)) return;
+  const int share = quota_blocks(tenant.kv_share), cap = quota_blocks(tenant.kv_cap);
+  if (share > cap)
+    throw Error(fmt::format("tenant '{}': kv_share ({}) is {} KV blocks of this pool, more than its kv_cap ({}, {} blocks)",
+                            tenant.name, tenant.kv_share, share, tenant.kv_cap, cap));
+}
+
 void Scheduler::add(SequenceRequest request) {
   check(std::ssize(request.prompt_token_ids), request.max_tokens, request.tenant);
   if (seqs_.contains(request.seq_id)) throw InvalidRequest(fmt::format("sequence id {} is already in use", request.seq_id));

@@ -52,6 +52,9 @@ class Scheduler {
   // The most tokens (prompt and completion) a sequence of `tenant` may reach and still pass check(): max_model_len,
   // or fewer where the pool or the tenant's kv_cap holds fewer (the last token needs no KV slot). Any thread.
   int64_t max_sequence_tokens(const TenantKv& tenant) const;
+  // Throws pagoda::Error when the tenant's kv_share holds more of this pool than its kv_cap lets it hold (a fraction
+  // against a token count: comparable only once the pool's size is known). Any thread.
+  void check_tenant(const TenantKv& tenant) const;
   // Finishes a waiting or running sequence at once and frees its blocks (its length is not recorded in
   // output_lengths()). False for an unknown id.
   // Allowed while its steps are in flight: they keep writing blocks freed now, which is safe because any

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <iterator>
 #include <sstream>
@@ -212,6 +213,14 @@ void ApiKeys::load_tenants_file(const std::string& path) {
   if (shares > 1 + 1e-9)
     throw Error(
         fmt::format("{}: the tenants' kv_share fractions add up to {:.3g}, more than the whole pool", path, shares));
+}
+
+std::vector<Tenant> ApiKeys::tenants() const {
+  std::map<std::string, Tenant> by_name;  // sorted: the same order on every start
+  for (const auto& [key, tenant] : keys_) by_name.emplace(tenant.name, tenant);
+  std::vector<Tenant> out;
+  for (auto& [name, tenant] : by_name) out.push_back(std::move(tenant));
+  return out;
 }
 
 const Tenant* ApiKeys::authenticate(const std::string& authorization) const {

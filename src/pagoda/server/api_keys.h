@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "pagoda/sched/tenant_kv.h"
 
@@ -47,6 +48,8 @@ class ApiKeys {
   void load_tenants_file(const std::string& path);
 
   bool enabled() const { return !keys_.empty(); }
+  // Every tenant a key names, each once (by name).
+  std::vector<Tenant> tenants() const;
   // The tenant of an "Authorization: Bearer KEY" header value; nullptr when missing or unknown.
   const Tenant* authenticate(const std::string& authorization) const;
 

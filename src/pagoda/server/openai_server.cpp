@@ -69,7 +69,9 @@ OpenAiServer::OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRende
       metrics_(options_.served_model_name),
       created_(static_cast<int64_t>(std::time(nullptr))),
       constraints_(tokenizer, options_.num_logits, options_.eos_token_ids),
-      workers_(options_.num_workers) {}
+      workers_(options_.num_workers) {
+  for (const Tenant& t : options_.api_keys.tenants()) engine_.check_tenant(t.kv());
+}
 
 void OpenAiServer::handle(const std::shared_ptr<Exchange>& exchange) {
   guarded(exchange, [&] { route(exchange); });

@@ -155,6 +155,17 @@ TEST(TenantQuotas, ARequestLargerThanItsTenantsCapIsRejected) {
   EXPECT_NO_THROW(s.add(tenant_request(2, a, 8, 8, 0)));  // 15 tokens with a KV slot
 }
 
+// A share and a cap in different units are compared once the pool is known: a quarter of 64 blocks (16) is more
+// than 40 tokens (10 blocks of 4), and less than 100 tokens (25); tokens against a fraction likewise.
+TEST(TenantQuotas, AShareLargerThanItsCapInThisPoolIsRefused) {
+  Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4});
+  EXPECT_THROW(s.check_tenant(TenantKv{"a", 1.0f, 0.25, 40}), Error);
+  EXPECT_NO_THROW(s.check_tenant(TenantKv{"a", 1.0f, 0.25, 100}));
+  EXPECT_THROW(s.check_tenant(TenantKv{"a", 1.0f, 100, 0.25}), Error);  // 25 blocks against 16
+  EXPECT_NO_THROW(s.check_tenant(TenantKv{"a", 1.0f, 40, 0.25}));
+  EXPECT_NO_THROW(s.check_tenant(TenantKv{"a", 1.0f, 0.25, 0}));  // no cap
+}
+
 // LRU with a record of the weights the pool passes along.
 class WeightRecordingPolicy final : public EvictionPolicy {
  public:
