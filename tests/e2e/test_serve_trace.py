@@ -62,6 +62,10 @@ class ServeTraceTest(unittest.TestCase):
                 self.assertEqual(status, 400, body)
                 status, _, body = server.request("GET", "/debug/gpu_timeline?bin_ms=abc")
                 self.assertEqual(status, 400, body)
+                # A number below the normal doubles is a number: too narrow a bin, not "must be a number".
+                status, _, body = server.request("GET", "/debug/gpu_timeline?bin_ms=1e-308")
+                self.assertEqual(status, 400, body)
+                self.assertIn("bins", body)
             finally:
                 self.assertEqual(server.stop(), 0)
 

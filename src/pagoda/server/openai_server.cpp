@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <limits>
 
@@ -42,12 +43,10 @@ std::string query_param(const std::string& target, const std::string& name) {
 double query_number(const std::string& target, const std::string& name, double fallback) {
   const std::string v = query_param(target, name);
   if (v.empty()) return fallback;
-  try {
-    size_t used = 0;
-    const double x = std::stod(v, &used);
-    if (used == v.size() && x >= 0 && std::isfinite(x)) return x;
-  } catch (const std::exception&) {
-  }
+  // strtod, not stod: a number too small for a normal double (1e-308) is still a number (stod throws on it).
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() + v.size() && x >= 0 && std::isfinite(x)) return x;
   throw ApiError(400, fmt::format("'{}' must be a non-negative number", name), name);
 }
 
