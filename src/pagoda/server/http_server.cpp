@@ -34,6 +34,13 @@ using tcp = asio::ip::tcp;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using Clock = std::chrono::steady_clock;
 
+// What a request gets once the server is shutting down.
+HttpResponse shutting_down_response() {
+  return HttpResponse{503, "application/json",
+                      R"({"error":{"message":"the server is shutting down","type":"server_error","param":null,"code":503}})",
+                      {{"Retry-After", "5"}}};
+}
+
 class ExchangeImpl : public Exchange, public std::enable_shared_from_this<ExchangeImpl> {
  public:
   enum class Kind { kResponse, kHead, kChunk, kEnd };
@@ -115,6 +122,14 @@ class ExchangeImpl : public Exchange, public std::enable_shared_from_this<Exchan
       fn();
     }
     wake_.cancel();
+  }
+  // Shutdown's deadline: a request whose handler has not begun an answer or registered a cancel hook (its body still
+  // queued or being parsed on the request threads) gets the 503 a request arriving now would; the rest are
+  // cancelled as when a client leaves (a generation then ends with its own "abort" answer).
+  void shut_down() {
+    const bool answering = ended_ || streaming_ || on_cancel_ != nullptr;
+    cancel();
+    if (!answering) respond(shutting_down_response());
   }
   void client_gone() {
     gone_ = true;
@@ -298,7 +313,7 @@ asio::awaitable<void> HttpServer::Impl::drain() {
     spdlog::warn("shutdown deadline reached: cancelling {} in-flight requests", num_active.load());
     std::lock_guard lock(active_mutex);
     for (auto& weak : active)
-      if (auto ex = weak.lock()) asio::post(ex->strand_, [ex] { ex->cancel(); });
+      if (auto ex = weak.lock()) asio::post(ex->strand_, [ex] { ex->shut_down(); });
   }
   const auto hard = Clock::now() + std::chrono::seconds(3);
   while (num_active.load() > 0 && Clock::now() < hard) {
@@ -473,9 +488,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     ++num_active;
     const auto t0 = Clock::now();
     if (draining.load()) {
-      ex->respond(HttpResponse{503, "application/json",
-                               R"({"error":{"message":"the server is shutting down","type":"server_error","param":null,"code":503}})",
-                               {{"Retry-After", "5"}}});
+      ex->respond(shutting_down_response());
     } else if (is_cors_preflight(ex->request())) {  // answered here: no route, no API key (cors.h)
       ex->respond(cors_preflight_response(options.cors, ex->request()));
     } else {

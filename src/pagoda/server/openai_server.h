@@ -57,9 +57,13 @@ class OpenAiServer {
   // needs a key and lacks a valid one.
   std::optional<HttpResponse> screen(const HttpRequest& head) const;
   ServerMetrics& metrics() { return metrics_; }
-  // Waits for work the server started in the background that reads the tokenizer (the constraint
-  // compiler's vocabulary index): call before the tokenizer goes.
-  void finish_background_work() const { constraints_.wait_for_index(); }
+  // Waits for work the server started in the background that reads the tokenizer: the constraint compiler's
+  // vocabulary index, and the request threads' tasks (a body still parsing at shutdown, which then posts to the I/O
+  // context). Call after the HTTP server stops, while its I/O context and the tokenizer still exist.
+  void finish_background_work() {
+    constraints_.wait_for_index();
+    workers_.stop();
+  }
   // GET /debug/gpu_timeline draws this (null: 404). Set before serving.
   void set_gpu_timeline(GpuTimeline* timeline) { timeline_ = timeline; }
 

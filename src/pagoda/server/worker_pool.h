@@ -18,7 +18,9 @@ namespace pagoda::server {
 class WorkerPool {
  public:
   explicit WorkerPool(int num_threads);
-  ~WorkerPool();  // runs what is queued, then joins
+  ~WorkerPool();  // stop()
+  // Runs what is queued, then joins the threads; submit() must not be called after it. Idempotent.
+  void stop();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
