@@ -59,48 +59,38 @@ class PromptsFile(unittest.TestCase):
         self.assertIn("temperature", p.stderr)
 
 
-    def test_logit_bias_in_a_request_file(self):
+    def run_request_lines(self, good, bad):
+        """`generate --prompts-file` on [good, bad] (refused whole, naming line 2 and the field), then on [good]."""
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write('{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": true, '
-                    '"logit_bias": {"300": 100}}\n')
-            f.write('{"prompt": "x", "logit_bias": {"300": 500}}\n')
-            path = f.name
-        try:
-            rejected = run("generate", "--prompts-file", path, "--json", check=False)
-        finally:
-            os.unlink(path)
-        self.assertEqual(rejected.returncode, 1)  # the second line is rejected before anything runs
-        self.assertIn(f"{path}:2", rejected.stderr)
-        self.assertIn("logit_bias", rejected.stderr)
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write('{"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": true, '
-                    '"logit_bias": {"300": 100}}\n')
-            path = f.name
-        try:
-            out = json.loads(run("generate", "--prompts-file", path, "--json").stdout.splitlines()[0])
-        finally:
-            os.unlink(path)
-        self.assertEqual(out["output_ids"], [300, 300, 300])
-
-    def test_allowed_token_ids_in_a_request_file(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write('{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "ignore_eos": true, '
-                    '"allowed_token_ids": [301, 300]}\n')
-            f.write('{"prompt": "x", "allowed_token_ids": []}\n')
+            f.write(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
             path = f.name
         try:
             rejected = run("generate", "--prompts-file", path, "--json", check=False)
             with open(path, "w") as f:
-                f.write('{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "ignore_eos": true, '
-                        '"allowed_token_ids": [301, 300]}\n')
+                f.write(json.dumps(good) + "\n")
             out = json.loads(run("generate", "--prompts-file", path, "--json").stdout.splitlines()[0])
         finally:
             os.unlink(path)
-        self.assertEqual(rejected.returncode, 1)
+        self.assertEqual(rejected.returncode, 1)  # the second line is rejected before anything runs
         self.assertIn(f"{path}:2", rejected.stderr)
-        self.assertIn("allowed_token_ids", rejected.stderr)
+        return rejected.stderr, out
+
+    def test_logit_bias_in_a_request_file(self):
+        err, out = self.run_request_lines(
+            {"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "ignore_eos": True, "logit_bias": {"300": 100}},
+            {"prompt": "x", "logit_bias": {"300": 500}})
+        self.assertIn("logit_bias", err)
+        self.assertEqual(out["output_ids"], [300, 300, 300])
+
+    def test_allowed_token_ids_in_a_request_file(self):
+        err, out = self.run_request_lines(
+            {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "ignore_eos": True,
+             "allowed_token_ids": [301, 300]},
+            {"prompt": "x", "allowed_token_ids": []})
+        self.assertIn("allowed_token_ids", err)
         self.assertEqual(len(out["output_ids"]), 6)
         self.assertTrue(set(out["output_ids"]) <= {300, 301}, out["output_ids"])
+
 
 class BenchThroughput(unittest.TestCase):
     def test_reports_throughput_and_prefix_hits(self):
