@@ -487,6 +487,15 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(banned[:at], tokens[:at])
         self.assertNotEqual(banned[at], tokens[at])
         self.assertNotIn(tokens[at], banned)
+        # Masks with nothing in common end the request with an error, not with tokens none of them allowed (token 0,
+        # the sampler's last resort, once a token for each step of max_tokens).
+        for extra in ({"guided_choice": ["dog", "cat"]}, {"bad_words": [tokens[at].strip()]}):
+            status, ids = self.server.post("/tokenize", {"prompt": tokens[at].strip(), "add_special_tokens": False})
+            allowed = [300] if "guided_choice" in extra else ids["tokens"]  # the bad word's own token
+            status, err = self.server.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 5, "n": 2,
+                                                               "allowed_token_ids": allowed, **extra})
+            assert_error(self, status, err, 400)
+            self.assertIn("no token is left to sample", err["error"]["message"])
         for body, field in (({"prompt": "x", "allowed_token_ids": [99999]}, "allowed_token_ids"),
                             ({"prompt": "x", "allowed_token_ids": []}, "allowed_token_ids"),
                             ({"prompt": "x", "bad_words": ["  "]}, "bad_words"),

@@ -401,20 +401,20 @@ void Engine::complete(LaunchedStep& step) {
       event.queue_seconds = a.queue_seconds;
       a.queue_time_sent = true;
     }
-    // An output constraint that could not be followed (ModelRunner: too ambiguous a grammar) ends the request as an
-    // error: the text so far is not what was asked for, and "stop" would present it as if it were.
-    const auto failed = out.constraint_failures.find(o.seq_id);
-    if (o.finish_reason == FinishReason::kNone && failed == out.constraint_failures.end()) {
+    // A request that could not be sampled as asked (ModelRunner: too ambiguous a grammar, or masks that leave no
+    // token) ends as an error: the text so far is not what was asked for, and "stop" would present it as if it were.
+    const auto failed = out.sampling_failures.find(o.seq_id);
+    if (o.finish_reason == FinishReason::kNone && failed == out.sampling_failures.end()) {
       a.on_event(event);
       continue;
     }
     event.finished = true;
     event.finish_reason = o.finish_reason;
-    if (failed != out.constraint_failures.end()) {
+    if (failed != out.sampling_failures.end()) {
       if (o.finish_reason == FinishReason::kNone) (void)scheduler_.abort(o.seq_id);
       event.finish_reason = FinishReason::kError;
       event.error_kind = ErrorKind::kInvalidRequest;
-      event.error = "the output constraint could not be followed: " + failed->second;
+      event.error = failed->second;
     }
     const EventCallback on_event = std::move(a.on_event);
     runner_.remove_request(o.seq_id);

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
+
 #include "pagoda/core/check.h"
 
 namespace pagoda {
@@ -229,13 +231,20 @@ void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std:
     if (st.matcher) st.matcher->mask_logits(row_);
     // Output ids matter only for penalties, whose steps never have placeholders.
     const TokenId token = sample_token(row_, st.params, s.seq->prompt_token_ids(), s.seq->output_token_ids(), st.rng);
-    // The mask leaves only allowed tokens finite, so this holds unless the logits were NaN.
-    if (st.matcher && !st.matcher->accept(token))
-      spdlog::error("sequence {}: sampled token {} is outside its output constraint", s.seq_id, token);
-    if (st.matcher && !st.matcher->error().empty() && !st.constraint_error_logged) {
-      spdlog::warn("sequence {}: output constraint ended early: {}", s.seq_id, st.matcher->error());
-      st.constraint_error_logged = true;
-      out.constraint_failures.emplace(s.seq_id, st.matcher->error());
+    // Masks that leave no token (allowed_token_ids, bad_words and an output constraint with nothing in common, or NaN
+    // logits): the sampler falls back to token 0, which no mask allowed. The request ends instead.
+    const bool nothing_left = row_[static_cast<size_t>(token)] == -std::numeric_limits<float>::infinity();
+    if (nothing_left) {
+      out.sampling_failures.emplace(s.seq_id, "no token is left to sample: allowed_token_ids, bad_words and the output "
+                                              "constraint together mask every token");
+    } else if (st.matcher && !st.matcher->accept(token)) {  // the mask leaves only what it accepts: not expected
+      out.sampling_failures.emplace(s.seq_id, fmt::format("sampled token {} is outside its output constraint", token));
+    } else if (st.matcher && !st.matcher->error().empty()) {
+      out.sampling_failures.emplace(s.seq_id, "the output constraint could not be followed: " + st.matcher->error());
+    }
+    if (out.sampling_failures.contains(s.seq_id) && !st.failure_logged) {
+      spdlog::warn("sequence {}: {}", s.seq_id, out.sampling_failures.at(s.seq_id));
+      st.failure_logged = true;
     }
     out.sampled.push_back(token);
     out.logprobs.push_back(st.params.logprobs >= 0 ? top_logprobs(last, st.params.logprobs, token) : TopLogprobs{});

@@ -27,9 +27,10 @@ struct StepOutput {
   std::vector<TopLogprobs> logprobs;     // parallel to sampled; empty entries when not requested
   // Prompt-logprob entries that became available this step, per sequence (positions in order).
   std::unordered_map<SeqId, std::vector<TopLogprobs>> prompt_logprobs;
-  // Sequences whose output constraint gave up this step (ConstraintMatcher::error(): a grammar too ambiguous to
-  // follow), and why. Their text is not what the constraint asked for.
-  std::unordered_map<SeqId, std::string> constraint_failures;
+  // Sequences that could not be sampled as asked this step, and why: their output constraint gave up
+  // (ConstraintMatcher::error(): a grammar too ambiguous to follow), or the request's masks (allowed_token_ids,
+  // bad_words, the constraint's) left no token. Their text is not what the request asked for.
+  std::unordered_map<SeqId, std::string> sampling_failures;
   int graph_batch_size = 0;  // padded batch size of the CUDA graph replayed for this step; 0: ran eagerly
 };
 
@@ -92,7 +93,7 @@ class ModelRunner {
     int num_prompt_tokens = 0;
     int next_prompt_logprob = 1;  // first prompt position whose entry is still owed (entry 0 is null)
     std::unique_ptr<structured::ConstraintMatcher> matcher;  // where the output is in its constraint's grammar
-    bool constraint_error_logged = false;
+    bool failure_logged = false;
   };
 
   // Where the previous launched step's sampled tokens are: each sampling sequence's row, and the ids
