@@ -103,10 +103,13 @@ GenerateRequest parse_request_json(const json& o, const GenerateRequest& default
     }
   }
   if (o.contains("allowed_token_ids") && !o["allowed_token_ids"].is_null()) {  // vLLM's: only these are sampled
-    p.allowed_token_ids = read_ids(o["allowed_token_ids"], "allowed_token_ids", where);
-    if (p.allowed_token_ids.empty()) bad_field(where, "allowed_token_ids", "a non-empty list of token ids");
-    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
-    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()), p.allowed_token_ids.end());
+    auto masks = std::make_shared<TokenMasks>();
+    std::vector<TokenId>& allowed = masks->allowed;
+    allowed = read_ids(o["allowed_token_ids"], "allowed_token_ids", where);
+    if (allowed.empty()) bad_field(where, "allowed_token_ids", "a non-empty list of token ids");
+    std::sort(allowed.begin(), allowed.end());
+    allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
+    p.token_masks = std::move(masks);
   }
   if (o.contains("cache_salt")) {
     if (!o["cache_salt"].is_string()) bad_field(where, "cache_salt", "a string");

@@ -184,16 +184,18 @@ void Engine::check(const GenerateRequest& request) const {
   for (const auto& [t, bias] : request.params.logit_bias)
     if (t < 0 || t >= vocab)
       throw InvalidRequest(fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab));
-  const std::vector<TokenId>& allowed = request.params.allowed_token_ids;
-  for (size_t i = 0; i < allowed.size(); ++i) {
-    if (allowed[i] < 0 || allowed[i] >= vocab)
-      throw InvalidRequest(fmt::format("allowed_token_ids: token id {} is outside the vocabulary ({})", allowed[i], vocab));
-    if (i > 0 && allowed[i] <= allowed[i - 1]) throw InvalidRequest("allowed_token_ids: ids must ascend, each once");
+  if (const TokenMasks* masks = request.params.token_masks.get()) {
+    const std::vector<TokenId>& allowed = masks->allowed;
+    for (size_t i = 0; i < allowed.size(); ++i) {
+      if (allowed[i] < 0 || allowed[i] >= vocab)
+        throw InvalidRequest(fmt::format("allowed_token_ids: token id {} is outside the vocabulary ({})", allowed[i], vocab));
+      if (i > 0 && allowed[i] <= allowed[i - 1]) throw InvalidRequest("allowed_token_ids: ids must ascend, each once");
+    }
+    for (const std::vector<TokenId>& word : masks->bad_words)
+      for (TokenId t : word)
+        if (t < 0 || t >= vocab)
+          throw InvalidRequest(fmt::format("bad_words: token id {} is outside the vocabulary ({})", t, vocab));
   }
-  for (const std::vector<TokenId>& word : request.params.bad_words_ids)
-    for (TokenId t : word)
-      if (t < 0 || t >= vocab)
-        throw InvalidRequest(fmt::format("bad_words: token id {} is outside the vocabulary ({})", t, vocab));
   scheduler_.check(std::ssize(request.prompt_ids), request.params.max_tokens, request.tenant);
 }
 

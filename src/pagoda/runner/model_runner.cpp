@@ -40,7 +40,7 @@ bool has_penalties(const SamplingParams& p) {
 // the host and their steps are never planned ahead of the previous step's results.
 bool needs_host_sampling(const SamplingParams& p) {
   return p.logprobs >= 0 || p.prompt_logprobs >= 0 || has_penalties(p) || !p.logit_bias.empty() ||
-         !p.allowed_token_ids.empty() || !p.bad_words_ids.empty() || p.constraint;
+         p.token_masks != nullptr || p.constraint;
 }
 
 }  // namespace

@@ -205,19 +205,20 @@ void apply_token_masks(std::span<float> logits, const SamplingParams& params, st
     PAGODA_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "{} token {} outside a vocabulary of {}", what, id,
                  logits.size());
   };
-  if (!params.allowed_token_ids.empty()) {
+  if (params.token_masks == nullptr) return;
+  const std::vector<TokenId>& allowed = params.token_masks->allowed;
+  if (!allowed.empty()) {
     size_t next = 0;  // the ids ascend: one pass over the vocabulary
     for (size_t i = 0; i < logits.size(); ++i) {
-      if (next < params.allowed_token_ids.size() && static_cast<size_t>(params.allowed_token_ids[next]) == i) {
+      if (next < allowed.size() && static_cast<size_t>(allowed[next]) == i) {
         ++next;
       } else {
         logits[i] = kNegInf;
       }
     }
-    PAGODA_CHECK(next == params.allowed_token_ids.size(), "allowed_token_ids not ascending, or past a vocabulary of {}",
-                 logits.size());
+    PAGODA_CHECK(next == allowed.size(), "allowed_token_ids not ascending, or past a vocabulary of {}", logits.size());
   }
-  for (const std::vector<TokenId>& word : params.bad_words_ids) {
+  for (const std::vector<TokenId>& word : params.token_masks->bad_words) {
     if (word.empty() || word.size() > output_ids.size() + 1) continue;
     const size_t prefix = word.size() - 1;
     if (std::equal(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(prefix), output_ids.end() - static_cast<std::ptrdiff_t>(prefix))) {

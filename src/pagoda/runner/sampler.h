@@ -26,8 +26,8 @@ struct TokenLogprob {
 void apply_penalties(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> prompt_ids,
                      std::span<const TokenId> output_ids);
 
-// Masks (to -inf) what allowed_token_ids leaves out and the bad_words_ids tokens that would complete a bad word
-// after output_ids, as vLLM's sampler does before its logits processors.
+// Masks (to -inf) what params.token_masks' allowed list leaves out and the bad-word tokens that would complete a bad
+// word after output_ids, as vLLM's sampler does before its logits processors.
 void apply_token_masks(std::span<float> logits, const SamplingParams& params, std::span<const TokenId> output_ids);
 
 // Picks the next token from `logits` (modified in place): token masks, logit bias, penalties, then greedy argmax

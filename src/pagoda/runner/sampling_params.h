@@ -16,6 +16,14 @@ namespace structured {
 struct CompiledConstraint;
 }
 
+// vLLM's allowed_token_ids and bad_words, applied before sampling (not to the logprobs reported). Shared by the
+// copies of a request's parameters (its n choices, the runner's), which would otherwise each hold the lists.
+struct TokenMasks {
+  std::vector<TokenId> allowed;                  // ascending, each once; empty: every token
+  std::vector<std::vector<TokenId>> bad_words;   // the server's encoding: where the output so far ends with all but a
+                                                 // sequence's last token, that token is masked (a one-token one always)
+};
+
 struct SamplingParams {
   double temperature = 1.0;        // 0 (or below 1e-5) = greedy
   int top_k = 0;                   // <= 0: off (vLLM uses -1 for off; both accepted)
@@ -30,12 +38,7 @@ struct SamplingParams {
   // OpenAI's logit_bias: added to the token's logit before penalties and sampling (not to the logprobs
   // reported, which stay the model's, as vLLM reports them). Ids ascending, each once; bias in [-100, 100].
   std::vector<std::pair<TokenId, float>> logit_bias;
-  // vLLM's allowed_token_ids: every other token is masked before sampling (not in the logprobs reported). Ids
-  // ascending, each once; empty: no mask.
-  std::vector<TokenId> allowed_token_ids;
-  // vLLM's bad_words, as the token sequences the server encoded them to: where the output so far ends with all but
-  // a sequence's last token, that last token is masked (a one-token sequence always is).
-  std::vector<std::vector<TokenId>> bad_words_ids;
+  std::shared_ptr<const TokenMasks> token_masks;  // null: none
   bool ignore_eos = false;
   int logprobs = -1;         // top-k logprobs per generated token; -1 = none
   int prompt_logprobs = -1;  // top-k logprobs per prompt token; -1 = none

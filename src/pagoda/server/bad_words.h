@@ -1,5 +1,5 @@
 // vLLM's `bad_words` request field: words the output must not contain, encoded once per request into the token
-// sequences the sampler masks (SamplingParams::bad_words_ids).
+// sequences the sampler masks (TokenMasks::bad_words).
 #pragma once
 
 #include <cstddef>

@@ -121,11 +121,11 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
     for (const json& e : v) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
         bad("allowed_token_ids", "a non-empty list of token ids");
-      p.allowed_token_ids.push_back(static_cast<TokenId>(e.get<int64_t>()));
+      r.allowed_token_ids.push_back(static_cast<TokenId>(e.get<int64_t>()));
     }
-    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
-    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()),
-                              p.allowed_token_ids.end());
+    std::sort(r.allowed_token_ids.begin(), r.allowed_token_ids.end());
+    r.allowed_token_ids.erase(std::unique(r.allowed_token_ids.begin(), r.allowed_token_ids.end()),
+                              r.allowed_token_ids.end());
   }
   if (present(o, "bad_words")) {  // vLLM's: encoded by the server (bad_words.h), which holds the tokenizer
     const json& v = o["bad_words"];

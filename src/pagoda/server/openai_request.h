@@ -62,7 +62,8 @@ struct ParsedRequest {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;  // vLLM's: the stop string (or stop token's text) stays in the text
   int64_t truncate_prompt_tokens = 0;       // vLLM's: > 0 keeps the prompt's last k tokens; -1 the context's worth
-  std::vector<std::string> bad_words;       // vLLM's; the server encodes them into params.bad_words_ids
+  std::vector<TokenId> allowed_token_ids;   // vLLM's, ascending, each once; the server puts them in params.token_masks
+  std::vector<std::string> bad_words;       // vLLM's; the server encodes them into params.token_masks
   OutputConstraint constraint;
 };
 

@@ -314,13 +314,17 @@ std::vector<GenerateRequest> OpenAiServer::engine_requests(ParsedRequest& parsed
     for (const auto& [t, bias] : parsed.params.logit_bias)
       if (t < 0 || t >= vocab)
         throw ApiError(400, fmt::format("logit_bias: token id {} is outside the vocabulary ({})", t, vocab), "logit_bias");
-    if (!parsed.params.allowed_token_ids.empty() && parsed.params.allowed_token_ids.back() >= vocab)
+    if (!parsed.allowed_token_ids.empty() && parsed.allowed_token_ids.back() >= vocab)
       throw ApiError(400, fmt::format("allowed_token_ids: token id {} is outside the vocabulary ({})",
-                                      parsed.params.allowed_token_ids.back(), vocab), "allowed_token_ids");
+                                      parsed.allowed_token_ids.back(), vocab), "allowed_token_ids");
   }
-  if (!parsed.bad_words.empty()) {
-    if (tokenizer_ == nullptr) throw ApiError(400, "this model has no tokenizer; bad_words needs one", "bad_words");
-    parsed.params.bad_words_ids = encode_bad_words(*tokenizer_, parsed.bad_words);
+  if (!parsed.allowed_token_ids.empty() || !parsed.bad_words.empty()) {  // one copy, shared by the n choices
+    if (!parsed.bad_words.empty() && tokenizer_ == nullptr)
+      throw ApiError(400, "this model has no tokenizer; bad_words needs one", "bad_words");
+    auto masks = std::make_shared<TokenMasks>();
+    masks->allowed = std::move(parsed.allowed_token_ids);
+    if (!parsed.bad_words.empty()) masks->bad_words = encode_bad_words(*tokenizer_, parsed.bad_words);
+    parsed.params.token_masks = std::move(masks);
   }
   const int context = options_.max_model_len;
   if (parsed.truncate_prompt_tokens != 0) {  // vLLM's: the prompt's last k tokens (-1: all the context can hold)

@@ -359,10 +359,10 @@ TEST(LogitBias, ShiftsTheLogitsBeforePenaltiesAndSampling) {
 TEST(TokenMasks, AllowedTokenIdsKeepOnlyTheirTokens) {
   SamplerRng rng(0);
   SamplingParams greedy = sampling(0.0);
-  greedy.allowed_token_ids = {1, 3};
+  greedy.token_masks = std::make_shared<TokenMasks>(TokenMasks{.allowed = {1, 3}});
   EXPECT_EQ(sample({5.0f, 1.0f, 9.0f, 2.0f, 7.0f}, greedy, rng), 3);
   SamplingParams params = sampling(1.0);
-  params.allowed_token_ids = {0, 4};
+  params.token_masks = std::make_shared<TokenMasks>(TokenMasks{.allowed = {0, 4}});
   const std::vector<int> counts = histogram({0.0f, 3.0f, 3.0f, 3.0f, 0.0f}, params, 600);
   EXPECT_EQ(counts[1] + counts[2] + counts[3], 0);
   EXPECT_GT(counts[0], 200);
@@ -375,7 +375,7 @@ TEST(TokenMasks, AllowedTokenIdsKeepOnlyTheirTokens) {
 // one-token word always; a word longer than the output plus one never.
 TEST(TokenMasks, BadWordsMaskTheTokenThatWouldCompleteThem) {
   SamplingParams params = sampling(0.0);
-  params.bad_words_ids = {{2}, {4, 1}, {0, 4, 3}};
+  params.token_masks = std::make_shared<TokenMasks>(TokenMasks{.bad_words = {{2}, {4, 1}, {0, 4, 3}}});
   const auto masked = [&](std::vector<TokenId> output) {
     std::vector<float> logits(5, 0.0f);
     apply_token_masks(logits, params, output);

@@ -79,10 +79,10 @@ TEST(OpenAiRequest, LogitBias) {
 // text for the server to encode (bounded: the sampler compares each with the output's tail at every step).
 TEST(OpenAiRequest, AllowedTokenIdsAndBadWords) {
   const auto r = parse_completion_request(R"({"prompt": "x", "allowed_token_ids": [14, 3, 14, 0], "bad_words": [" dog", "big cat"]})");
-  EXPECT_EQ(r.params.allowed_token_ids, (std::vector<TokenId>{0, 3, 14}));
+  EXPECT_EQ(r.allowed_token_ids, (std::vector<TokenId>{0, 3, 14}));
   EXPECT_EQ(r.bad_words, (std::vector<std::string>{" dog", "big cat"}));
   const auto c = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "allowed_token_ids": [5], "bad_words": null})");
-  EXPECT_EQ(c.params.allowed_token_ids, std::vector<TokenId>{5});
+  EXPECT_EQ(c.allowed_token_ids, std::vector<TokenId>{5});
   EXPECT_TRUE(c.bad_words.empty());
   for (const char* bad : {R"([])", R"([-1])", R"([1.5])", R"(["3"])", R"(3)", R"([4294967296])"})
     EXPECT_EQ(param_of(std::string(R"({"prompt": "x", "allowed_token_ids": )") + bad + "}"), "allowed_token_ids") << bad;
