@@ -140,6 +140,14 @@ class BenchLatency(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         p = run("bench", "latency", "--device", "tpu", check=False)
         self.assertNotEqual(p.returncode, 0)
+        # Engine options: a context beyond the model's (512 positions) is refused, as vLLM refuses it, and counts of
+        # 0 say what they must be (CLI11's own check said "0 not in range 0 to 1.79e308").
+        for flags, message in ((["--max-model-len", "99999"], "larger than the model's context (512"),
+                               (["--max-model-len", "0"], "must be a number above 0"),
+                               (["--max-num-seqs", "0"], "must be a number above 0, not 0")):
+            p = run("bench", "latency", *flags, "--num-iters", "1", check=False)
+            self.assertNotEqual(p.returncode, 0, flags)
+            self.assertIn(message, p.stderr, flags)
 
     def test_requests_that_end_early_are_an_error_not_a_speed(self):
         # 40 + 64 tokens do not fit a 64-token context: the requests stop at its end, and a time per output token

@@ -8,6 +8,7 @@
 #include "pagoda/cli/bench_latency.h"
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/cli/random_tokens.h"
 #include "pagoda/core/error.h"
 
@@ -93,9 +94,9 @@ void add_bench_command(CLI::App& app) {
   auto opts = std::make_shared<ThroughputOptions>();
   CLI::App* cmd = bench->add_subcommand("throughput", "Offline throughput on random prompts (like vllm bench throughput)");
   opts->engine.add_to(*cmd);
-  cmd->add_option("--num-prompts", opts->num_prompts, "requests (default 1000)")->check(CLI::PositiveNumber);
-  cmd->add_option("--input-len", opts->input_len, "prompt tokens per request (default 128)")->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", opts->output_len, "generated tokens per request (default 128)")->check(CLI::PositiveNumber);
+  cmd->add_option("--num-prompts", opts->num_prompts, "requests (default 1000)")->check(kPositive);
+  cmd->add_option("--input-len", opts->input_len, "prompt tokens per request (default 128)")->check(kPositive);
+  cmd->add_option("--output-len", opts->output_len, "generated tokens per request (default 128)")->check(kPositive);
   cmd->add_option("--prefix-len", opts->prefix_len, "leading prompt tokens shared by every request (default 0)");
   cmd->add_option("--seed", opts->seed, "seed for the random prompts");
   cmd->add_flag("--json", opts->json, "print the result as JSON");

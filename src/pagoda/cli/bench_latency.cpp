@@ -14,6 +14,7 @@
 
 #include "pagoda/bench/percentile.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/cli/random_tokens.h"
 #include "pagoda/core/error.h"
 
@@ -140,10 +141,10 @@ void add_bench_latency_command(CLI::App& bench) {
   auto opts = std::make_shared<LatencyOptions>();
   CLI::App* cmd = bench.add_subcommand("latency", "Latency of one batch: prefill and per-token decode (like vllm bench latency)");
   opts->engine.add_to(*cmd);
-  cmd->add_option("--batch-size", opts->batch_size, "requests in the batch (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--input-len", opts->input_len, "prompt tokens per request (default 128)")->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", opts->output_len, "generated tokens per request (default 128)")->check(CLI::PositiveNumber);
-  cmd->add_option("--num-iters", opts->num_iters, "timed iterations (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", opts->batch_size, "requests in the batch (default 1)")->check(kPositive);
+  cmd->add_option("--input-len", opts->input_len, "prompt tokens per request (default 128)")->check(kPositive);
+  cmd->add_option("--output-len", opts->output_len, "generated tokens per request (default 128)")->check(kPositive);
+  cmd->add_option("--num-iters", opts->num_iters, "timed iterations (default 5)")->check(kPositive);
   cmd->add_option("--num-iters-warmup", opts->num_iters_warmup, "untimed iterations first (default 1)");
   cmd->add_option("--seed", opts->seed, "seed for the random prompts");
   cmd->add_flag("--json", opts->json, "print the result as JSON");

@@ -16,6 +16,7 @@
 #include "pagoda/bench/tenant_summary.h"
 #include "pagoda/bench/tenants.h"
 #include "pagoda/cli/commands.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/core/error.h"
 
 namespace pagoda::cli {
@@ -149,8 +150,8 @@ void add_bench_serve_command(CLI::App& bench) {
                   "one row per phase");
   cmd->add_option("--burstiness", o.burstiness, "gamma shape of the arrivals: 1 = Poisson, < 1 burstier (default 1)");
   cmd->add_option("--max-concurrency", o.max_concurrency, "most requests in flight (default: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--num-prompts", o.synthetic.num_prompts, "requests (default 1000)")->check(CLI::PositiveNumber);
+      ->check(kNonNegative);
+  cmd->add_option("--num-prompts", o.synthetic.num_prompts, "requests (default 1000)")->check(kPositive);
   cmd->add_option("--seed", o.seed, "seed of the prompts and the arrivals (default 0)");
   cmd->add_option("--dataset", o.dataset,
                   "random (default), prefix, jsonl, or multi-tenant (tenants with their own system prompts, Zipf "
@@ -158,35 +159,35 @@ void add_bench_serve_command(CLI::App& bench) {
       ->check(CLI::IsMember({"random", "prefix", "jsonl", "multi-tenant"}));
   cmd->add_option("--random-input-len", o.synthetic.input_len,
                   "prompt tokens (prefix dataset: after the prefix) (default 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--random-output-len", o.synthetic.output_len,
                   "max_tokens per request; also for jsonl lines without output_len (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--random-range-ratio", o.synthetic.range_ratio,
                   "lengths uniform in [len*(1-r), len*(1+r)], 0 <= r < 1 (default 0)");
   cmd->add_option("--prefix-len", o.synthetic.prefix_len,
                   "prefix dataset: tokens shared within a group; multi-tenant: each tenant's system prompt (default 256)");
   cmd->add_option("--num-prefix-groups", o.synthetic.num_prefix_groups, "prefix dataset: distinct prefixes (default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   bench::MultiTenantOptions& mt = o.multi_tenant;
   cmd->add_option("--mt-tenants", mt.num_tenants, "multi-tenant: ordinary tenants, tenant-0 ... (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--mt-zipf-s", mt.zipf_s,
                   "multi-tenant: Zipf exponent of the ordinary tenants' popularity, P(rank k) ~ 1/(k+1)^s (default 1.0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--mt-periodic-interval-ms", mt.periodic_interval_ms,
                   "multi-tenant: the periodic tenant sends a request every T ms, from 0 (default 200)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--mt-periodic-requests", mt.periodic_requests,
                   "multi-tenant: the periodic tenant's requests (default 0: one per interval over the other "
                   "requests' arrivals, at least 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--mt-noisy-share", mt.noisy_share,
                   "multi-tenant: the share of --num-prompts the noisy tenant sends, unique prompts with no shared "
                   "prefix, in [0, 1) (default 0.2)");
   cmd->add_option("--mt-noisy-input-len", mt.noisy_input_len,
                   "multi-tenant: tokens of a noisy prompt (default: 2 x (--prefix-len + --random-input-len))")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--mt-write-tenants-file", c->write_tenants_file,
                   "multi-tenant: write the tenants' keys and weights as a `pagoda serve --tenants-file` file to PATH "
                   "and exit (keys sk-bench-tenant-0..., sk-bench-periodic, sk-bench-noisy)");
@@ -194,7 +195,7 @@ void add_bench_serve_command(CLI::App& bench) {
                   "draw random prompt ids from [min(300, N-1), N) instead of the server's tokenizer (/tokenize)");
   cmd->add_option("--dataset-path", o.dataset_path, "jsonl dataset: lines {\"prompt\": \"...\" or [ids], \"output_len\"?: N}");
   cmd->add_flag("--ignore-eos", o.ignore_eos, "generate exactly max_tokens (sends ignore_eos: true; else false)");
-  cmd->add_option("--temperature", o.temperature, "sampling temperature (default 0: greedy)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", o.temperature, "sampling temperature (default 0: greedy)")->check(kNonNegative);
   cmd->add_option("--extra-body", c->extra_body, "a JSON object merged into every request body");
   cmd->add_option("--goodput", c->goodput, "service-level objectives for goodput, e.g. ttft:500 tpot:50 (also e2el), ms")
       ->expected(1, 3);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/memory_size.h"
 
@@ -11,11 +12,12 @@ namespace pagoda::cli {
 
 void EngineCliOptions::add_to(CLI::App& cmd) {
   model.add_to(cmd);
-  cmd.add_option("--max-num-seqs", max_num_seqs, "sequences per step (default 256)")->check(CLI::PositiveNumber);
+  cmd.add_option("--max-num-seqs", max_num_seqs, "sequences per step (default 256)")->check(kPositive);
   cmd.add_option("--max-num-batched-tokens", max_num_batched_tokens, "tokens per step (default 2048)")
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--max-model-len", max_model_len, "context length (default: the model's)");
-  cmd.add_option("--block-size", block_size, "KV cache block size in tokens (default 16)")->check(CLI::PositiveNumber);
+      ->check(kPositive);
+  cmd.add_option("--max-model-len", max_model_len, "context length, at most the model's (default: the model's)")
+      ->check(kPositive);
+  cmd.add_option("--block-size", block_size, "KV cache block size in tokens (default 16)")->check(kPositive);
   cmd.add_option("--kv-cache-memory", kv_cache_memory,
                  "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
@@ -46,7 +48,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  fmt::format("with --kv-offload-memory: a prompt prefix requested 3 times at most this many ms apart is "
                              "periodic, and its blocks come back from the host half an interval before its next request "
                              "(default {:g}; 0: no prefetch)", LlmOptions::kDefaultPrefetchIntervalMs))
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd.add_option("--scheduling-policy", policy,
                  "fcfs (default), priority (lower values first, then arrival) or slo (served as priority, admitting first "
                  "within a priority the requests that can still make --slo-ttft-ms / --slo-tpot-ms; when KV "
@@ -63,10 +65,10 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"static", "adaptive"}));
   cmd.add_option("--slo-ttft-ms", slo_ttft_ms,
                  "time-to-first-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd.add_option("--slo-tpot-ms", slo_tpot_ms,
                  "time-per-output-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd.add_option("--batch-wait-ms", batch_wait_ms,
                  "TTL batching window: while the engine is idle or only decoding, a new request waits up to this long "
                  "(from its arrival) for others to be prefilled with, going at once when their prompts fill a step; "
@@ -84,7 +86,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "compressed-tensors, FP8, GGUF)");
   cmd.add_option("--fallback-window-s", fallback_window_s,
                  "the sliding window of the precision fallback's P99, in seconds (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,

@@ -12,6 +12,7 @@
 
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/text_file.h"
 #include "pagoda/eval/perplexity.h"
@@ -164,7 +165,7 @@ void add_eval_perplexity_command(CLI::App& eval) {
   opts->engine.add_to(*cmd);
   cmd->add_option("-f,--text-file", opts->text_file, "the text, tokenized as one string")->required();
   cmd->add_option("-c,--ctx-size", opts->ctx_size, "tokens per chunk (default 512)");
-  cmd->add_option("--chunks", opts->chunks, "score at most this many chunks (default: all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunks", opts->chunks, "score at most this many chunks (default: all)")->check(kPositive);
   cmd->add_flag("--no-special-tokens", opts->no_special,
                 "tokenize the text without the tokenizer's BOS/special tokens (the chunks still start with BOS)");
   cmd->add_flag("--json", opts->json, "print one JSON object");

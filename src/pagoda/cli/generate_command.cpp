@@ -7,6 +7,7 @@
 
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/cli/request_json.h"
 #include "pagoda/cli/token_list.h"
 #include "pagoda/core/error.h"
@@ -179,7 +180,7 @@ void add_generate_command(CLI::App& app) {
                   "run together; one JSON line out per line in (implies --json)");
   cmd->add_flag("--no-special-tokens", opts->no_special, "do not add BOS/special tokens to prompts");
   SamplingParams& s = opts->sampling;
-  cmd->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (default 256)")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (default 256)")->check(kPositive);
   cmd->add_option("--temperature", s.temperature, "0 = greedy (default 0)");
   cmd->add_option("--top-p", s.top_p, "nucleus sampling mass");
   cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 or -1: off)");

@@ -10,6 +10,7 @@
 
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/model_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/core/error.h"
 #include "pagoda/plan/model_source.h"
 #include "pagoda/plan/throughput_model.h"
@@ -186,27 +187,27 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--device-profile", opts->device_profile, "built-in device constants: h200 (default)")
       ->check(CLI::IsMember(plan::device_profile_names()));
   cmd->add_option("--bandwidth-gbs", opts->bandwidth_gbs, "override the profile's HBM bandwidth, GB/s")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--bf16-tflops", opts->bf16_tflops, "override the profile's dense bf16 peak, TFLOP/s")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--fp8-tflops", opts->fp8_tflops, "override the profile's dense FP8 peak, TFLOP/s")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--step-overhead-us", opts->step_overhead_us,
                   "override the profile's fixed cost of a decode step outside its kernels, us")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--batch-sizes", opts->batch_sizes, "decode batch sizes (default 1,4,16,64,256)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--precisions", opts->precisions, "weight precisions: bf16, fp8, int8, awq (default all)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "none", "fp8", "int8", "awq"}));
   cmd->add_option("--context-len", opts->context_len, "tokens of context each decoding sequence attends (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--input-len", opts->input_len, "prompt tokens of the prefill prediction (default 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
                   "largest prefill step, as the engine's token budget (default 2048)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "auto (bf16) | fp8")->check(CLI::IsMember({"auto", "fp8"}));
   cmd->add_option("--quantize-lm-head", opts->quantize_lm_head,
                   "none | fp8 | int8 | w4: the output projection in FP8 W8A8, W8A16 or W4A16 g128 (otherwise bf16 "

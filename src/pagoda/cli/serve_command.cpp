@@ -7,6 +7,7 @@
 
 #include "pagoda/cli/commands.h"
 #include "pagoda/cli/engine_options.h"
+#include "pagoda/cli/number_checks.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/text_file.h"
@@ -210,7 +211,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-waiting-requests", opts->max_waiting_requests,
                   "answer 429 when this many requests wait to start (default 0: unlimited)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--chat-template", opts->chat_template, "a Jinja chat template file (default: the model's)");
   cmd->add_flag("--enable-auto-tool-choice", opts->tools.enable_auto_tool_choice,
                 "let the model decide when to call tools (tool_choice \"auto\", the default when a request has tools); "
@@ -222,43 +223,45 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--exclude-tools-when-tool-choice-none", opts->tools.exclude_tools_when_tool_choice_none,
                 "leave a request's tools out of the prompt when its tool_choice is \"none\" (by default the template "
                 "still sees them)");
-  cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads (default 2)")->check(CLI::PositiveNumber);
+  // Bounded: thread creation failing (100,000 asked) aborted the process instead of a one-line error.
+  cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads, 1 to 256 (default 2)")->check(CLI::Range(1, 256));
   cmd->add_option("--request-threads", opts->request_threads,
-                  "threads that parse, template and tokenize large request bodies off the I/O threads (default 2)")
-      ->check(CLI::PositiveNumber);
+                  "threads that parse, template and tokenize large request bodies off the I/O threads, 1 to 256 "
+                  "(default 2)")
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--timeout-keep-alive", h.idle_timeout_s, "seconds an idle connection stays open (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--shutdown-timeout", h.shutdown_deadline_s,
                   "seconds in-flight requests get to finish after SIGINT/SIGTERM (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--max-connections-per-client", h.max_connections_per_client,
                   "open connections one client address may hold; more get 429 (default 2048; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--max-request-body", h.body_limit, "largest request body in bytes (default 16 MiB)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   server::RequestLimits& l = opts->limits;
   cmd->add_option("--max-json-depth", l.max_json_depth,
                   fmt::format("deepest nesting of arrays and objects in a request body (default {})", l.max_json_depth))
       ->check(CLI::Range(2, 10000));
   cmd->add_option("--max-request-sequences", l.max_sequences,
                   fmt::format("most prompts x n in one request (default {})", l.max_sequences))
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-n", l.max_n, fmt::format("largest n (default {})", l.max_n))->check(CLI::PositiveNumber);
+      ->check(kPositive);
+  cmd->add_option("--max-n", l.max_n, fmt::format("largest n (default {})", l.max_n))->check(kPositive);
   cmd->add_option("--max-request-tokens", l.max_tokens,
                   fmt::format("most tokens one request may ask for: (prompt + max_tokens) x n over its prompts "
                               "(default {})", l.max_tokens))
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-stop-strings", l.max_stop_strings,
                   fmt::format("most `stop` strings in one request (default {})", l.max_stop_strings))
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-stop-bytes", l.max_stop_bytes,
                   fmt::format("most bytes of `stop` strings in one request, summed (default {})", l.max_stop_bytes))
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--max-response-logprobs", l.max_response_logprobs,
                   fmt::format("most logprob entries (a token's and each alternative's) one non-streamed response may "
                               "hold: (max_tokens x (logprobs + 1) and the prompt's with echo) x n over the prompts "
                               "(default {}); streams are not limited", l.max_response_logprobs))
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--trace-file", opts->trace_file,
                   "append one JSON line per finished request: engine times (queued, scheduled, prefill done, each "
                   "token, finished)");

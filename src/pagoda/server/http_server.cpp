@@ -289,9 +289,18 @@ void HttpServer::run() {
     s.begin_shutdown();
   });
   std::vector<std::thread> threads;
-  for (int i = 1; i < std::max(1, s.options.num_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  const auto join = [&] {
+    for (auto& t : threads) t.join();
+  };
+  try {
+    for (int i = 1; i < std::max(1, s.options.num_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  } catch (...) {  // a thread the system would not create: stop those started, then report it
+    s.ioc.stop();
+    join();
+    throw;
+  }
   s.ioc.run();
-  for (auto& t : threads) t.join();
+  join();
 }
 
 void HttpServer::Impl::begin_shutdown() {

@@ -5,7 +5,18 @@
 namespace pagoda::server {
 
 WorkerPool::WorkerPool(int num_threads) {
-  for (int i = 0; i < std::max(1, num_threads); ++i)
+  // A thread that cannot be created (the system's limit) is an error for the caller, after the others are joined
+  // (a joinable std::thread destroyed while the exception unwinds would terminate the process).
+  try {
+    start(std::max(1, num_threads));
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+void WorkerPool::start(int num_threads) {
+  for (int i = 0; i < num_threads; ++i)
     threads_.emplace_back([this] {
       for (;;) {
         std::function<void()> task;

@@ -28,6 +28,8 @@ class WorkerPool {
   void submit(const std::string& client, std::function<void()> task);
 
  private:
+  void start(int num_threads);
+
   std::mutex mutex_;
   std::condition_variable wake_;
   std::unordered_map<std::string, std::deque<std::function<void()>>> queues_;  // non-empty queues only
