@@ -387,7 +387,8 @@ std::string GenerationJob::whole_choice_text(Choice& c) const {
   if (parsed_.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     if (ctx_.tool_format) {
-      toolcall::ParsedOutput out = toolcall::parse_tool_calls(*ctx_.tool_format, c.text);
+      toolcall::ParsedOutput out =
+          toolcall::parse_tool_calls(*ctx_.tool_format, c.text, c.finish_reason == FinishReason::kLength);
       called = !out.tool_calls.empty();
       if (called) {
         json calls = json::array();
@@ -430,7 +431,7 @@ const char* GenerationJob::finish_reason(const Choice& c, bool called) const {
 void GenerationJob::send_tool_chunks(Choice& c, const std::string& text, const std::vector<LogprobEntry>& logprobs) {
   std::vector<toolcall::OutputDelta> deltas = c.tool_calls->push(text);
   if (c.finished) {
-    std::vector<toolcall::OutputDelta> rest = c.tool_calls->finish();
+    std::vector<toolcall::OutputDelta> rest = c.tool_calls->finish(c.finish_reason == FinishReason::kLength);
     deltas.insert(deltas.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
   }
   if (deltas.empty() && !logprobs.empty()) deltas.push_back({});  // the logprobs of text held back go out now

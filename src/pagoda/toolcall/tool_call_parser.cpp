@@ -3,10 +3,10 @@
 
 namespace pagoda::toolcall {
 
-ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text) {
+ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text, bool ended_by_length) {
   ToolCallScan scan = format.scan(text, /*final=*/true);
   ParsedOutput out;
-  if (!scan.has_tool_calls) {
+  if (!scan.has_tool_calls || (scan.cut_off && !ended_by_length)) {
     out.content = text;
     return out;
   }
@@ -29,10 +29,10 @@ std::vector<OutputDelta> ToolCallStream::push(std::string_view text) {
   return out;
 }
 
-std::vector<OutputDelta> ToolCallStream::finish() {
+std::vector<OutputDelta> ToolCallStream::finish(bool ended_by_length) {
   if (only_content_) return {};
   ToolCallScan scan = format_.scan(text_, /*final=*/true);
-  if (!scan.has_tool_calls) {
+  if (!scan.has_tool_calls || (scan.cut_off && !ended_by_length && calls_.empty())) {
     scan.calls.clear();
     scan.content = text_;
   }

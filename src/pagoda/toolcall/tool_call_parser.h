@@ -23,7 +23,10 @@ struct ParsedOutput {
   bool cut_off = false;  // the output ended inside the last call: its arguments are cut short (finish "length")
 };
 
-ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text);
+// `ended_by_length`: the output ended at max_tokens. Only then is an output that ends inside a call read as that
+// call cut short; one that ended otherwise (end of sequence, a stop string) inside a call is content, all of it, as
+// vLLM's parsers return text that does not parse.
+ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text, bool ended_by_length = true);
 
 // One entry of a chunk's delta.tool_calls. The first for a call carries its id, type "function", name and
 // arguments ""; later ones carry only argument text to append.
@@ -51,8 +54,9 @@ class ToolCallStream {
   explicit ToolCallStream(const ToolCallFormat& format) : format_(format) {}
   // The deltas that `text` (the next piece of output) settles, in order.
   std::vector<OutputDelta> push(std::string_view text);
-  // At the end of the output: the rest.
-  std::vector<OutputDelta> finish();
+  // At the end of the output: the rest. `ended_by_length` as parse_tool_calls' (when no call was sent yet; one
+  // that was cannot be taken back, so then the last call is sent cut short whatever ended the output).
+  std::vector<OutputDelta> finish(bool ended_by_length = true);
   // Whether a tool call was sent (then finish_reason "stop" becomes "tool_calls").
   bool called() const { return !calls_.empty(); }
 

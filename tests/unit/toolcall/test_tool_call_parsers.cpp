@@ -160,6 +160,34 @@ TEST(Llama3JsonFormat, OutputCutOffInsideACall) {
         {R"({"name": "g)", {{"f", "{}"}}});
 }
 
+// Ended inside a call by something other than max_tokens (end of sequence, a stop string): the text does not parse,
+// so it is content, all of it, whole and streamed, as vLLM's parsers return it (hostile sweep 6: it was a call with
+// invalid-JSON arguments and finish_reason "tool_calls").
+TEST(ToolCallParser, AnOutputEndedInsideACallOtherwiseThanByLengthIsContent) {
+  for (const auto& [format, text] :
+       {std::pair{llama3_json_format(), std::string(R"({"name": "f", "parameters": {"a": )")},
+        std::pair{hermes_format(), std::string("ok <tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"ab")}}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(parse_tool_calls(*format, text, /*ended_by_length=*/true).tool_calls.size(), 1u);
+    const ParsedOutput whole = parse_tool_calls(*format, text, /*ended_by_length=*/false);
+    EXPECT_TRUE(whole.tool_calls.empty());
+    EXPECT_EQ(whole.content, text);
+    for (size_t cut = 1; cut < text.size(); cut += 7) {
+      ToolCallStream s(*format);
+      std::vector<OutputDelta> deltas = s.push(text.substr(0, cut));
+      for (OutputDelta& d : s.push(text.substr(cut))) deltas.push_back(std::move(d));
+      for (OutputDelta& d : s.finish(/*ended_by_length=*/false)) deltas.push_back(std::move(d));
+      std::string content;
+      for (const OutputDelta& d : deltas) {
+        EXPECT_FALSE(d.tool_call.has_value());
+        content += d.content;
+      }
+      EXPECT_EQ(content, text) << "cut at " << cut;
+      EXPECT_FALSE(s.called());
+    }
+  }
+}
+
 TEST(HermesFormat, OneBlock) {
   check(*hermes_format(), "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
         {"", {{"get_weather", R"({"city": "Paris"})"}}});
