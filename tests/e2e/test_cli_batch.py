@@ -144,7 +144,9 @@ class BenchLatency(unittest.TestCase):
         # 0 say what they must be (CLI11's own check said "0 not in range 0 to 1.79e308").
         for flags, message in ((["--max-model-len", "99999"], "larger than the model's context (512"),
                                (["--max-model-len", "0"], "must be a number above 0"),
-                               (["--max-num-seqs", "0"], "must be a number above 0, not 0")):
+                               (["--max-num-seqs", "0"], "must be a number above 0, not 0"),
+                               (["--engine-seed", "18446744073709551616"], "must be an integer from 0 to"),
+                               (["--block-size", "100000"], "not in range 1 to 1024")):
             p = run("bench", "latency", *flags, "--num-iters", "1", check=False)
             self.assertNotEqual(p.returncode, 0, flags)
             self.assertIn(message, p.stderr, flags)

@@ -17,7 +17,8 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
       ->check(kPositive);
   cmd.add_option("--max-model-len", max_model_len, "context length, at most the model's (default: the model's)")
       ->check(kPositive);
-  cmd.add_option("--block-size", block_size, "KV cache block size in tokens (default 16)")->check(kPositive);
+  cmd.add_option("--block-size", block_size, "KV cache block size in tokens, 1 to 1024 (default 16)")
+      ->check(CLI::Range(1, 1024));
   cmd.add_option("--kv-cache-memory", kv_cache_memory,
                  "KV cache size, e.g. 4MiB or 2GiB (default: max-num-seqs full sequences, at most 25% of free RAM)");
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
@@ -87,7 +88,7 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--fallback-window-s", fallback_window_s,
                  "the sliding window of the precision fallback's P99, in seconds (default 60)")
       ->check(kPositive);
-  cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)");
+  cmd.add_option("--engine-seed", seed, "seed for requests that give none (default: random)")->check(kUint64);
   cmd.add_option("--device", device, "cpu (default) or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
                  "CUDA: share of GPU memory for weights, activations and the KV cache (default 0.9)")

@@ -4,9 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 
 namespace pagoda::cli {
 
@@ -21,6 +24,16 @@ inline CLI::Validator number_check(bool allow_zero) {
       },
       allow_zero ? "NONNEGATIVE" : "POSITIVE");
 }
+// An unsigned 64-bit integer, written in decimal (a seed): no sign, nothing past 2^64 - 1.
+inline const CLI::Validator kUint64 = CLI::Validator(
+    [](std::string& text) -> std::string {
+      uint64_t value = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        return "must be an integer from 0 to 18446744073709551615, not " + text;
+      return "";
+    },
+    "UINT64");
 inline const CLI::Validator kPositive = number_check(false);
 inline const CLI::Validator kNonNegative = number_check(true);
 
