@@ -719,18 +719,24 @@ class ShutdownTest(unittest.TestCase):
         server = Server("--shutdown-timeout", "0.2", "--request-threads", "1")
         body = json.dumps({"prompt": "Once upon a time there was a dog. " * 120000, "max_tokens": 1}).encode()
         statuses = []
+        sent = threading.Semaphore(0)
 
         def send():
-            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=120) as sock:
                 sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                sent.release()
                 head = sock.recv(64)
                 statuses.append(head.split(b" ")[1].decode() if head.startswith(b"HTTP/1.1 ") else repr(head))
 
         threads = [threading.Thread(target=send) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(0.6)
+        for _ in threads:  # every body handed over (a body still arriving at shutdown is not a request yet)
+            self.assertTrue(sent.acquire(timeout=120))
+        # ... and read: ThreadSanitizer's build takes about 2.5 s to read the 16 MB (its parses, 5 s or more each, keep
+        # the later requests queued past that).
+        time.sleep(0.3 if pagoda_cli.TIME_SCALE == 1 else 5.0)
         self.assertEqual(server.stop(), 0, "".join(server.log))
         for t in threads:
             t.join(60)
