@@ -112,7 +112,10 @@ void run_perplexity(PerplexityOptions& o) {
   const std::string text = read_text_file(o.text_file, "the text");  // before the model loads: fail fast
   LlmOptions lo = o.engine.llm_options();
   lo.enable_prefix_caching = false;  // a repeated chunk must be computed, not served from the cache
-  if (lo.max_model_len <= 0) lo.max_model_len = o.ctx_size;  // size the KV cache for chunks, not the full context
+  if (lo.max_model_len <= 0) {  // size the KV cache for chunks, not the full context (checked against it below)
+    lo.max_model_len = o.ctx_size;
+    lo.max_model_len_at_most = true;
+  }
   LLM llm(lo);
   if (o.ctx_size > llm.max_model_len())
     throw InvalidRequest(fmt::format("--ctx-size {} is larger than the model's context ({} tokens{})", o.ctx_size,

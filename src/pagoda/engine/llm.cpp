@@ -78,10 +78,10 @@ LLM::LLM(const LlmOptions& o)
                    o.lm_head_quantization, loaded_.weights.lm_head.source_format);
   }
   // As vLLM: a context beyond the model's positions is refused, not quietly cut to them.
-  if (o.max_model_len > c.max_position_embeddings)
+  if (o.max_model_len > c.max_position_embeddings && !o.max_model_len_at_most)
     throw Error(fmt::format("--max-model-len {} is larger than the model's context ({} positions, "
                             "max_position_embeddings)", o.max_model_len, c.max_position_embeddings));
-  max_model_len_ = o.max_model_len > 0 ? o.max_model_len : c.max_position_embeddings;
+  max_model_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
   if (o.device == "cpu") {
     if (!o.use_mmap) copy_weights_into_memory(loaded_);
     ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});

@@ -27,7 +27,8 @@ struct LlmOptions {
   int num_threads = 0;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
-  int max_model_len = 0;           // 0: the model's context
+  int max_model_len = 0;           // 0: the model's context; more than it is refused, unless:
+  bool max_model_len_at_most = false;  // max_model_len is a bound: the model's context where that is less
   int block_size = 16;
   // KV cache bytes; 0: automatic (CPU: enough for max_num_seqs full sequences, at most 25% of free RAM;
   // CUDA: what gpu_memory_utilization leaves after weights and the largest step).
