@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include <sstream>
 
 #include "pagoda/core/error.h"
+#include "pagoda/core/number_text.h"
 #include "pagoda/tokenizer/utf8.h"
 
 namespace pagoda::server {
@@ -119,17 +119,16 @@ void ApiKeys::read_keys_file(const std::string& path) {
     check_tenant_name(tenant, fmt::format("{}:{}", path, n));
     // Whole fields only ("4abc" was read as 4), and any finite number (1e-320 was refused: stod's out_of_range).
     if (fields >> limit) {
-      const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), t.max_concurrent_requests);
-      if (ec != std::errc{} || end != limit.data() + limit.size())
-        throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be an integer", path, n));
-      if (t.max_concurrent_requests < 0) throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be >= 0", path, n));
+      const std::optional<int> v = parse_integer<int>(limit);
+      if (!v) throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be an integer", path, n));
+      if (*v < 0) throw Error(fmt::format("{}:{}: MAX_CONCURRENT must be >= 0", path, n));
+      t.max_concurrent_requests = *v;
     }
     if (fields >> rate) {
-      char* end = nullptr;
-      t.max_requests_per_second = std::strtod(rate.c_str(), &end);
-      if (end != rate.c_str() + rate.size() || !std::isfinite(t.max_requests_per_second))
-        throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be a number", path, n));
-      if (!(t.max_requests_per_second >= 0)) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
+      const std::optional<double> v = parse_number(rate);
+      if (!v) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be a number", path, n));
+      if (*v < 0) throw Error(fmt::format("{}:{}: MAX_PER_SECOND must be >= 0", path, n));
+      t.max_requests_per_second = *v;
     }
     if (fields >> rate) throw Error(fmt::format("{}:{}: expected KEY TENANT [MAX_CONCURRENT [MAX_PER_SECOND]]", path, n));
     add(key, t, path);

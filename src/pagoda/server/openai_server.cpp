@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <ctime>
 #include <limits>
 
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
+#include "pagoda/core/number_text.h"
 #include "pagoda/server/api_error.h"
 #include "pagoda/server/bad_words.h"
 #include "pagoda/server/generation_job.h"
@@ -43,10 +43,7 @@ std::string query_param(const std::string& target, const std::string& name) {
 double query_number(const std::string& target, const std::string& name, double fallback) {
   const std::string v = query_param(target, name);
   if (v.empty()) return fallback;
-  // strtod, not stod: a number too small for a normal double (1e-308) is still a number (stod throws on it).
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() + v.size() && x >= 0 && std::isfinite(x)) return x;
+  if (const std::optional<double> x = parse_number(v); x && *x >= 0) return *x;
   throw ApiError(400, fmt::format("'{}' must be a non-negative number", name), name);
 }
 
