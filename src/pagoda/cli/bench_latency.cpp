@@ -45,17 +45,13 @@ Iteration run_batch(LLM& llm, const std::vector<GenerateRequest>& requests) {
   std::condition_variable done;
   size_t finished = 0;
   std::vector<Clock::time_point> first(requests.size()), last(requests.size());
-  std::vector<bool> seen(requests.size(), false);
   std::vector<size_t> generated(requests.size(), 0);
   const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < requests.size(); ++i) {
     llm.engine().submit(requests[i], [&, i](const RequestEvent& e) {
       std::lock_guard lock(mutex);
+      if (generated[i] == 0 && !e.new_token_ids.empty()) first[i] = e.time;
       generated[i] += e.new_token_ids.size();
-      if (!e.new_token_ids.empty() && !seen[i]) {
-        seen[i] = true;
-        first[i] = e.time;
-      }
       if (e.finished) {
         last[i] = e.time;
         ++finished;
