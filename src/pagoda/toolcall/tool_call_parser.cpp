@@ -2,11 +2,20 @@
 #include "pagoda/toolcall/tool_call_parser.h"
 
 namespace pagoda::toolcall {
+namespace {
+
+// An output that ended inside its only call otherwise than at max_tokens (end of sequence, a stop string) does not
+// parse. After complete calls the cut one is still returned cut short: a stream cannot take back calls it sent.
+bool only_call_unfinished(const ToolCallScan& scan, bool ended_by_length) {
+  return scan.cut_off && !ended_by_length && scan.calls.size() == 1;
+}
+
+}  // namespace
 
 ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text, bool ended_by_length) {
   ToolCallScan scan = format.scan(text, /*final=*/true);
   ParsedOutput out;
-  if (!scan.has_tool_calls || (scan.cut_off && !ended_by_length)) {
+  if (!scan.has_tool_calls || only_call_unfinished(scan, ended_by_length)) {
     out.content = text;
     return out;
   }
@@ -32,7 +41,7 @@ std::vector<OutputDelta> ToolCallStream::push(std::string_view text) {
 std::vector<OutputDelta> ToolCallStream::finish(bool ended_by_length) {
   if (only_content_) return {};
   ToolCallScan scan = format_.scan(text_, /*final=*/true);
-  if (!scan.has_tool_calls || (scan.cut_off && !ended_by_length && calls_.empty())) {
+  if (!scan.has_tool_calls || (only_call_unfinished(scan, ended_by_length) && calls_.empty())) {
     scan.calls.clear();
     scan.content = text_;
   }

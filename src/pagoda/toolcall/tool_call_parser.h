@@ -23,9 +23,9 @@ struct ParsedOutput {
   bool cut_off = false;  // the output ended inside the last call: its arguments are cut short (finish "length")
 };
 
-// `ended_by_length`: the output ended at max_tokens. Only then is an output that ends inside a call read as that
-// call cut short; one that ended otherwise (end of sequence, a stop string) inside a call is content, all of it, as
-// vLLM's parsers return text that does not parse.
+// `ended_by_length`: the output ended at max_tokens. Only then is an output that ends inside its only call read as
+// that call cut short; one that ended there otherwise (end of sequence, a stop string) is content, all of it, as
+// vLLM's parsers return text that does not parse. After complete calls, the cut one is returned cut short.
 ParsedOutput parse_tool_calls(const ToolCallFormat& format, std::string_view text, bool ended_by_length = true);
 
 // One entry of a chunk's delta.tool_calls. The first for a call carries its id, type "function", name and
@@ -54,8 +54,7 @@ class ToolCallStream {
   explicit ToolCallStream(const ToolCallFormat& format) : format_(format) {}
   // The deltas that `text` (the next piece of output) settles, in order.
   std::vector<OutputDelta> push(std::string_view text);
-  // At the end of the output: the rest. `ended_by_length` as parse_tool_calls' (when no call was sent yet; one
-  // that was cannot be taken back, so then the last call is sent cut short whatever ended the output).
+  // At the end of the output: the rest. `ended_by_length` as parse_tool_calls'.
   std::vector<OutputDelta> finish(bool ended_by_length = true);
   // Whether a tool call was sent (then finish_reason "stop" becomes "tool_calls").
   bool called() const { return !calls_.empty(); }

@@ -186,6 +186,30 @@ TEST(ToolCallParser, AnOutputEndedInsideACallOtherwiseThanByLengthIsContent) {
       EXPECT_FALSE(s.called());
     }
   }
+  // After a complete call the unfinished one is still returned cut short, whole and streamed alike (a stream has
+  // sent the first call by then).
+  const std::string two = R"({"name": "f", "parameters": {}}; {"name": "g", "parameters": {"a": )";
+  const auto llama3 = llama3_json_format();
+  const ParsedOutput whole = parse_tool_calls(*llama3, two, /*ended_by_length=*/false);
+  ASSERT_EQ(whole.tool_calls.size(), 2u);
+  for (size_t cut = 1; cut < two.size(); cut += 5) {
+    ToolCallStream s(*llama3);
+    std::vector<OutputDelta> deltas = s.push(two.substr(0, cut));
+    for (OutputDelta& d : s.push(two.substr(cut))) deltas.push_back(std::move(d));
+    for (OutputDelta& d : s.finish(/*ended_by_length=*/false)) deltas.push_back(std::move(d));
+    std::string content, arguments;
+    int calls = 0;
+    for (const OutputDelta& d : deltas) {
+      content += d.content;
+      if (d.tool_call) {
+        calls += d.tool_call->id ? 1 : 0;
+        if (d.tool_call->index == 1) arguments += d.tool_call->arguments;
+      }
+    }
+    EXPECT_EQ(content, whole.content) << "cut at " << cut;
+    EXPECT_EQ(calls, 2) << "cut at " << cut;
+    EXPECT_EQ(arguments, whole.tool_calls[1].arguments) << "cut at " << cut;
+  }
 }
 
 TEST(HermesFormat, OneBlock) {
