@@ -8,6 +8,8 @@
 // - quant_gemm_wgmma (Hopper, sm_90a): wgmma m64n128k16, 128 tokens a block, the weights' values (q - z) s or
 //   q s - m rounded to bf16 in registers as the bf16 copy rounds them; both forms of params, any number of tokens,
 //   taken for 65 to 128 (one of its blocks against two of the mma.sync form's; docs/PERFORMANCE.md).
+// - quant_gemm_ws (Hopper): warp-specialized, 256 tokens a block, a warpgroup converting the codes into bf16 tiles in
+//   shared memory beside two multiplying them; taken for 129 to 512 tokens (past that the bf16 copy wins again).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,6 +53,20 @@ bool quant_gemm_wgmma_takes(const void* x, const QuantMatrix& w, int num_tokens)
 size_t quant_gemm_wgmma_workspace_bytes(const QuantMatrix& w, int num_tokens);
 void quant_gemm_wgmma(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMatrix& w, int num_tokens, void* workspace,
                       cudaStream_t stream);
+
+// The warp-specialized Hopper form (quant_gemm_ws.cu): 256 tokens a block, a warpgroup converting the codes to bf16
+// tiles in shared memory for two that multiply them (wgmma with both operands in shared memory); the same values and
+// support as quant_gemm_wgmma.
+bool quant_gemm_ws_supported(const void* x, const QuantMatrix& w, int num_tokens);
+size_t quant_gemm_ws_workspace_bytes(const QuantMatrix& w, int num_tokens);
+// Steps of kQuantGemmWsMinTokens to kQuantGemmWsMaxTokens tokens take it where it is supported (Hopper): there it is
+// faster than the other forms and the bf16 copy (docs/PERFORMANCE.md); PAGODA_QUANT_WS_MIN_TOKENS and
+// PAGODA_QUANT_WS_MAX_TOKENS override the band (a minimum of 0 turns the form off).
+constexpr int kQuantGemmWsMinTokens = 129;
+constexpr int kQuantGemmWsMaxTokens = 512;
+bool quant_gemm_ws_takes(const void* x, const QuantMatrix& w, int num_tokens);
+void quant_gemm_ws(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMatrix& w, int num_tokens, void* workspace,
+                   cudaStream_t stream);
 
 // out [count] = the sum of fp32 partial sums [slices][count] in slice order (both forms' K slices).
 void add_k_slices(__nv_bfloat16* out, const float* partial, int64_t count, int slices, cudaStream_t stream);

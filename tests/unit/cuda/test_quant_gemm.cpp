@@ -1,6 +1,6 @@
-// GPU tests of the quantized GEMM for many tokens (kernels/quant_gemm.h), both forms: against a float64 reference of
-// the CPU's fp32 values (the mma.sync form, every zeros form) or of those values rounded to bf16 (the Hopper form,
-// which multiplies them so, both forms of params), on the odd shapes real models have (N not a multiple of 16 or of
+// GPU tests of the quantized GEMM for many tokens (kernels/quant_gemm.h), every form: against a float64 reference of
+// the CPU's fp32 values (the mma.sync form, every zeros form) or of those values rounded to bf16 as each Hopper form
+// rounds them (Values; both forms of params), on the odd shapes real models have (N not a multiple of 16 or of
 // the 128 rows of a block, K a multiple of 16 only, groups of 16 to K), at token counts inside one block of tokens,
 // across several, and with K cut into slices; a token's outputs do not depend on the tokens beside it for one
 // slicing. A table of times on Llama-3-8B's shapes against cuBLAS (bf16 weights, and the bf16 copy of the quantized
@@ -40,16 +40,51 @@ namespace k = kernels;
 
 __nv_bfloat16* bf(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
-// A form of the GEMM as the tests call it; bf16_values: it multiplies the values rounded to bf16 (the Hopper form)
-// rather than in fp32.
+// Which values a form multiplies: the CPU's fp32 values (the mma.sync form), those rounded to bf16 (the Hopper
+// forms), or for 4-bit codes with zero points in groups of whole chunks (q - z) s_hi + bf16((q - z) s_lo) rounded once
+// (the warp-specialized form's split scales; bf16 of the fp32 value otherwise).
+enum class Values { kFp32, kBf16, kBf16SplitScales };
+
 struct GemmForm {
   bool (*supported)(const void*, const k::QuantMatrix&, int);
   size_t (*workspace_bytes)(const k::QuantMatrix&, int);
   void (*run)(__nv_bfloat16*, const __nv_bfloat16*, const k::QuantMatrix&, int, void*, cudaStream_t);
-  bool bf16_values;
+  Values values;
 };
-const GemmForm kMmaSync{k::quant_gemm_supported, k::quant_gemm_workspace_bytes, k::quant_gemm, false};
-const GemmForm kWgmma{k::quant_gemm_wgmma_supported, k::quant_gemm_wgmma_workspace_bytes, k::quant_gemm_wgmma, true};
+const GemmForm kMmaSync{k::quant_gemm_supported, k::quant_gemm_workspace_bytes, k::quant_gemm, Values::kFp32};
+const GemmForm kWgmma{k::quant_gemm_wgmma_supported, k::quant_gemm_wgmma_workspace_bytes, k::quant_gemm_wgmma,
+                      Values::kBf16};
+const GemmForm kWarpSpecialized{k::quant_gemm_ws_supported, k::quant_gemm_ws_workspace_bytes, k::quant_gemm_ws,
+                                Values::kBf16SplitScales};
+
+// x rounded once to bf16 (to nearest, ties to even).
+double round_to_bf16(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  const double m = std::frexp(x, &e);  // x = m 2^e, 0.5 <= |m| < 1
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+// The values as the warp-specialized form makes them (see Values).
+void round_as_split_scales(std::vector<float>& values, const HostQuantTiles& t) {
+  const QuantTilesShape& s = t.shape;
+  const int64_t steps_per_group = s.group_size >= s.k ? (s.k + kTileStepCols - 1) / kTileStepCols : s.group_size / kTileStepCols;
+  const bool split = s.codes == TileCodes::kU4 && !s.offsets && steps_per_group % 4 == 0;
+  for (int64_t r = 0; r < s.n; ++r) {
+    const int rt = static_cast<int>(r % kTileRows), p = rt % 2 == 0 ? rt / 2 : rt / 2 + 8;
+    for (int64_t col = 0; col < s.k; ++col) {
+      float& v = values[r * s.k + col];
+      const double scale = t.params[static_cast<size_t>((((r / kTileRows) * s.groups() + col / s.group_size) * kTileRows + p) * 2)];
+      if (!split || scale == 0) {
+        v = bf16_to_f32(f32_to_bf16(v));
+        continue;
+      }
+      const double q = std::nearbyint(v / scale);  // q - z, exact
+      const double hi = round_to_bf16(scale), lo = round_to_bf16(scale - hi);
+      v = static_cast<float>(round_to_bf16(q * hi + round_to_bf16(q * lo)));
+    }
+  }
+}
 
 // out [T, N] by `form`, with its workspace.
 std::vector<uint16_t> run_gemm(const GemmForm& form, const k::QuantMatrix& m, const DeviceArray<uint16_t>& x, int T) {
@@ -63,7 +98,7 @@ std::vector<uint16_t> run_gemm(const GemmForm& form, const k::QuantMatrix& m, co
 }
 
 // Every case at every token count against float64 sums of the CPU's values (rounded to bf16 first for a form that
-// multiplies them so).
+// multiplies them so; Values).
 void expect_matches_reference(const GemmForm& form, const std::vector<QuantCase>& cases, std::vector<int> tokens) {
   const int max_t = *std::max_element(tokens.begin(), tokens.end());
   for (const QuantCase& c : cases) {
@@ -71,8 +106,10 @@ void expect_matches_reference(const GemmForm& form, const std::vector<QuantCase>
     const HostQuantTiles tiles = pack_quant_tiles(tile_rows(rw.weight));
     DeviceTiles dev(tiles);
     test::TileValues values = test::tile_values(tiles);
-    if (form.bf16_values)
+    if (form.values == Values::kBf16)
       for (float& v : values.values) v = bf16_to_f32(f32_to_bf16(v));  // as dequantize_tiles_bf16 rounds them
+    else if (form.values == Values::kBf16SplitScales)
+      round_as_split_scales(values.values, tiles);
     const auto x = random_bf16(static_cast<size_t>(max_t) * c.k, c.k + 1);
     DeviceArray<uint16_t> d_x(x);
     for (const int T : tokens) {
@@ -145,15 +182,30 @@ TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
   }
 }
 
-TEST(QuantGemmWgmma, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
-  SKIP_WITHOUT_HOPPER();
+// Every shared case, both forms of params, N past a block of 128 rows, groups of 3 k-steps.
+std::vector<QuantCase> hopper_cases() {
   std::vector<QuantCase> cases(std::begin(test::kQuantCases), std::end(test::kQuantCases));
   cases.insert(cases.end(), {{QuantForm::kInt4Zeros, 300, 1024, 64},
                              {QuantForm::kInt4Zeros, 129, 544, 32},
                              {QuantForm::kInt4Zeros, 40, 336, 48},
                              {QuantForm::kInt4Offsets, 300, 1024, 32},
                              {QuantForm::kInt8Offsets, 130, 2048, 32}});
-  expect_matches_reference(kWgmma, cases, {1, 40, 65, 128, 129, 300});  // one, two and three blocks of 128
+  return cases;
+}
+
+TEST(QuantGemmWgmma, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
+  SKIP_WITHOUT_HOPPER();
+  expect_matches_reference(kWgmma, hopper_cases(), {1, 40, 65, 128, 129, 300});  // one, two and three blocks of 128
+}
+
+TEST(QuantGemmWarpSpecialized, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
+  SKIP_WITHOUT_HOPPER();
+  expect_matches_reference(kWarpSpecialized, hopper_cases(), {1, 40, 200, 256, 257, 600});  // 1, 2, 3 blocks of 256
+}
+
+TEST(QuantGemmWarpSpecialized, TokensDoNotDependOnTheTokensBesideThem) {
+  SKIP_WITHOUT_HOPPER();
+  expect_tokens_independent(kWarpSpecialized, {{1, 256}, {257, 512}});  // one token block each (K in slices); two
 }
 
 TEST(QuantGemmWgmma, TokensDoNotDependOnTheTokensBesideThem) {
@@ -202,7 +254,7 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
       for (const int T : {48, 64, 128, 192, 256, 512, 1024, 2048}) {
         if (only_t && T != only_t) continue;
         int call = 0;
-        double gemm = 0, wide = 0;  // (0: the form does not take T)
+        double gemm = 0, wide = 0, ws = 0;  // (0: the form does not take T)
         if (k::quant_gemm_supported(d_x.get(), devs[0]->m, T)) {  // (PAGODA_QUANT_GEMM_MAX_TOKENS raises the limit)
           ASSERT_LE(k::quant_gemm_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
           gemm = time_ms(10 * copies, [&] {
@@ -218,6 +270,14 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
                                 nullptr);
           });
         }
+        if (k::quant_gemm_ws_supported(d_x.get(), devs[0]->m, T)) {
+          ASSERT_LE(k::quant_gemm_ws_workspace_bytes(devs[0]->m, T), size_t{64} << 20);
+          ws = time_ms(10 * copies, [&] {
+            const k::QuantMatrix& m = devs[call++ % copies]->m;
+            k::quant_gemm_ws(bf(d_out.get()), reinterpret_cast<const __nv_bfloat16*>(d_x.get()), m, T, workspace.get(),
+                             nullptr);
+          });
+        }
         const double copy = time_ms(10, [&] {
           k::dequantize_tiles_bf16(bf(scratch.get()), devs[call++ % copies]->m, nullptr);
           cublas(scratch.get(), T);
@@ -228,10 +288,11 @@ TEST(QuantGemm, PrintsTimesOnLlamaShapes) {
         auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
         std::printf("[ gemm    ] %-14s T=%4d N=%6d K=%6d: quant_gemm %8.2f us (%5.1f TFLOP/s), wgmma %8.2f us (%5.1f "
                     "TFLOP/s), bf16 copy + cuBLAS %8.2f us, cuBLAS bf16 %8.2f us (%5.1f TFLOP/s); mma.sync %.2fx the copy, "
-                    "%.2fx bf16; wgmma %.2fx the copy, %.2fx bf16\n",
+                    "%.2fx bf16; wgmma %.2fx the copy, %.2fx bf16; warp-specialized %8.2f us (%5.1f TFLOP/s), %.2fx the copy, "
+                    "%.2fx bf16\n",
                     test::quant_form_name(form), T, s.n, s.k, gemm * 1e3, tflops(gemm), wide * 1e3, tflops(wide),
                     copy * 1e3, dense * 1e3, tflops(dense), ratio(copy, gemm), ratio(dense, gemm), ratio(copy, wide),
-                    ratio(dense, wide));
+                    ratio(dense, wide), ws * 1e3, tflops(ws), ratio(copy, ws), ratio(dense, ws));
       }
       if (only_n) break;
     }

@@ -330,8 +330,16 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
     }
-    // Many tokens: the Hopper form of the quantized GEMM where it is the faster (one block of 128 tokens), else the
-    // mma.sync form.
+    // ... the register Hopper form where it is the faster (one block of 128 tokens), else the mma.sync form.
+    // Many tokens: on Hopper 129 to 512 take the warp-specialized form (below, the bf16 copy beyond); then ...
+    if (kernels::quant_gemm_ws_takes(x.data, m, T)) {
+      const size_t bytes = kernels::quant_gemm_ws_workspace_bytes(m, T);
+      void* workspace = bytes == 0                              ? nullptr
+                        : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
+                                                                 : impl_->arena_alloc(bytes);
+      kernels::quant_gemm_ws(bf(out), bf(x), m, T, workspace, impl_->stream);
+      return;
+    }
     const bool wide = kernels::quant_gemm_wgmma_takes(x.data, m, T);
     if (wide || kernels::quant_gemm_supported(x.data, m, T)) {
       // Their partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
