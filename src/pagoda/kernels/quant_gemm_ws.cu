@@ -38,10 +38,7 @@
 #include "pagoda/kernels/quant_codes.cuh"
 #include "pagoda/kernels/quant_gemm.h"
 #include "pagoda/kernels/quant_gemm_blocks.cuh"
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define PAGODA_WGMMA_WS 1
-#endif
+#include "pagoda/kernels/wgmma.cuh"
 
 namespace pagoda::kernels {
 namespace {
@@ -76,19 +73,19 @@ __device__ __forceinline__ void copy_async16_zfill(uint32_t shared, const void* 
 
 // The mbarriers (sm_90 PTX; the kernel runs on Hopper only, other targets compile it empty of them).
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count) {
-#ifdef PAGODA_WGMMA_WS
+#ifdef PAGODA_WGMMA
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void barrier_arrive(uint32_t bar) {
-#ifdef PAGODA_WGMMA_WS
+#ifdef PAGODA_WGMMA
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}" ::"r"(bar) : "memory");
 #endif
 }
 // Waits until the barrier's phase of this parity has completed.
 __device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
-#ifdef PAGODA_WGMMA_WS
+#ifdef PAGODA_WGMMA
   asm volatile(
       "{\n.reg .pred done;\nwait_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
@@ -99,40 +96,16 @@ __device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
 }
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma's reads).
 __device__ __forceinline__ void fence_proxy_async() {
-#ifdef PAGODA_WGMMA_WS
+#ifdef PAGODA_WGMMA
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 
-__device__ __forceinline__ uint64_t swizzled_rows_descriptor(uint32_t shared) {
-  return static_cast<uint64_t>((shared & 0x3ffffu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
 
-__device__ __forceinline__ void wgmma_fence() {
-#ifdef PAGODA_WGMMA_WS
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#ifdef PAGODA_WGMMA_WS
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#ifdef PAGODA_WGMMA_WS
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-#endif
-}
-__device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
-#pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i]));
-}
 
 // d [64 rows][256 tokens] += A (64 x 16 at a) · B (16 x 256 at b), both K-major in the 128-byte swizzle.
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) {
-#ifdef PAGODA_WGMMA_WS
+#ifdef PAGODA_WGMMA
   asm volatile(
       "{\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
@@ -166,20 +139,6 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, ui
 #endif
 }
 
-// A bf16x2 of exact (q - z) or q, times the row's scale (minus its offset) in fp32 and rounded to bf16: the values of
-// dequantize_tiles_bf16.
-template <bool kOffsets>
-__device__ __forceinline__ uint32_t scaled(uint32_t v, float s, float m) {
-  float lo = __uint_as_float(v << 16), hi = __uint_as_float(v & 0xffff0000u);
-  if constexpr (kOffsets) {
-    lo = __fsub_rn(__fmul_rn(lo, s), m);
-    hi = __fsub_rn(__fmul_rn(hi, s), m);
-  } else {
-    lo = __fmul_rn(lo, s);
-    hi = __fmul_rn(hi, s);
-  }
-  return pack_bf16x2(lo, hi);
-}
 
 // The params {s, z or m} of rows p and p + 8 of two tiles for the 4 k-steps of a chunk. One group a chunk when the
 // groups are whole chunks (kOneGroup: k-step 0's stand for all four; the caller says which group).
