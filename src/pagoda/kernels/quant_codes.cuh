@@ -34,6 +34,10 @@ __device__ __forceinline__ void copy_weights_async16_to(uint32_t shared, const v
 __device__ __forceinline__ void copy_weights_async16(void* shared, const void* global) {
   copy_weights_async16_to(static_cast<uint32_t>(__cvta_generic_to_shared(shared)), global);
 }
+// 16 bytes global -> shared (the shared-window address), zero-filled past `bytes` (0 or 16) without reading them.
+__device__ __forceinline__ void copy_async16_zfill(uint32_t shared, const void* global, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared), "l"(global), "r"(bytes));
+}
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Waits until at most N committed groups are still in flight.
 template <int N>

@@ -51,11 +51,6 @@ struct StageLayout {
   __host__ __device__ int block_bytes() const { return kStages * stage_bytes(); }
 };
 
-// 16 bytes global -> shared, zero-filled past `bytes` (0 or 16) without reading them.
-__device__ __forceinline__ void copy_async16_zfill(uint32_t shared, const void* global, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared), "l"(global), "r"(bytes));
-}
-
 template <TileCodes C>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     quant_gemm_kernel(bf16* __restrict__ out, float* __restrict__ partial, const bf16* __restrict__ x, const Tiles w,

@@ -55,8 +55,8 @@ void quant_gemm_wgmma(__nv_bfloat16* out, const __nv_bfloat16* x, const QuantMat
                       cudaStream_t stream);
 
 // The warp-specialized Hopper form (quant_gemm_ws.cu): 256 tokens a block, a warpgroup converting the codes to bf16
-// tiles in shared memory for two that multiply them (wgmma with both operands in shared memory); the same values and
-// support as quant_gemm_wgmma.
+// tiles in shared memory for two that multiply them (wgmma with both operands in shared memory); the same support as
+// quant_gemm_wgmma, and its values but for 4-bit zero-point scales of more than 16 significant bits (quant_gemm_ws.cu).
 bool quant_gemm_ws_supported(const void* x, const QuantMatrix& w, int num_tokens);
 size_t quant_gemm_ws_workspace_bytes(const QuantMatrix& w, int num_tokens);
 // Steps of kQuantGemmWsMinTokens to kQuantGemmWsMaxTokens tokens take it where it is supported (Hopper): there it is

@@ -19,8 +19,9 @@
 // releases chunk i - 1 on the `empty` mbarrier once chunk i is issued and i - 1 is done.
 //
 // Values: (q - z) s for 4-bit codes with zero points in groups of whole chunks (AWQ, GPTQ) as bf16 pairs, v s_hi +
-// bf16(v s_lo) rounded once (times_split: within a bf16 ulp of the bf16 copy's values, equal to them for all but a
-// few in 10,000); every other form in fp32 as dequantize_tiles_bf16.
+// bf16(v s_lo) rounded once (times_split): the bf16 copy's values exactly for half-precision scales (the fp16 of AWQ and
+// GPTQ checkpoints, compressed-tensors' bf16), within one bf16 ulp of them for fp32 scales (about 7 in 10,000 differ;
+// QuantGemmWarpSpecialized.SplitScales*); every other form in fp32 as dequantize_tiles_bf16.
 //
 // Measured on an H100 (QuantGemm.PrintsTimesOnLlamaShapes, docs/PERFORMANCE.md): Llama-3-8B's four products at 256
 // tokens take 41, 26, 137 and 67 us (QKV, O, gate-up, down; the bf16 copy + cuBLAS 55, 40, 218, 138), 430-450
@@ -43,7 +44,10 @@
 namespace pagoda::kernels {
 namespace {
 
-constexpr int kThreads = 3 * 128;      // converter, consumers 0 and 1
+constexpr int kConverterThreads = 128;  // one warpgroup
+constexpr int kConsumerThreads = 256;   // two warpgroups
+constexpr int kThreads = kConverterThreads + kConsumerThreads;
+constexpr int kTilesPerConverterWarp = 2;  // 8 tiles, 4 warps
 constexpr int kBlockRows = 128;        // 8 tiles
 constexpr int kBlockTokens = 256;      // wgmma's N
 constexpr int kRowBytes = kTileChunkCols * 2;  // 128: a chunk of bf16, one swizzle row
@@ -54,22 +58,17 @@ static_assert(kGemmWarps * kTileRows == kBlockRows, "the shared grid and K-slice
 constexpr int kStages = 4;       // x and values: chunk i in stage i % kStages
 constexpr int kCodeSlots = 4;    // the converter's own ring of code vectors, copied kCodeSlots - 1 chunks early
 constexpr int kXAhead = kStages - 1;  // the consumers copy x this many chunks early
-constexpr int kConsumerThreads = 256;
 constexpr int kXCopies = kBlockTokens * kRowBytes / 16 / kConsumerThreads;  // 16-byte copies a consumer thread a chunk
 
 struct StageLayout {
   int vectors;  // code vectors a tile a lane (Codes<C>::kVectors)
   __host__ __device__ static constexpr int stage_bytes() { return kXBytes + kValuesBytes; }
-  __host__ __device__ int code_slot_bytes() const { return 2 * vectors * 128 * 16; }
+  __host__ __device__ int code_slot_bytes() const { return kTilesPerConverterWarp * vectors * kConverterThreads * 16; }
   // Stages, then the code slots, then the mbarriers (full and empty, 8 bytes each a stage).
   __host__ __device__ int codes_offset() const { return kStages * stage_bytes(); }
   __host__ __device__ int barriers_offset() const { return codes_offset() + kCodeSlots * code_slot_bytes(); }
   __host__ __device__ int block_bytes() const { return barriers_offset() + kStages * 16; }
 };
-
-__device__ __forceinline__ void copy_async16_zfill(uint32_t shared, const void* global, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared), "l"(global), "r"(bytes));
-}
 
 // The mbarriers (sm_90 PTX; the kernel runs on Hopper only, other targets compile it empty of them).
 __device__ __forceinline__ void barrier_init(uint32_t bar, int count) {
@@ -100,8 +99,6 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
-
-
 
 // d [64 rows][256 tokens] += A (64 x 16 at a) · B (16 x 256 at b), both K-major in the 128-byte swizzle.
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) {
@@ -139,25 +136,23 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, ui
 #endif
 }
 
-
 // The params {s, z or m} of rows p and p + 8 of two tiles for the 4 k-steps of a chunk. One group a chunk when the
 // groups are whole chunks (kOneGroup: k-step 0's stand for all four; the caller says which group).
 template <bool kOneGroup>
 struct ChunkParams {
   static constexpr int kSteps = kOneGroup ? 1 : kChunkSteps;
-  float2 lo[kSteps][2], hi[kSteps][2];
+  float2 lo[kSteps][kTilesPerConverterWarp], hi[kSteps][kTilesPerConverterWarp];
 
-  // kOneGroup: group `g`; otherwise the groups of chunk c's k-steps.
-  __device__ void load(const Tiles& w, const int (&tiles)[2], int p, int c, int g) {
+  // kOneGroup: group `g`; otherwise the groups of chunk c's k-steps: the first one's, g0, plus the group ends before
+  // k-step ks (at most 3: groups of one k-step).
+  __device__ void load(const Tiles& w, const int (&tiles)[kTilesPerConverterWarp], int p, int c, int g) {
+    const int spg = w.steps_per_group, g0 = kOneGroup ? g : kChunkSteps * c / spg;
+    const int o = kChunkSteps * c - g0 * spg;
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
-      if (!kOneGroup) {  // g0 plus the group ends before k-step ks (at most 3: groups of one k-step)
-        const int first_step = kChunkSteps * c, spg = w.steps_per_group;
-        const int g0 = first_step / spg, o = first_step - g0 * spg;
-        g = min(g0 + (o + ks >= spg) + (o + ks >= 2 * spg) + (o + ks >= 3 * spg), w.groups - 1);
-      }
+      if (!kOneGroup) g = min(g0 + (o + ks >= spg) + (o + ks >= 2 * spg) + (o + ks >= 3 * spg), w.groups - 1);
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt) {
+      for (int tt = 0; tt < kTilesPerConverterWarp; ++tt) {
         const float2* gp = w.params + (static_cast<int64_t>(tiles[tt]) * w.groups + g) * kTileRows;
         lo[ks][tt] = __ldg(gp + p);
         hi[ks][tt] = __ldg(gp + p + 8);
@@ -179,7 +174,8 @@ __device__ __forceinline__ SplitScale split_scale(float s) {
 }
 // bf16x2 v (exact small integers q - z) times s as v s_hi + bf16(v s_lo) with one rounding: the exact product is
 // within 2^-17 of v s, so the bf16 is that of the fp32 product (q - z) s except where v s lies that close to a
-// rounding boundary (one bf16 ulp then). Two instructions a pair instead of five.
+// rounding boundary (one bf16 ulp then); with an fp16 or bf16 s every product is exact and the bf16 the same. Two
+// instructions a pair instead of five.
 __device__ __forceinline__ uint32_t times_split(uint32_t v, const SplitScale& s) {
   const __nv_bfloat162 x = as_bf16x2(v);
   return as_word(__hfma2(x, as_bf16x2(s.hi), __hmul2(x, as_bf16x2(s.lo))));
@@ -189,15 +185,15 @@ __device__ __forceinline__ uint32_t times_split(uint32_t v, const SplitScale& s)
 // k-steps from `steps_in` on (past K) as zeros when kMasked. 4-bit codes with zero points and one group a chunk (AWQ,
 // GPTQ: the common case) scale in bf16 pairs (times_split); the others in fp32, as dequantize_tiles_bf16.
 template <TileCodes C, bool kOffsets, bool kOneGroup, bool kMasked>
-__device__ __forceinline__ void convert_chunk(uint32_t values, const uint4 (&codes)[2][Codes<C>::kVectors],
+__device__ __forceinline__ void convert_chunk(uint32_t values, const uint4 (&codes)[kTilesPerConverterWarp][Codes<C>::kVectors],
                                               const ChunkParams<kOneGroup>& cp, int warp, int lane, int steps_in) {
   using Cd = Codes<C>;
   constexpr bool kSplit = C == TileCodes::kU4 && !kOffsets && kOneGroup;
   const int p = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int tt = 0; tt < 2; ++tt) {
+  for (int tt = 0; tt < kTilesPerConverterWarp; ++tt) {
     const auto& wv = codes[tt];
-    const uint32_t row = values + ((2 * warp + tt) * kTileRows + p) * kRowBytes;  // tile position p; p + 8 is 8 rows on
+    const uint32_t row = values + ((kTilesPerConverterWarp * warp + tt) * kTileRows + p) * kRowBytes;  // tile position p; p + 8 is 8 rows on
     typename Cd::Zero zero = Cd::zero(0.0f, 0.0f);
     SplitScale s_lo{}, s_hi{};
     if constexpr (kSplit) {
@@ -236,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int V = Cd::kVectors;
   extern __shared__ __align__(1024) unsigned char ring[];
 
-  const int warpgroup = threadIdx.x / 128;
+  const bool converter = threadIdx.x < kConverterThreads;
   const int token0 = blockIdx.x * kBlockTokens;
   const int slice = blockIdx.z;
   const KSlice range = k_slice(w, slice, slices);
@@ -254,24 +250,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   pdl_grid_sync();
 
-  if (warpgroup == 0) {
+  if (converter) {
     // The converter: copies its code vectors kCodeSlots - 1 chunks early into its own ring (a slot is free once this
     // thread has converted the chunk before), and writes chunk i's values once the consumers released chunk
     // i - kStages.
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    int tiles[2];
+    int tiles[kTilesPerConverterWarp];
 #pragma unroll
-    for (int tt = 0; tt < 2; ++tt) tiles[tt] = min(static_cast<int>(blockIdx.y) * 8 + 2 * warp + tt, w.tiles - 1);
+    for (int tt = 0; tt < kTilesPerConverterWarp; ++tt)
+      tiles[tt] = min(static_cast<int>(blockIdx.y) * 8 + kTilesPerConverterWarp * warp + tt, w.tiles - 1);
     const uint32_t codes_base = ring_base + layout.codes_offset();
     auto issue_codes = [&](int i) {
       if (i >= chunks) return;
       const int c = range.c_begin + i;
       const uint32_t slot = codes_base + (i % kCodeSlots) * layout.code_slot_bytes() + tid * 16;
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt) {
+      for (int tt = 0; tt < kTilesPerConverterWarp; ++tt) {
 #pragma unroll
         for (int v = 0; v < V; ++v)
-          copy_weights_async16_to(slot + (tt * V + v) * 128 * 16,
+          copy_weights_async16_to(slot + (tt * V + v) * kConverterThreads * 16,
                                   w.codes + ((static_cast<int64_t>(tiles[tt]) * w.chunks + c) * V + v) * 32 + lane);
       }
     };
@@ -300,13 +297,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       copy_async_wait<kCodeSlots - 1>();  // this thread's codes of chunk i have landed
       if (i >= kStages) barrier_wait(empty_bars + 8 * (i % kStages), (i / kStages - 1) & 1);
-      uint4 codes[2][V];
+      uint4 codes[kTilesPerConverterWarp][V];
       const uint4* slot =
           reinterpret_cast<const uint4*>(ring + layout.codes_offset() + (i % kCodeSlots) * layout.code_slot_bytes());
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt)
+      for (int tt = 0; tt < kTilesPerConverterWarp; ++tt)
 #pragma unroll
-        for (int v = 0; v < V; ++v) codes[tt][v] = slot[(tt * V + v) * 128 + tid];
+        for (int v = 0; v < V; ++v) codes[tt][v] = slot[(tt * V + v) * kConverterThreads + tid];
       const uint32_t values = stage(i) + kXBytes;
       const int steps_in = range.step_end - kChunkSteps * c;
       if (steps_in >= kChunkSteps)
@@ -329,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // A consumer: copies x kXAhead chunks early (stage i + kXAhead once chunk i - 1's products are done in both
   // consumers), then multiplies rows 64 g .. 64 g + 63 of the block (tiles 4 g .. 4 g + 3) by the 256 tokens.
-  const int g = warpgroup - 1, ctid = threadIdx.x - 128, warp = (threadIdx.x / 32) % 4;
+  const int ctid = threadIdx.x - kConverterThreads, g = ctid / 128, warp = ctid / 32 % 4;
   const int x_piece = ctid % 8, x_token = ctid / 8;  // copy j: token x_token + 32 j, 16-byte piece x_piece of its row
   const uint32_t x_dst = x_token * kRowBytes + ((x_piece ^ (x_token % 8)) * 16);
   const bf16* x_src = x + static_cast<int64_t>(token0 + x_token) * w.k + x_piece * 8;
@@ -432,13 +429,10 @@ void launch(bf16* out, float* partial, const bf16* x, const Tiles& w, int num_to
 
 }  // namespace
 
+// The register form's conditions: the same tiles, rows a block (128) and alignment of x; its 128-token blocks bound
+// the grid more tightly than these 256-token ones.
 bool quant_gemm_ws_supported(const void* x, const QuantMatrix& w, int num_tokens) {
-  const QuantTilesShape& s = w.shape;
-  return quant_gemm_wgmma_available() && num_tokens >= 1 && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
-         (s.group_size >= s.k || s.group_size % kTileStepCols == 0) && !(s.offsets && s.codes == TileCodes::kE4M3) &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && s.tiles() < (int64_t{1} << 31) &&
-         (s.tiles() + 7) / 8 < 65535 && static_cast<int64_t>(num_tokens) * s.k < (int64_t{1} << 31) &&
-         (num_tokens + kBlockTokens - 1) / kBlockTokens < (int64_t{1} << 31);
+  return quant_gemm_wgmma_supported(x, w, num_tokens);
 }
 
 bool quant_gemm_ws_takes(const void* x, const QuantMatrix& w, int num_tokens) {

@@ -76,16 +76,11 @@ struct TileValues {
 inline TileValues tile_values(const HostQuantTiles& t) {
   const int64_t n = t.shape.n, k = t.shape.k;
   TileValues v{std::vector<float>(static_cast<size_t>(n * k)), std::vector<float>(static_cast<size_t>(n * k))};
-  for (int64_t r = 0; r < n; ++r) {
-    // Position p of the row in its tile (quant_tiles.h), for its params.
-    const int rt = static_cast<int>(r % kTileRows), p = rt % 2 == 0 ? rt / 2 : rt / 2 + 8;
+  for (int64_t r = 0; r < n; ++r)
     for (int64_t col = 0; col < k; ++col) {
       v.values[r * k + col] = quant_tile_value(t, r, col);
-      if (t.shape.offsets)
-        v.offsets[r * k + col] = std::fabs(t.params[static_cast<size_t>(
-            (((r / kTileRows) * t.shape.groups() + col / t.shape.group_size) * kTileRows + p) * 2 + 1)]);
+      if (t.shape.offsets) v.offsets[r * k + col] = std::fabs(quant_tile_entry(t, r, col).zero_or_offset);
     }
-  }
   return v;
 }
 

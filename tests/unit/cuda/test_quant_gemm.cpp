@@ -65,25 +65,32 @@ double round_to_bf16(double x) {
   return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
 }
 
+// (q - z) s as the warp-specialized form rounds it: (q - z) s_hi + bf16((q - z) s_lo), one rounding (times_split).
+double split_scale_product(double q_minus_z, double scale) {
+  const double hi = round_to_bf16(scale), lo = round_to_bf16(scale - hi);
+  return round_to_bf16(q_minus_z * hi + round_to_bf16(q_minus_z * lo));  // both products and the sum exact in double
+}
+
+// Whether the warp-specialized form scales these tiles as split_scale_product: 4-bit codes with zero points in
+// groups of whole 64-column chunks (quant_gemm_ws.cu's kSplit).
+bool scales_split(const QuantTilesShape& s) {
+  const int64_t steps_per_group = s.group_size >= s.k ? (s.k + kTileStepCols - 1) / kTileStepCols : s.group_size / kTileStepCols;
+  return s.codes == TileCodes::kU4 && !s.offsets && steps_per_group % 4 == 0;
+}
+
 // The values as the warp-specialized form makes them (see Values).
 void round_as_split_scales(std::vector<float>& values, const HostQuantTiles& t) {
-  const QuantTilesShape& s = t.shape;
-  const int64_t steps_per_group = s.group_size >= s.k ? (s.k + kTileStepCols - 1) / kTileStepCols : s.group_size / kTileStepCols;
-  const bool split = s.codes == TileCodes::kU4 && !s.offsets && steps_per_group % 4 == 0;
-  for (int64_t r = 0; r < s.n; ++r) {
-    const int rt = static_cast<int>(r % kTileRows), p = rt % 2 == 0 ? rt / 2 : rt / 2 + 8;
-    for (int64_t col = 0; col < s.k; ++col) {
-      float& v = values[r * s.k + col];
-      const double scale = t.params[static_cast<size_t>((((r / kTileRows) * s.groups() + col / s.group_size) * kTileRows + p) * 2)];
-      if (!split || scale == 0) {
+  const bool split = scales_split(t.shape);
+  for (int64_t r = 0; r < t.shape.n; ++r)
+    for (int64_t col = 0; col < t.shape.k; ++col) {
+      float& v = values[r * t.shape.k + col];
+      if (!split) {
         v = bf16_to_f32(f32_to_bf16(v));
         continue;
       }
-      const double q = std::nearbyint(v / scale);  // q - z, exact
-      const double hi = round_to_bf16(scale), lo = round_to_bf16(scale - hi);
-      v = static_cast<float>(round_to_bf16(q * hi + round_to_bf16(q * lo)));
+      const QuantTileEntry e = quant_tile_entry(t, r, col);
+      v = static_cast<float>(split_scale_product(e.code - e.zero_or_offset, e.scale));  // z: a whole number
     }
-  }
 }
 
 // out [T, N] by `form`, with its workspace.
@@ -182,10 +189,12 @@ TEST(QuantGemm, RefusesTheOffsetsFormMisalignedActivationsAndLongSteps) {
   }
 }
 
-// Every shared case, both forms of params, N past a block of 128 rows, groups of 3 k-steps.
+// Every shared case, both forms of params, N past a block of 128 rows, groups of 3 k-steps, and groups of whole chunks
+// with K ending inside the last chunk (its last group short: the warp-specialized form's one-group chunks, masked).
 std::vector<QuantCase> hopper_cases() {
   std::vector<QuantCase> cases(std::begin(test::kQuantCases), std::end(test::kQuantCases));
   cases.insert(cases.end(), {{QuantForm::kInt4Zeros, 300, 1024, 64},
+                             {QuantForm::kInt4Zeros, 72, 1040, 64},
                              {QuantForm::kInt4Zeros, 129, 544, 32},
                              {QuantForm::kInt4Zeros, 40, 336, 48},
                              {QuantForm::kInt4Offsets, 300, 1024, 32},
@@ -201,6 +210,41 @@ TEST(QuantGemmWgmma, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenC
 TEST(QuantGemmWarpSpecialized, MatchesFloat64ReferenceOfTheBf16ValuesForEveryFormAndTokenCount) {
   SKIP_WITHOUT_HOPPER();
   expect_matches_reference(kWarpSpecialized, hopper_cases(), {1, 40, 200, 256, 257, 600});  // 1, 2, 3 blocks of 256
+}
+
+// The split scales' values (split_scale_product, as the kernel computes them) against the bf16 copy's, bf16 of the
+// fp32 product (q - z) s, on the host: the same for every half-precision scale (AWQ and GPTQ checkpoints store fp16
+// scales, compressed-tensors bf16 ones: s - s_hi then has at most 3 bits, and every product is exact), and for fp32
+// scales (pagoda's own quantizer) within one bf16 ulp, rarely different.
+TEST(QuantGemmWarpSpecialized, SplitScalesGiveTheCopysValuesForHalfPrecisionScalesAndStayWithinAnUlp) {
+  auto copy_value = [](int q_minus_z, float s) {
+    return static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(q_minus_z) * s)));
+  };
+  int64_t checked = 0;
+  for (int exponent = -14; exponent <= 15; ++exponent)  // every normal fp16 magnitude
+    for (int mantissa = 0; mantissa < 1024; ++mantissa) {
+      const float s = std::ldexp(1.0f + mantissa / 1024.0f, exponent);
+      for (int v = -16; v <= 15; ++v) {
+        ASSERT_EQ(split_scale_product(v, s), copy_value(v, s)) << "q - z " << v << ", scale " << s;
+        ++checked;
+      }
+    }
+  EXPECT_EQ(checked, int64_t{30} * 1024 * 32);
+  uint64_t state = 12345;
+  int64_t differ = 0, total = 0;
+  for (int i = 0; i < 100000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const float s = std::ldexp(1.0f + static_cast<float>(state >> 40) / 16777216.0f, static_cast<int>(state % 40) - 30);
+    for (int v = -16; v <= 15; ++v, ++total) {
+      const double got = split_scale_product(v, s), want = copy_value(v, s);
+      if (got == want) continue;
+      ++differ;
+      ASSERT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -7)) << "q - z " << v << ", scale " << s;  // an ulp
+    }
+  }
+  std::printf("[ split   ] fp32 scales: %lld of %lld values differ from the copy's by one bf16 ulp\n",
+              static_cast<long long>(differ), static_cast<long long>(total));
+  EXPECT_LT(differ, total / 500);
 }
 
 TEST(QuantGemmWarpSpecialized, TokensDoNotDependOnTheTokensBesideThem) {

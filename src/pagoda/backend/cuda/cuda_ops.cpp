@@ -330,29 +330,25 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
     }
-    // ... the register Hopper form where it is the faster (one block of 128 tokens), else the mma.sync form.
-    // Many tokens: on Hopper 129 to 512 take the warp-specialized form (below, the bf16 copy beyond); then ...
+    // Many tokens: on Hopper 129 to 512 take the warp-specialized form and 65 to 128 the register wgmma form, up to 192
+    // the mma.sync form (kernels/quant_gemm.h has each band). Their partial sums (when K is cut into slices) go to the
+    // dequantization scratch, idle on this path, where they fit (a few MB: always on Llama-sized models), so that no
+    // step grows the workspace.
+    auto workspace = [&](size_t bytes) -> void* {
+      return bytes == 0 ? nullptr : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
+                                                                           : impl_->arena_alloc(bytes);
+    };
     if (kernels::quant_gemm_ws_takes(x.data, m, T)) {
-      const size_t bytes = kernels::quant_gemm_ws_workspace_bytes(m, T);
-      void* workspace = bytes == 0                              ? nullptr
-                        : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
-                                                                 : impl_->arena_alloc(bytes);
-      kernels::quant_gemm_ws(bf(out), bf(x), m, T, workspace, impl_->stream);
+      kernels::quant_gemm_ws(bf(out), bf(x), m, T, workspace(kernels::quant_gemm_ws_workspace_bytes(m, T)), impl_->stream);
       return;
     }
-    const bool wide = kernels::quant_gemm_wgmma_takes(x.data, m, T);
-    if (wide || kernels::quant_gemm_supported(x.data, m, T)) {
-      // Their partial sums (when K is cut into slices) go to the dequantization scratch, idle on this path, where
-      // they fit (a few MB: always on Llama-sized models), so that no step grows the workspace.
-      const size_t bytes =
-          wide ? kernels::quant_gemm_wgmma_workspace_bytes(m, T) : kernels::quant_gemm_workspace_bytes(m, T);
-      void* workspace = bytes == 0                              ? nullptr
-                        : bytes <= impl_->dequant_scratch.size() ? impl_->dequant_scratch.data()
-                                                                 : impl_->arena_alloc(bytes);
-      if (wide)
-        kernels::quant_gemm_wgmma(bf(out), bf(x), m, T, workspace, impl_->stream);
-      else
-        kernels::quant_gemm(bf(out), bf(x), m, T, workspace, impl_->stream);
+    if (kernels::quant_gemm_wgmma_takes(x.data, m, T)) {
+      kernels::quant_gemm_wgmma(bf(out), bf(x), m, T, workspace(kernels::quant_gemm_wgmma_workspace_bytes(m, T)),
+                                impl_->stream);
+      return;
+    }
+    if (kernels::quant_gemm_supported(x.data, m, T)) {
+      kernels::quant_gemm(bf(out), bf(x), m, T, workspace(kernels::quant_gemm_workspace_bytes(m, T)), impl_->stream);
       return;
     }
     // Long prompts (and the offsets form without Hopper): a bf16 copy of this one weight in the scratch matrix, then

@@ -150,27 +150,26 @@ HostQuantTiles pack_quant_tiles(std::span<const TileRowSource> rows) {
   return out;
 }
 
-float quant_tile_value(const HostQuantTiles& tiles, int64_t row, int64_t col) {
+QuantTileEntry quant_tile_entry(const HostQuantTiles& tiles, int64_t row, int64_t col) {
   const QuantTilesShape& s = tiles.shape;
-  PAGODA_CHECK(row >= 0 && row < s.tiles() * kTileRows && col >= 0 && col < s.k, "quant_tile_value: ({}, {}) of [{}, {}]",
+  PAGODA_CHECK(row >= 0 && row < s.tiles() * kTileRows && col >= 0 && col < s.k, "quant_tile_entry: ({}, {}) of [{}, {}]",
                row, col, s.n, s.k);
   const int64_t tile = row / kTileRows;
   const int p = position_of_row(static_cast<int>(row % kTileRows));
   const CodeSlot slot = code_slot(s, tile, p, col);
   const uint8_t byte = tiles.codes[static_cast<size_t>(slot.byte)];
   const float* param = tiles.params.data() + param_index(s, tile, col / s.group_size, p);
-  switch (s.codes) {
-    case TileCodes::kU4: {
-      const int32_t q = (byte >> slot.shift) & 0xf;
-      return s.offsets ? static_cast<float>(q) * param[0] - param[1] : (static_cast<float>(q) - param[1]) * param[0];
-    }
-    case TileCodes::kI8: {
-      const int32_t q = static_cast<int8_t>(byte);
-      return s.offsets ? static_cast<float>(q) * param[0] - param[1] : (static_cast<float>(q) - param[1]) * param[0];
-    }
-    case TileCodes::kE4M3: return f8e4m3_to_f32(byte) * param[0];
-  }
-  return 0.0f;
+  const int32_t code = s.codes == TileCodes::kU4   ? (byte >> slot.shift) & 0xf
+                       : s.codes == TileCodes::kI8 ? static_cast<int8_t>(byte)
+                                                   : byte;
+  return {code, param[0], param[1]};
+}
+
+float quant_tile_value(const HostQuantTiles& tiles, int64_t row, int64_t col) {
+  const QuantTileEntry e = quant_tile_entry(tiles, row, col);
+  if (tiles.shape.codes == TileCodes::kE4M3) return f8e4m3_to_f32(static_cast<uint8_t>(e.code)) * e.scale;
+  const float q = static_cast<float>(e.code);
+  return tiles.shape.offsets ? q * e.scale - e.zero_or_offset : (q - e.zero_or_offset) * e.scale;
 }
 
 }  // namespace pagoda

@@ -55,6 +55,14 @@ std::string quant_tiles_unsupported(std::span<const Weight* const> weights);
 // source has it; otherwise zero points become offsets (m = z * s).
 HostQuantTiles pack_quant_tiles(std::span<const TileRowSource> rows);
 
+// What the packed matrix holds for (row, col), col < K: the code (0..15, -128..127, or the e4m3 byte) and its group's
+// params.
+struct QuantTileEntry {
+  int32_t code;
+  float scale, zero_or_offset;
+};
+QuantTileEntry quant_tile_entry(const HostQuantTiles& tiles, int64_t row, int64_t col);
+
 // The value at (row, col), col < K, as the kernel defines it, in fp32: the reference the packing is tested against.
 float quant_tile_value(const HostQuantTiles& tiles, int64_t row, int64_t col);
 
