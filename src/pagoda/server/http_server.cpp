@@ -226,6 +226,29 @@ struct IdleConnection {
   bool listed = true;   // in HttpServer::Impl::idle (under idle_mutex)
 };
 
+// A request whose header came before shutdown began and whose body is still arriving: in flight, so shutdown waits
+// for it until its deadline, then cuts the read and answers 503. Touched on its connection's strand only, except
+// for the registry list (under receiving_mutex).
+struct ReceivingBody {
+  beast::tcp_stream* stream;
+  Strand strand;
+  bool reading = true;  // false once the read finished: the stream may be gone
+  bool cut = false;     // the shutdown deadline cancelled the read
+};
+
+// An answer, then the connection closes.
+asio::awaitable<void> respond_and_close(beast::tcp_stream& stream, const HttpResponse& r, int write_timeout_s) {
+  http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+  res.set(http::field::content_type, r.content_type);
+  for (const auto& [k, v] : r.headers) res.set(k, v);
+  res.body() = r.body;
+  res.keep_alive(false);
+  res.prepare_payload();
+  stream.expires_after(std::chrono::seconds(write_timeout_s));
+  co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+  co_await linger(stream);
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -235,11 +258,15 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
   std::atomic<bool> draining{false};
+  std::atomic<bool> past_deadline{false};  // shutdown's deadline passed: what is not answered yet gets a 503
   std::mutex active_mutex;
   std::list<std::weak_ptr<ExchangeImpl>> active;
   std::atomic<int> num_active{0};
   std::mutex idle_mutex;
   std::list<std::shared_ptr<IdleConnection>> idle;  // waiting for a request, longest first
+  std::mutex receiving_mutex;
+  std::list<std::shared_ptr<ReceivingBody>> receiving;  // requests of before shutdown, their body still arriving
+  std::atomic<int> num_receiving{0};
   std::mutex clients_mutex;
   std::unordered_map<std::string, int> connections_per_client;  // by remote address
 
@@ -314,9 +341,22 @@ void HttpServer::Impl::begin_shutdown() {
 asio::awaitable<void> HttpServer::Impl::drain() {
   asio::steady_timer timer(ioc);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_deadline_s * 1000));
-  while (num_active.load() > 0 && Clock::now() < deadline) {
+  const auto in_flight = [this] { return num_active.load() + num_receiving.load(); };
+  while (in_flight() > 0 && Clock::now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
+  }
+  past_deadline = true;
+  if (num_receiving.load() > 0) {
+    spdlog::warn("shutdown deadline reached: answering 503 to {} requests whose body is still arriving",
+                 num_receiving.load());
+    std::lock_guard lock(receiving_mutex);
+    for (const auto& r : receiving)
+      asio::post(r->strand, [r] {
+        if (!r->reading) return;
+        r->cut = true;
+        r->stream->cancel();  // its read ends with operation_aborted and the session answers
+      });
   }
   if (num_active.load() > 0) {
     spdlog::warn("shutdown deadline reached: cancelling {} in-flight requests", num_active.load());
@@ -325,7 +365,7 @@ asio::awaitable<void> HttpServer::Impl::drain() {
       if (auto ex = weak.lock()) asio::post(ex->strand_, [ex] { ex->shut_down(); });
   }
   const auto hard = Clock::now() + std::chrono::seconds(3);
-  while (num_active.load() > 0 && Clock::now() < hard) {
+  while (in_flight() > 0 && Clock::now() < hard) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
   }
@@ -422,6 +462,19 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     // The header first: a client that sent `Expect: 100-continue` waits for the go-ahead before its body (a body
     // over the limit was refused by the header's Content-Length already).
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    // A request whose header was whole before shutdown began is in flight: it is answered as usual, its body waited
+    // for until shutdown's deadline. One that comes later gets the 503.
+    const bool before_shutdown = !draining.load();
+    struct Receiving {  // the count of bodies in flight, given back once the request is active or the session ends
+      std::atomic<int>* count = nullptr;
+      void release() {
+        if (count) count->fetch_sub(1);
+        count = nullptr;
+      }
+      ~Receiving() { release(); }
+    } in_flight_body;
+    std::shared_ptr<ReceivingBody> receiving_entry;
+    std::list<std::shared_ptr<ReceivingBody>>::iterator receiving_at;
     if (!ec && !parser.is_done() && options.screen) {  // a body follows: refuse what need not be read
       const HttpRequest head = beast_request::head_of(parser.get());
       std::optional<HttpResponse> refusal = options.screen(head);
@@ -446,13 +499,31 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
         std::tie(ec, std::ignore) =
             co_await asio::async_write(stream, asio::buffer(kContinue), asio::as_tuple(asio::use_awaitable));
       }
+      if (!ec && before_shutdown) {
+        receiving_entry = std::make_shared<ReceivingBody>(ReceivingBody{&stream, strand});
+        ++num_receiving;
+        in_flight_body.count = &num_receiving;
+        std::lock_guard lock(receiving_mutex);
+        receiving_at = receiving.insert(receiving.end(), receiving_entry);
+      }
       if (!ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+      if (receiving_entry) {
+        receiving_entry->reading = false;
+        std::lock_guard lock(receiving_mutex);
+        receiving.erase(receiving_at);
+      }
     }
     (void)n;
     {
       idle_entry->waiting = false;
       std::lock_guard lock(idle_mutex);
       if (idle_entry->listed) idle.erase(idle_at);  // unless shed_idle_connections took it out
+    }
+    if (receiving_entry && receiving_entry->cut) {  // its body was still arriving at shutdown's deadline
+      co_await respond_and_close(stream, shutting_down_response(), options.write_timeout_s);
+      spdlog::info("{} {} 503 (its body was still arriving at the shutdown deadline)",
+                   std::string(parser.get().method_string()), std::string(parser.get().target()));
+      break;
     }
     if (ec) {
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
@@ -495,8 +566,9 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       registered = active.insert(active.end(), ex);
     }
     ++num_active;
+    in_flight_body.release();
     const auto t0 = Clock::now();
-    if (draining.load()) {
+    if (draining.load() && (!before_shutdown || past_deadline.load())) {
       ex->respond(shutting_down_response());
     } else if (is_cors_preflight(ex->request())) {  // answered here: no route, no API key (cors.h)
       ex->respond(cors_preflight_response(options.cors, ex->request()));
