@@ -746,14 +746,20 @@ class ShutdownTest(unittest.TestCase):
 
     # A request whose header came before SIGTERM is in flight even while its body is still arriving: shutdown waits
     # for the body (until its deadline) and answers the request. Before, the server stopped as soon as no request was
-    # being handled and closed such connections unanswered.
-    def send_half_a_request(self, server):
+    # being handled and closed such connections unanswered. Both framings of a body: Content-Length and chunked.
+    def send_half_a_request(self, server, chunked):
         body = json.dumps({"prompt": "Once upon a time", "max_tokens": 2}).encode()
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=60 * pagoda_cli.TIME_SCALE)
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        if chunked:
+            first = b"a\r\n" + body[:10] + b"\r\n"
+            rest = b"%x\r\n" % (len(body) - 10) + body[10:] + b"\r\n0\r\n\r\n"
+            sock.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n" + first)
+        else:
+            rest = body[10:]
+            sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
         time.sleep(0.2 * pagoda_cli.TIME_SCALE)  # the header read
-        return sock, body[10:]
+        return sock, rest
 
     def status_of_answer(self, sock):
         head = b""
@@ -765,24 +771,28 @@ class ShutdownTest(unittest.TestCase):
         return head.split(b" ")[1].decode() if head.startswith(b"HTTP/1.1 ") else repr(head)
 
     def test_a_body_still_arriving_at_shutdown_is_waited_for_and_answered(self):
-        server = Server("--shutdown-timeout", "30")
-        sock, rest = self.send_half_a_request(server)
-        with sock:
-            server.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5 * pagoda_cli.TIME_SCALE)
-            self.assertIsNone(server.proc.poll(), "the server stopped before the body arrived:\n" + "".join(server.log))
-            sock.sendall(rest)
-            self.assertEqual(self.status_of_answer(sock), "200", "".join(server.log))
-        self.assertEqual(server.stop(), 0, "".join(server.log))
+        for chunked in (False, True):
+            with self.subTest(chunked=chunked):
+                server = Server("--shutdown-timeout", "30")
+                sock, rest = self.send_half_a_request(server, chunked)
+                with sock:
+                    server.proc.send_signal(signal.SIGTERM)
+                    time.sleep(0.5 * pagoda_cli.TIME_SCALE)
+                    self.assertIsNone(server.proc.poll(),
+                                      "the server stopped before the body arrived:\n" + "".join(server.log))
+                    sock.sendall(rest)
+                    self.assertEqual(self.status_of_answer(sock), "200", "".join(server.log))
+                self.assertEqual(server.stop(), 0, "".join(server.log))
 
     def test_a_body_still_arriving_at_the_shutdown_deadline_gets_a_503(self):
-        server = Server("--shutdown-timeout", "0.3")
-        sock, _ = self.send_half_a_request(server)
-        with sock:
-            server.proc.send_signal(signal.SIGTERM)
-            self.assertEqual(self.status_of_answer(sock), "503", "".join(server.log))
-        self.assertEqual(server.stop(), 0, "".join(server.log))
-
+        for chunked in (False, True):
+            with self.subTest(chunked=chunked):
+                server = Server("--shutdown-timeout", "0.3")
+                sock, _ = self.send_half_a_request(server, chunked)
+                with sock:
+                    server.proc.send_signal(signal.SIGTERM)
+                    self.assertEqual(self.status_of_answer(sock), "503", "".join(server.log))
+                self.assertEqual(server.stop(), 0, "".join(server.log))
 
 if __name__ == "__main__":
     pagoda_cli.main()

@@ -186,57 +186,7 @@ asio::awaitable<void> linger(beast::tcp_stream& stream) {
   }
 }
 
-// An OpenAI error object with `status` (an invalid_request_error), then the connection closes: for what is wrong
-// with the HTTP itself, before any route sees the request.
-asio::awaitable<void> reject_and_close(beast::tcp_stream& stream, http::status status, std::string_view message,
-                                       int write_timeout_s) {
-  http::response<http::string_body> res{status, 11};
-  res.set(http::field::content_type, "application/json");
-  res.body() = fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":{}}}}})",
-                           message, static_cast<int>(status));
-  res.keep_alive(false);
-  res.prepare_payload();
-  stream.expires_after(std::chrono::seconds(write_timeout_s));
-  co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-  co_await linger(stream);
-}
-
-// A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
-asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
-  http::response<http::string_body> res{http::status::too_many_requests, 11};
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::retry_after, "1");
-  res.body() = fmt::format(
-      R"json({{"error":{{"message":"too many connections from this address (the limit is {})","type":"rate_limit_error","param":null,"code":429}}}})json",
-      limit);
-  res.keep_alive(false);
-  res.prepare_payload();
-  stream.expires_after(std::chrono::seconds(5));
-  co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-  co_await linger(stream);
-}
-
-// A connection waiting for a request (a new one for its first, a keep-alive one for its next): the first to close
-// when file descriptors run out, longest waiting first. Touched on its connection's strand only, except for the
-// registry list (under idle_mutex).
-struct IdleConnection {
-  beast::tcp_stream* stream;
-  Strand strand;
-  bool waiting = true;  // false once the read finished: the stream may be gone
-  bool listed = true;   // in HttpServer::Impl::idle (under idle_mutex)
-};
-
-// A request whose header came before shutdown began and whose body is still arriving: in flight, so shutdown waits
-// for it until its deadline, then cuts the read and answers 503. Touched on its connection's strand only, except
-// for the registry list (under receiving_mutex).
-struct ReceivingBody {
-  beast::tcp_stream* stream;
-  Strand strand;
-  bool reading = true;  // false once the read finished: the stream may be gone
-  bool cut = false;     // the shutdown deadline cancelled the read
-};
-
-// An answer, then the connection closes.
+// An answer, then the connection closes (lingering, so that unread request bytes do not reset it first).
 asio::awaitable<void> respond_and_close(beast::tcp_stream& stream, const HttpResponse& r, int write_timeout_s) {
   http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
   res.set(http::field::content_type, r.content_type);
@@ -248,6 +198,40 @@ asio::awaitable<void> respond_and_close(beast::tcp_stream& stream, const HttpRes
   co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
   co_await linger(stream);
 }
+
+// An OpenAI error object with `status` (an invalid_request_error), then the connection closes: for what is wrong
+// with the HTTP itself, before any route sees the request.
+asio::awaitable<void> reject_and_close(beast::tcp_stream& stream, http::status status, std::string_view message,
+                                       int write_timeout_s) {
+  HttpResponse r;
+  r.status = static_cast<int>(status);
+  r.body = fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":{}}}}})", message,
+                       r.status);
+  co_await respond_and_close(stream, r, write_timeout_s);
+}
+
+// A client over --max-connections-per-client: one 429 (without reading its request), then the connection closes.
+asio::awaitable<void> refuse(beast::tcp_stream stream, int limit) {
+  HttpResponse r;
+  r.status = 429;
+  r.body = fmt::format(
+      R"json({{"error":{{"message":"too many connections from this address (the limit is {})","type":"rate_limit_error","param":null,"code":429}}}})json",
+      limit);
+  r.headers = {{"Retry-After", "1"}};
+  co_await respond_and_close(stream, r, 5);
+}
+
+// A connection waiting for a request (a new one for its first, a keep-alive one for its next): the first to close
+// when file descriptors run out, longest waiting first. Touched on its connection's strand only, except for the
+// registry lists (under their mutexes). A request whose header came before shutdown began and whose body is still
+// arriving is also listed in HttpServer::Impl::receiving: shutdown waits for it, and at its deadline cuts the read.
+struct IdleConnection {
+  beast::tcp_stream* stream;
+  Strand strand;
+  bool waiting = true;  // false once the read finished: the stream may be gone
+  bool listed = true;   // in HttpServer::Impl::idle (under idle_mutex)
+  bool cut = false;     // shutdown's deadline cancelled the read of its body
+};
 
 }  // namespace
 
@@ -265,8 +249,8 @@ struct HttpServer::Impl {
   std::mutex idle_mutex;
   std::list<std::shared_ptr<IdleConnection>> idle;  // waiting for a request, longest first
   std::mutex receiving_mutex;
-  std::list<std::shared_ptr<ReceivingBody>> receiving;  // requests of before shutdown, their body still arriving
-  std::atomic<int> num_receiving{0};
+  // Requests of before shutdown whose body is still arriving, until they are active or answered (in flight).
+  std::list<std::shared_ptr<IdleConnection>> receiving;
   std::mutex clients_mutex;
   std::unordered_map<std::string, int> connections_per_client;  // by remote address
 
@@ -341,21 +325,24 @@ void HttpServer::Impl::begin_shutdown() {
 asio::awaitable<void> HttpServer::Impl::drain() {
   asio::steady_timer timer(ioc);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_deadline_s * 1000));
-  const auto in_flight = [this] { return num_active.load() + num_receiving.load(); };
+  const auto num_receiving = [this] {
+    std::lock_guard lock(receiving_mutex);
+    return receiving.size();
+  };
+  const auto in_flight = [&] { return num_active.load() + num_receiving(); };
   while (in_flight() > 0 && Clock::now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
   }
   past_deadline = true;
-  if (num_receiving.load() > 0) {
-    spdlog::warn("shutdown deadline reached: answering 503 to {} requests whose body is still arriving",
-                 num_receiving.load());
+  if (const size_t n = num_receiving(); n > 0) {
+    spdlog::warn("shutdown deadline reached: answering 503 to {} requests whose body is still arriving", n);
     std::lock_guard lock(receiving_mutex);
-    for (const auto& r : receiving)
-      asio::post(r->strand, [r] {
-        if (!r->reading) return;
-        r->cut = true;
-        r->stream->cancel();  // its read ends with operation_aborted and the session answers
+    for (const auto& c : receiving)
+      asio::post(c->strand, [c] {
+        if (!c->waiting) return;
+        c->cut = true;
+        c->stream->cancel();  // its read ends with operation_aborted and the session answers
       });
   }
   if (num_active.load() > 0) {
@@ -465,30 +452,23 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
     // A request whose header was whole before shutdown began is in flight: it is answered as usual, its body waited
     // for until shutdown's deadline. One that comes later gets the 503.
     const bool before_shutdown = !draining.load();
-    struct Receiving {  // the count of bodies in flight, given back once the request is active or the session ends
-      std::atomic<int>* count = nullptr;
+    struct Receiving {  // its place in `receiving`, left once the request is active or answered, or the session ends
+      Impl* impl = nullptr;
+      std::list<std::shared_ptr<IdleConnection>>::iterator at;
       void release() {
-        if (count) count->fetch_sub(1);
-        count = nullptr;
+        if (!impl) return;
+        std::lock_guard lock(impl->receiving_mutex);
+        impl->receiving.erase(at);
+        impl = nullptr;
       }
       ~Receiving() { release(); }
-    } in_flight_body;
-    std::shared_ptr<ReceivingBody> receiving_entry;
-    std::list<std::shared_ptr<ReceivingBody>>::iterator receiving_at;
+    } receiving_body;
     if (!ec && !parser.is_done() && options.screen) {  // a body follows: refuse what need not be read
       const HttpRequest head = beast_request::head_of(parser.get());
       std::optional<HttpResponse> refusal = options.screen(head);
       if (refusal) {
-        http::response<http::string_body> res{static_cast<http::status>(refusal->status), 11};
-        res.set(http::field::content_type, refusal->content_type);
-        for (const auto& [k, v] : refusal->headers) res.set(k, v);
-        for (const auto& [k, v] : cors_response_headers(options.cors, head)) res.set(k, v);
-        res.body() = std::move(refusal->body);
-        res.keep_alive(false);
-        res.prepare_payload();
-        stream.expires_after(std::chrono::seconds(options.write_timeout_s));
-        co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-        co_await linger(stream);
+        for (auto& header : cors_response_headers(options.cors, head)) refusal->headers.push_back(std::move(header));
+        co_await respond_and_close(stream, *refusal, options.write_timeout_s);
         spdlog::info("{} {} {} (refused before its body)", head.method, head.target, refusal->status);
         break;
       }
@@ -500,18 +480,11 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
             co_await asio::async_write(stream, asio::buffer(kContinue), asio::as_tuple(asio::use_awaitable));
       }
       if (!ec && before_shutdown) {
-        receiving_entry = std::make_shared<ReceivingBody>(ReceivingBody{&stream, strand});
-        ++num_receiving;
-        in_flight_body.count = &num_receiving;
         std::lock_guard lock(receiving_mutex);
-        receiving_at = receiving.insert(receiving.end(), receiving_entry);
+        receiving_body.at = receiving.insert(receiving.end(), idle_entry);
+        receiving_body.impl = this;
       }
       if (!ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-      if (receiving_entry) {
-        receiving_entry->reading = false;
-        std::lock_guard lock(receiving_mutex);
-        receiving.erase(receiving_at);
-      }
     }
     (void)n;
     {
@@ -519,7 +492,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       std::lock_guard lock(idle_mutex);
       if (idle_entry->listed) idle.erase(idle_at);  // unless shed_idle_connections took it out
     }
-    if (receiving_entry && receiving_entry->cut) {  // its body was still arriving at shutdown's deadline
+    if (idle_entry->cut) {  // its body was still arriving at shutdown's deadline
       co_await respond_and_close(stream, shutting_down_response(), options.write_timeout_s);
       spdlog::info("{} {} 503 (its body was still arriving at the shutdown deadline)",
                    std::string(parser.get().method_string()), std::string(parser.get().target()));
@@ -566,7 +539,7 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       registered = active.insert(active.end(), ex);
     }
     ++num_active;
-    in_flight_body.release();
+    receiving_body.release();
     const auto t0 = Clock::now();
     if (draining.load() && (!before_shutdown || past_deadline.load())) {
       ex->respond(shutting_down_response());
