@@ -69,6 +69,21 @@ RequestId Engine::submit(GenerateRequest request, EventCallback on_event) {
   return id;
 }
 
+std::vector<RequestId> Engine::submit_all(std::vector<Submission> submissions) {
+  std::vector<RequestId> ids;
+  ids.reserve(submissions.size());
+  {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    for (Submission& s : submissions) {
+      ids.push_back(next_id_.fetch_add(1));
+      inbox_.push_back(Pending{ids.back(), std::move(s.request), std::move(s.on_event), now});
+    }
+  }
+  wake_.notify_one();
+  return ids;
+}
+
 void Engine::cancel(RequestId id) {
   {
     std::lock_guard lock(mutex_);

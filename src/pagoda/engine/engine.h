@@ -131,6 +131,15 @@ class Engine {
 
   // Thread-safe. A request that can never run is answered with an "error" event (on the engine thread).
   RequestId submit(GenerateRequest request, EventCallback on_event);
+  // Thread-safe: submit() for each, at once. The engine sees them together, so an offline run plans the same steps
+  // every time (as vLLM's LLM.generate, which adds every request before its first step); one at a time, the first
+  // steps take however many had arrived, and on the GPU, whose kernels are not batch-invariant, near-ties of greedy
+  // decoding then came out differently from run to run.
+  struct Submission {
+    GenerateRequest request;
+    EventCallback on_event;
+  };
+  std::vector<RequestId> submit_all(std::vector<Submission> submissions);
   // Thread-safe. Throws pagoda::InvalidRequest for a request submit() would answer with an "error" event whatever
   // else runs (token ids outside the vocabulary, a prompt or max_tokens beyond the context, the KV pool or the
   // tenant's kv_cap): a server calls it before it commits to a response.

@@ -295,17 +295,20 @@ std::vector<CompletionOutput> LLM::generate(const std::vector<GenerateRequest>& 
   std::mutex mutex;
   std::condition_variable done;
   size_t num_done = 0;
+  std::vector<Engine::Submission> submissions;
+  submissions.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     outputs[i].prompt_ids = requests[i].prompt_ids;
-    engine_->submit(requests[i], [&, i](const RequestEvent& e) {
-      append_event(outputs[i], e);  // only the engine thread writes, until it signals done
-      if (e.finished) {
-        std::lock_guard lock(mutex);
-        ++num_done;
-        done.notify_one();
-      }
-    });
+    submissions.push_back({requests[i], [&, i](const RequestEvent& e) {
+                             append_event(outputs[i], e);  // only the engine thread writes, until it signals done
+                             if (e.finished) {
+                               std::lock_guard lock(mutex);
+                               ++num_done;
+                               done.notify_one();
+                             }
+                           }});
   }
+  engine_->submit_all(std::move(submissions));  // at once: the same steps every run
   std::unique_lock lock(mutex);
   done.wait(lock, [&] { return num_done == requests.size(); });
   return outputs;

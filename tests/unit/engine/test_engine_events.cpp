@@ -174,6 +174,32 @@ namespace {
 
 // A KV pool that cannot hold one sequence of max_model_len is refused at start-up, as vLLM does (it used
 // to start with "0.1 full-length sequences" and fail long requests only when they came).
+// LLM::generate hands the engine every request at once (Engine::submit_all), so an offline run's first step holds
+// all of them when they fit: its steps do not depend on how fast the requests were submitted. Submitted one at a
+// time, the engine thread began with those that had arrived, and on the GPU (not batch-invariant) greedy near-ties
+// came out differently from run to run (CudaQuantModel.GraphReplayGivesTheSameTokensAsEager failed 1 run in 270).
+TEST(EngineEvents, GenerateHandsTheEngineEveryRequestBeforeItsFirstStep) {
+  // Many requests, so that submitting them takes longer than the engine thread takes to wake (one at a time, its
+  // first step held a single request).
+  constexpr int kRequests = 1000, kMaxSeqs = 256;
+  LLM llm(LlmOptions{.load = {.model_path = testing::bundled_model_path(), .show_progress = false},
+                     .max_num_seqs = kMaxSeqs});
+  std::mutex mutex;
+  std::vector<int> step_seqs;
+  llm.engine().set_step_observer([&](const StepRecord& s) {
+    std::lock_guard lock(mutex);
+    step_seqs.push_back(s.num_seqs);
+  });
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < kRequests; ++i) requests.push_back(greedy_request({1, static_cast<TokenId>(3 + i % 500), 300}, 1));
+  const auto outs = llm.generate(requests);
+  llm.engine().set_step_observer({});
+  ASSERT_EQ(outs.size(), requests.size());
+  std::lock_guard lock(mutex);
+  ASSERT_FALSE(step_seqs.empty());
+  EXPECT_EQ(step_seqs.front(), kMaxSeqs) << "the first step began before every request was in";
+}
+
 TEST(EngineStartup, KvPoolSmallerThanOneSequenceIsRefused) {
   LlmOptions o = stories_options();
   o.kv_cache_memory = 64 * 1024;  // 51 tokens of stories260K's 1,280 bytes each; its context is 512
