@@ -516,18 +516,35 @@ void GenerationJob::complete() {
     exchange_->write("data: [DONE]\n\n");
     exchange_->end_stream();
   } else {
-    // Written a choice at a time (whole_choice_text), so that a large response exists once, as its text. Tens of MB
-    // of logprobs take seconds to write: this runs on the job's strand, on the generation threads (two such responses
-    // built on the I/O threads held /health for 20 s).
-    std::string choices = "[";
-    for (Choice& c : choices_) {
-      if (choices.size() > 1) choices += ',';
-      choices += whole_choice_text(c);
+    // Written a choice at a time (whole_choice_text), so that a large response exists once, as its text.
+    auto build = [self = shared_from_this(), usage] {
+      std::string choices = "[";
+      for (Choice& c : self->choices_) {
+        if (choices.size() > 1) choices += ',';
+        choices += self->whole_choice_text(c);
+      }
+      choices += ']';
+      const json body = {{"id", self->id_}, {"object", self->parsed_.chat ? "chat.completion" : "text_completion"},
+                         {"created", self->created_}, {"model", self->ctx_.model_name}, {"usage", usage}};
+      return HttpResponse{200, "application/json", dump_with_member(body, "choices", choices), {}};
+    };
+    // Tens of MB of logprobs take seconds to write: on the request-thread pool, not on the generation threads, where
+    // it would hold up other clients' streams (two such responses built on the I/O threads held /health for 20 s).
+    // The choices are finished: later engine events for them change nothing it reads.
+    size_t entries = 0;
+    for (const Choice& c : choices_)
+      entries += c.text.size() / 16 + c.logprobs.size() * (std::max(parsed_.top_logprobs, 0) + 1);
+    if (ctx_.off_io && entries > kInlineResponseEntries) {
+      ctx_.off_io([self = shared_from_this(), build = std::move(build)]() -> std::function<void()> {
+        auto response = std::make_shared<HttpResponse>(build());
+        return [self, response] {
+          self->exchange_->respond(std::move(*response));
+          self->done();
+        };
+      });
+      return;
     }
-    choices += ']';
-    const json body = {{"id", id_}, {"object", parsed_.chat ? "chat.completion" : "text_completion"},
-                       {"created", created_}, {"model", ctx_.model_name}, {"usage", usage}};
-    exchange_->respond(HttpResponse{200, "application/json", dump_with_member(body, "choices", choices), {}});
+    exchange_->respond(build());
   }
   done();
 }

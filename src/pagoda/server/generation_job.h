@@ -37,6 +37,10 @@ struct JobContext {
   // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
   std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
   std::vector<TokenId> eos_token_ids;  // the model's: a stop on one of them has no stop_reason (vLLM's rule)
+  // Runs CPU work (a large response's body) on the request-thread pool, then what it returns on the job's strand; an
+  // exception becomes the error response (OpenAiServer::off_io_threads). Null: work runs where asked for. Seconds of
+  // work there would hold up every other stream's tokens on the generation threads.
+  std::function<void(std::function<std::function<void()>()>)> off_io;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -97,6 +101,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void cancel_all();
   void complete();
   void done();  // the exchange is answered: on_done_, once
+  // A whole response of more than about this many logprob entries (or 16 bytes of text each) is built on the
+  // request-thread pool (JobContext::off_io).
+  static constexpr size_t kInlineResponseEntries = 20'000;
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
   // `text`: the response text from the first entry on, which starts at `text_offset` in the whole text. Offsets

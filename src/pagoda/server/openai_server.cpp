@@ -427,10 +427,9 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   std::string tenant_name = tenant ? tenant->name : "";
   std::function<void()> on_done;
   if (slot) on_done = [slot]() mutable { slot.reset(); };  // the tenant's slot is given back when the job ends
-  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
-                 output_tool_format(parsed.tools, options_.tools), options_.eos_token_ids};
+  auto tool_format = output_tool_format(parsed.tools, options_.tools);
   // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
-  if (ctx.tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && ctx.tool_format->needs_special_tokens())
+  if (tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && tool_format->needs_special_tokens())
     parsed.skip_special_tokens = false;
   // Checked and counted in at once, here: the job starts later, on its own strand, so requests racing for the
   // queue's last places could otherwise all pass. The job counts its engine requests out (GenerationJob).
@@ -443,6 +442,13 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
   // queued as the tenant's (or the address's) work: the I/O threads only write what it answers.
   auto job_exchange = std::make_shared<WorkerExchange>(
       ex, std::make_shared<WorkerStrand>(generation_workers_, work_queue(*ex, tenant)));
+  // A large whole response is built on the request threads, queued as the tenant's (or the address's) work, as its
+  // body was; what follows runs on the job's strand again.
+  auto off_io = [this, job_exchange, tenant](std::function<std::function<void()>()> work) {
+    off_io_threads(job_exchange, tenant, std::move(work), /*always=*/true);
+  };
+  JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
+                 std::move(tool_format), options_.eos_token_ids, std::move(off_io)};
   auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), job_exchange,
                                              std::move(on_done));
   job_exchange->post([job] { job->start(); });
