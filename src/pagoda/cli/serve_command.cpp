@@ -226,8 +226,8 @@ void add_serve_command(CLI::App& app) {
   // Bounded: thread creation failing (100,000 asked) aborted the process instead of a one-line error.
   cmd->add_option("--io-threads", h.num_threads, "HTTP I/O threads, 1 to 256 (default 2)")->check(CLI::Range(1, 256));
   cmd->add_option("--request-threads", opts->request_threads,
-                  "threads that parse, template and tokenize large request bodies off the I/O threads, 1 to 256 "
-                  "(default 2)")
+                  "threads that parse, template and tokenize large request bodies, and as many that turn generated "
+                  "tokens into responses, off the I/O threads, 1 to 256 (default 2)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--timeout-keep-alive", h.idle_timeout_s, "seconds an idle connection stays open (default 60)")
       ->check(kPositive);

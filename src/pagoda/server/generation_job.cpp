@@ -47,8 +47,13 @@ GenerationJob::GenerationJob(JobContext context, ParsedRequest parsed, std::vect
       requests_(std::move(requests)),
       exchange_(std::move(exchange)),
       on_done_(std::move(on_done)),
+      num_unstarted_(static_cast<int>(requests_.size()) * parsed_.n),
       arrival_(Clock::now()),
       arrival_wall_(std::chrono::system_clock::now()) {}
+
+GenerationJob::~GenerationJob() {
+  if (num_unstarted_ > 0) ctx_.num_pending->fetch_sub(num_unstarted_);
+}
 
 void GenerationJob::start() {
   id_ = (parsed_.chat ? "chatcmpl-" : "cmpl-") + random_hex();
@@ -82,7 +87,6 @@ void GenerationJob::start() {
   exchange_->on_cancel([weak] {
     if (auto self = weak.lock()) self->cancel_all();
   });
-  ctx_.num_pending->fetch_add(static_cast<int>(choices_.size()));
   auto self = shared_from_this();
   for (size_t k = 0; k < choices_.size(); ++k) {
     Choice& c = choices_[k];
@@ -92,8 +96,8 @@ void GenerationJob::start() {
     r.params.logprobs = parsed_.top_logprobs;
     if (parsed_.echo && parsed_.top_logprobs >= 0) r.params.prompt_logprobs = parsed_.top_logprobs;
     c.engine_id = ctx_.engine->submit(std::move(r), [self, k](const RequestEvent& e) {
-      // Engine thread: hand the event to the connection's strand, never block here. The time stamp is
-      // where the server's own per-token overhead starts (see HttpServerOptions::on_stream_delivery).
+      // Engine thread: hand the event to the job's strand, never block here. The time stamp is where the
+      // server's own per-token overhead starts (see HttpServerOptions::on_stream_delivery).
       self->exchange_->post([self, k, e, produced = Clock::now()] {
         self->event_time_ = produced;
         self->on_event(k, e);
@@ -129,6 +133,7 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   const auto now = Clock::now();
   if (!c.started) {
     c.started = true;
+    --num_unstarted_;
     ctx_.num_pending->fetch_sub(1);
     // The engine's own figure (submit to first scheduled); requests it never scheduled have none.
     if (e.queue_seconds >= 0) ctx_.metrics->observe_queue_time(e.queue_seconds);
@@ -523,8 +528,9 @@ void GenerationJob::complete() {
                          {"created", self->created_}, {"model", self->ctx_.model_name}, {"usage", usage}};
       return HttpResponse{200, "application/json", dump_with_member(body, "choices", choices), {}};
     };
-    // Tens of MB of logprobs take seconds to write: on the request-thread pool (two such responses built on the I/O
-    // threads held /health for 20 s). The choices are finished: later engine events for them change nothing it reads.
+    // Tens of MB of logprobs take seconds to write: on the request-thread pool, not on the generation threads, where
+    // it would hold up other clients' streams (two such responses built on the I/O threads held /health for 20 s).
+    // The choices are finished: later engine events for them change nothing it reads.
     size_t entries = 0;
     for (const Choice& c : choices_)
       entries += c.text.size() / 16 + c.logprobs.size() * (std::max(parsed_.top_logprobs, 0) + 1);

@@ -1,6 +1,8 @@
 // GenerationJob: one /v1/completions or /v1/chat/completions request in flight. It submits one engine
 // request per prompt and choice, turns engine events (posted onto the exchange's strand) into text through
 // an incremental detokenizer and stop-string matcher, and answers with one JSON body or an SSE stream.
+// The server gives it a WorkerExchange, whose strand is on its generation threads (a WorkerPool): all of that
+// work runs there, and the HTTP I/O threads only write what it answers.
 #pragma once
 
 #include <atomic>
@@ -26,15 +28,18 @@ struct JobContext {
   Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;  // may be null (token-id prompts only, no text)
   ServerMetrics* metrics = nullptr;
-  std::atomic<int>* num_pending = nullptr;  // engine requests submitted that have not started yet
+  // Engine requests not started yet: the server counts a job's in before creating it; the job counts each out as
+  // it starts, and any left (never started: the job failed or was dropped at shutdown) when it ends.
+  std::atomic<int>* num_pending = nullptr;
   std::string model_name;
   std::string tenant;
   TraceWriter* trace = nullptr;  // --trace-file; may be null
   // How a chat output is read into content and tool_calls (tool_request.h); null: it is all content.
   std::shared_ptr<const toolcall::ToolCallFormat> tool_format;
   std::vector<TokenId> eos_token_ids;  // the model's: a stop on one of them has no stop_reason (vLLM's rule)
-  // Runs CPU work (a large response's body) on the request-thread pool, then what it returns on the exchange's
-  // strand; an exception becomes the error response (OpenAiServer::off_io_threads). Null: work runs where asked for.
+  // Runs CPU work (a large response's body) on the request-thread pool, then what it returns on the job's strand; an
+  // exception becomes the error response (OpenAiServer::off_io_threads). Null: work runs where asked for. Seconds of
+  // work there would hold up every other stream's tokens on the generation threads.
   std::function<void(std::function<std::function<void()>()>)> off_io;
 };
 
@@ -43,10 +48,13 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   using Clock = std::chrono::steady_clock;
 
   // `requests`: one per prompt (already tokenized), each run `parsed.n` times. `on_done` runs once, on the
-  // strand, when the exchange has been answered.
+  // exchange's strand, when the exchange has been answered. Every method runs on that strand.
   GenerationJob(JobContext context, ParsedRequest parsed, std::vector<GenerateRequest> requests,
                 std::shared_ptr<Exchange> exchange, std::function<void()> on_done);
-  // On the exchange's strand: starts the response (for streams) and submits the engine requests.
+  ~GenerationJob();  // counts out its engine requests that never started (JobContext::num_pending)
+  GenerationJob(const GenerationJob&) = delete;
+  GenerationJob& operator=(const GenerationJob&) = delete;
+  // Starts the response (for streams) and submits the engine requests.
   void start();
 
  private:
@@ -93,8 +101,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void cancel_all();
   void complete();
   void done();  // the exchange is answered: on_done_, once
-  // A whole response of more than about this many logprob entries (or 16 bytes of text each) is built off the I/O
-  // threads (JobContext::off_io).
+  // A whole response of more than about this many logprob entries (or 16 bytes of text each) is built on the
+  // request-thread pool (JobContext::off_io).
   static constexpr size_t kInlineResponseEntries = 20'000;
   // `context`: the ids before `id`; each alternative in `top` is decoded in the same context.
   LogprobEntry logprob_entry(std::span<const TokenId> context, TokenId id, const TopLogprobs& top) const;
@@ -134,6 +142,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<std::string> prompt_texts_;  // for echo
   std::vector<size_t> prompt_chars_;       // utf8::char_count of each
   size_t num_finished_ = 0;
+  int num_unstarted_ = 0;  // engine requests counted in JobContext::num_pending
   bool completed_ = false;
   std::string id_;
   int64_t created_ = 0;

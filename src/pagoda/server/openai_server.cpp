@@ -14,6 +14,8 @@
 #include "pagoda/server/api_error.h"
 #include "pagoda/server/bad_words.h"
 #include "pagoda/server/generation_job.h"
+#include "pagoda/server/worker_exchange.h"
+#include "pagoda/server/worker_strand.h"
 
 namespace pagoda::server {
 namespace {
@@ -65,7 +67,8 @@ OpenAiServer::OpenAiServer(Engine& engine, const Tokenizer* tokenizer, ChatRende
       metrics_(options_.served_model_name),
       created_(static_cast<int64_t>(std::time(nullptr))),
       constraints_(tokenizer, options_.num_logits, options_.eos_token_ids),
-      workers_(options_.num_workers) {
+      workers_(options_.num_workers),
+      generation_workers_(options_.num_workers) {
   for (const Tenant& t : options_.api_keys.tenants()) engine_.check_tenant(t.kv());
 }
 
@@ -93,9 +96,7 @@ void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, const Ten
     work()();
     return;
   }
-  // Queued as the tenant's work, or the client address's without keys: taken from each in turn.
-  const std::string client = tenant ? "tenant " + tenant->name : "address " + ex->request().client;
-  workers_.submit(client, [this, ex, work = std::move(work)] {
+  workers_.submit(work_queue(*ex, tenant), [this, ex, work = std::move(work)] {
     std::function<void()> then;
     std::exception_ptr error;
     try {
@@ -115,6 +116,11 @@ void OpenAiServer::off_io_threads(const std::shared_ptr<Exchange>& ex, const Ten
       });
     });
   });
+}
+
+std::string OpenAiServer::work_queue(const Exchange& ex, const Tenant* tenant) {
+  // The tenant's, or the client address's without keys: the pool takes from each in turn.
+  return tenant ? "tenant " + tenant->name : "address " + ex.request().client;
 }
 
 std::function<void()> OpenAiServer::respond_with(const std::shared_ptr<Exchange>& ex, HttpResponse response) {
@@ -418,22 +424,34 @@ void OpenAiServer::generate(const std::shared_ptr<Exchange>& ex, ParsedRequest p
                                "{} lets wait at once",
                                num_engine_requests, options_.max_waiting_requests),
                    "n");
-  if (options_.max_waiting_requests > 0 && num_pending_.load() + num_engine_requests > options_.max_waiting_requests)
-    throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", num_pending_.load()));
   std::string tenant_name = tenant ? tenant->name : "";
   std::function<void()> on_done;
   if (slot) on_done = [slot]() mutable { slot.reset(); };  // the tenant's slot is given back when the job ends
-  // A large response is built on the pool, queued as the tenant's (or the address's) work, as its body was.
-  auto off_io = [this, ex, tenant](std::function<std::function<void()>()> work) {
-    off_io_threads(ex, tenant, std::move(work), /*always=*/true);
+  auto tool_format = output_tool_format(parsed.tools, options_.tools);
+  // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
+  if (tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && tool_format->needs_special_tokens())
+    parsed.skip_special_tokens = false;
+  // Checked and counted in at once, here: the job starts later, on its own strand, so requests racing for the
+  // queue's last places could otherwise all pass. The job counts its engine requests out (GenerationJob).
+  const int waiting = num_pending_.fetch_add(num_engine_requests);
+  if (options_.max_waiting_requests > 0 && waiting + num_engine_requests > options_.max_waiting_requests) {
+    num_pending_.fetch_sub(num_engine_requests);
+    throw ApiError(429, fmt::format("too many requests waiting ({}); try again later", waiting));
+  }
+  // The job's work (each token's text, logprob entries and chunk) runs on its own strand over the generation threads,
+  // queued as the tenant's (or the address's) work: the I/O threads only write what it answers.
+  auto job_exchange = std::make_shared<WorkerExchange>(
+      ex, std::make_shared<WorkerStrand>(generation_workers_, work_queue(*ex, tenant)));
+  // A large whole response is built on the request threads, queued as the tenant's (or the address's) work, as its
+  // body was; what follows runs on the job's strand again.
+  auto off_io = [this, job_exchange, tenant](std::function<std::function<void()>()> work) {
+    off_io_threads(job_exchange, tenant, std::move(work), /*always=*/true);
   };
   JobContext ctx{&engine_, tokenizer_, &metrics_, &num_pending_, options_.served_model_name, tenant_name, options_.trace,
-                 output_tool_format(parsed.tools, options_.tools), options_.eos_token_ids, std::move(off_io)};
-  // Parsers whose markers are special tokens read the output with them ([TOOL_CALLS]), as vLLM's do.
-  if (ctx.tool_format && parsed.tools.choice == ToolRequest::Choice::kAuto && ctx.tool_format->needs_special_tokens())
-    parsed.skip_special_tokens = false;
-  auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), ex, std::move(on_done));
-  job->start();
+                 std::move(tool_format), options_.eos_token_ids, std::move(off_io)};
+  auto job = std::make_shared<GenerationJob>(std::move(ctx), std::move(parsed), std::move(requests), job_exchange,
+                                             std::move(on_done));
+  job_exchange->post([job] { job->start(); });
 }
 
 HttpResponse OpenAiServer::tokenize(const std::string& request_body) const {

@@ -35,7 +35,8 @@ struct OpenAiServerOptions {
   int max_model_len = 0;
   int max_waiting_requests = 0;  // engine requests not yet started; 0: unlimited
   RequestLimits limits;          // what one request may ask for
-  int num_workers = 2;           // threads that parse, render and tokenize bodies off the I/O threads
+  // Threads that parse, render and tokenize bodies, and as many that run generations' per-token work.
+  int num_workers = 2;
   ApiKeys api_keys;              // empty: no authentication
   TraceWriter* trace = nullptr;  // --trace-file: a JSON line per finished engine request; null: none
   // For constrained decoding: the model's logits width (0: the tokenizer's vocabulary) and end tokens.
@@ -59,10 +60,12 @@ class OpenAiServer {
   ServerMetrics& metrics() { return metrics_; }
   // Waits for work the server started in the background that reads the tokenizer: the constraint compiler's
   // vocabulary index, and the request threads' tasks (a body still parsing at shutdown, which then posts to the I/O
-  // context). Call after the HTTP server stops, while its I/O context and the tokenizer still exist.
+  // context; a generation's queued events). Call after the HTTP server stops, while its I/O context and the tokenizer
+  // still exist; the engine's later events (its aborts as it stops) are then dropped (WorkerPool::submit).
   void finish_background_work() {
     constraints_.wait_for_index();
     workers_.stop();
+    generation_workers_.stop();
   }
   // GET /debug/gpu_timeline draws this (null: 404). Set before serving.
   void set_gpu_timeline(GpuTimeline* timeline) { timeline_ = timeline; }
@@ -80,6 +83,8 @@ class OpenAiServer {
   // queued work in turn with other clients'.
   void off_io_threads(const std::shared_ptr<Exchange>& exchange, const Tenant* tenant,
                       std::function<std::function<void()>()> work, bool always = false);
+  // The pool's queue for the exchange's work: the tenant's, else the client address's.
+  static std::string work_queue(const Exchange& exchange, const Tenant* tenant);
   static std::function<void()> respond_with(const std::shared_ptr<Exchange>& exchange, HttpResponse response);
   // The engine requests for a parsed request: prompts tokenized (chat template first), checked against
   // the context and the request's token limit. Thread-safe.
@@ -89,7 +94,8 @@ class OpenAiServer {
   using TenantSlot = std::shared_ptr<int>;
   // Throws ApiError(429) when the tenant has all its requests in flight.
   TenantSlot take_tenant_slot(const Tenant* tenant);
-  // On the strand: the waiting-queue limit, then a GenerationJob, which holds `slot` until it ends.
+  // On the strand: the waiting-queue limit, then a GenerationJob on its own WorkerStrand (the generation threads),
+  // which holds `slot` until it ends.
   void generate(const std::shared_ptr<Exchange>& exchange, ParsedRequest parsed, std::vector<GenerateRequest> requests,
                 const Tenant* tenant, TenantSlot slot);
   // The rendered chat (400 when the model has no template, or the final message to continue is not in it).
@@ -118,7 +124,11 @@ class OpenAiServer {
   std::unordered_map<std::string, TokenBucket> tenant_buckets_;  // tenants with max_requests_per_second
   int64_t created_ = 0;
   ConstraintCompiler constraints_;  // response_format and guided_* into grammars, cached
-  WorkerPool workers_;  // last: joined before the members its tasks use are destroyed
+  // Last: joined before the members their tasks use are destroyed. Two pools of num_workers threads: one prepares
+  // requests (parsing, chat templates, tokenizing: a large body takes seconds), one runs generations' per-token work
+  // (GenerationJob on a WorkerStrand), so that a stream's tokens never wait behind a body being parsed.
+  WorkerPool workers_;
+  WorkerPool generation_workers_;
 };
 
 }  // namespace pagoda::server

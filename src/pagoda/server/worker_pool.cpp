@@ -52,14 +52,16 @@ void WorkerPool::stop() {
     if (t.joinable()) t.join();
 }
 
-void WorkerPool::submit(const std::string& client, std::function<void()> task) {
+bool WorkerPool::submit(const std::string& client, std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return false;  // (`task` is destroyed by the caller, after the lock is released)
     auto& queue = queues_[client];
     if (queue.empty()) turns_.push_back(client);
     queue.push_back(std::move(task));
   }
   wake_.notify_one();
+  return true;
 }
 
 }  // namespace pagoda::server

@@ -1,7 +1,7 @@
-// WorkerPool: a few threads for a request's CPU work (parsing large bodies, chat templates, tokenizing and
-// detokenizing), so that the HTTP I/O threads only move bytes and no request holds up other clients.
-// Work is queued per client (a tenant, or an address) and taken from the clients in turn, so one client's
-// backlog delays another's work by at most one task per busy client, never by the whole backlog.
+// WorkerPool: a few threads for a request's CPU work (parsing large bodies, chat templates, tokenizing; in a pool
+// of its own, each generation's per-token work through its WorkerStrand), so that the HTTP I/O threads only move
+// bytes and no request holds up other clients. Work is queued per client (a tenant, or an address) and taken from the clients in turn, so
+// one client's backlog delays another's work by at most one task per busy client, never by the whole backlog.
 #pragma once
 
 #include <condition_variable>
@@ -19,13 +19,15 @@ class WorkerPool {
  public:
   explicit WorkerPool(int num_threads);
   ~WorkerPool();  // stop()
-  // Runs what is queued, then joins the threads; submit() must not be called after it. Idempotent.
+  // Runs what is queued, then joins the threads; from its start on, submit() queues nothing. Idempotent.
   void stop();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Thread-safe. Queues `task` (which must not throw) behind `client`'s earlier tasks.
-  void submit(const std::string& client, std::function<void()> task);
+  // Thread-safe. Queues `task` (which must not throw) behind `client`'s earlier tasks and returns true; once stop()
+  // has begun, returns false and destroys `task` unrun (the engine may still post a generation's last events while
+  // the server shuts down).
+  bool submit(const std::string& client, std::function<void()> task);
 
  private:
   void start(int num_threads);

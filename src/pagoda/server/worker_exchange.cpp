@@ -1,0 +1,61 @@
+#include "pagoda/server/worker_exchange.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "pagoda/server/api_error.h"
+
+namespace pagoda::server {
+
+WorkerExchange::WorkerExchange(std::shared_ptr<Exchange> io, std::shared_ptr<WorkerStrand> strand)
+    : io_(std::move(io)), strand_(std::move(strand)) {
+  // Registered now, not when the handler asks on the worker strand: a cancellation in between is not lost, and
+  // the HTTP layer sees an exchange that will answer (at the shutdown deadline it is cancelled, not given a 503).
+  io_->on_cancel([strand = strand_, cancel = cancel_] {
+    strand->post([cancel] {
+      if (*cancel) {
+        auto fn = std::move(*cancel);
+        *cancel = nullptr;
+        fn();
+      }
+    });
+  });
+}
+
+void WorkerExchange::respond(HttpResponse response) {
+  io_->post([io = io_, note = log_note, response = std::move(response)]() mutable {
+    if (!note.empty()) io->log_note = std::move(note);
+    io->respond(std::move(response));
+  });
+}
+
+void WorkerExchange::begin_stream(int status, const std::string& content_type) {
+  io_->post([io = io_, status, content_type] { io->begin_stream(status, content_type); });
+}
+
+void WorkerExchange::write(std::string data, std::chrono::steady_clock::time_point produced_at) {
+  io_->post([io = io_, data = std::move(data), produced_at]() mutable { io->write(std::move(data), produced_at); });
+}
+
+void WorkerExchange::end_stream() {
+  io_->post([io = io_, note = log_note]() mutable {
+    if (!note.empty()) io->log_note = std::move(note);
+    io->end_stream();
+  });
+}
+
+void WorkerExchange::post(std::function<void()> fn) {
+  strand_->post([io = io_, fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      spdlog::error("request handler failed: {}", e.what());
+      io->post([io, message = std::string(e.what())] {
+        io->respond(HttpResponse{500, "application/json", dump_json(ApiError(500, "internal error: " + message).to_json()), {}});
+      });
+    }
+  });
+}
+
+}  // namespace pagoda::server
