@@ -1,6 +1,7 @@
 // Where a generation's work runs (issue #18, RELIABILITY.md "Isolation"): the per-token work (the detokenizer,
-// each token's logprob entry and its alternatives' pieces, the JSON chunks) runs on the request-thread pool; the
-// thread that runs the exchange's strand (an HTTP I/O thread, shared by every connection) only takes the bytes.
+// each token's logprob entry and its alternatives' pieces, the JSON chunks) runs on the generation threads (the job's
+// WorkerStrand); the thread that runs the exchange's strand (an HTTP I/O thread, shared by every connection) only
+// takes the bytes.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
