@@ -60,13 +60,9 @@ Engine::~Engine() {
 }
 
 RequestId Engine::submit(GenerateRequest request, EventCallback on_event) {
-  const RequestId id = next_id_.fetch_add(1);
-  {
-    std::lock_guard lock(mutex_);
-    inbox_.push_back(Pending{id, std::move(request), std::move(on_event), Clock::now()});
-  }
-  wake_.notify_one();
-  return id;
+  std::vector<Submission> one;
+  one.push_back({std::move(request), std::move(on_event)});
+  return submit_all(std::move(one)).front();
 }
 
 std::vector<RequestId> Engine::submit_all(std::vector<Submission> submissions) {

@@ -34,9 +34,9 @@ struct Usage {
 // Where a request has been inside the engine (steady clock). A default (epoch) time point: not yet.
 struct RequestTimes {
   using TimePoint = std::chrono::steady_clock::time_point;
-  TimePoint queued;        // submit()
-  TimePoint scheduled;     // the first step that scheduled it was planned (its forward starts)
-  TimePoint prefill_done;  // end of the step that computed its last prompt token (and sampled its first token)
+  TimePoint queued{};        // submit()
+  TimePoint scheduled{};     // the first step that scheduled it was planned (its forward starts)
+  TimePoint prefill_done{};  // end of the step that computed its last prompt token (and sampled its first token)
   int num_preemptions = 0;
   int fallback_tokens = 0;  // output tokens sampled by steps on the fallback weights (--fallback-quantization)
 };
