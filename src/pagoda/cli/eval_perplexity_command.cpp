@@ -76,23 +76,27 @@ std::vector<std::vector<double>> score_chunks(LLM& llm, const std::vector<std::v
   std::mutex mutex;
   std::condition_variable changed;
   size_t num_done = 0;
+  std::vector<Engine::Submission> submissions;
+  submissions.reserve(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    llm.engine().submit(chunk_request(chunks[i], vocab), [&, i](const RequestEvent& e) {  // the engine thread
-      append_event(outputs[i], e);
-      if (!e.finished) return;
-      // Scored as each chunk finishes, so that only the chunks in flight hold their vocabulary-sized logprobs;
-      // a failure is reported by the waiting thread, not thrown on the engine's.
-      try {
-        nlls[i] = chunk_nlls(chunks[i], outputs[i]);
-      } catch (const std::exception& ex) {
-        errors[i] = ex.what();
-      }
-      outputs[i] = CompletionOutput{};
-      std::lock_guard lock(mutex);
-      ++num_done;
-      changed.notify_one();
-    });
+    submissions.push_back({chunk_request(chunks[i], vocab), [&, i](const RequestEvent& e) {  // the engine thread
+                             append_event(outputs[i], e);
+                             if (!e.finished) return;
+                             // Scored as each chunk finishes, so that only the chunks in flight hold their
+                             // vocabulary-sized logprobs; a failure is reported by the waiting thread, not thrown on
+                             // the engine's.
+                             try {
+                               nlls[i] = chunk_nlls(chunks[i], outputs[i]);
+                             } catch (const std::exception& ex) {
+                               errors[i] = ex.what();
+                             }
+                             outputs[i] = CompletionOutput{};
+                             std::lock_guard lock(mutex);
+                             ++num_done;
+                             changed.notify_one();
+                           }});
   }
+  llm.engine().submit_all(std::move(submissions));  // at once: the same steps, so the same figure, every run
   for (size_t seen = 0; seen < chunks.size();) {
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return num_done > seen; });

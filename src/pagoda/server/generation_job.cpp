@@ -47,12 +47,14 @@ GenerationJob::GenerationJob(JobContext context, ParsedRequest parsed, std::vect
       requests_(std::move(requests)),
       exchange_(std::move(exchange)),
       on_done_(std::move(on_done)),
-      num_unstarted_(static_cast<int>(requests_.size()) * parsed_.n),
       arrival_(Clock::now()),
       arrival_wall_(std::chrono::system_clock::now()) {}
 
 GenerationJob::~GenerationJob() {
-  if (num_unstarted_ > 0) ctx_.num_pending->fetch_sub(num_unstarted_);
+  // The server counted every engine request in (choices_ is empty if start() never ran); each started one is out.
+  const auto started = std::ranges::count_if(choices_, [](const Choice& c) { return c.started; });
+  const int unstarted = static_cast<int>(requests_.size()) * parsed_.n - static_cast<int>(started);
+  if (unstarted > 0) ctx_.num_pending->fetch_sub(unstarted);
 }
 
 void GenerationJob::start() {
@@ -88,22 +90,28 @@ void GenerationJob::start() {
     if (auto self = weak.lock()) self->cancel_all();
   });
   auto self = shared_from_this();
+  std::vector<Engine::Submission> submissions;
+  submissions.reserve(choices_.size());
   for (size_t k = 0; k < choices_.size(); ++k) {
-    Choice& c = choices_[k];
+    const Choice& c = choices_[k];
     GenerateRequest r = requests_[c.prompt];
     const int i = c.index % n;
     if (r.params.seed && i > 0) r.params.seed = *r.params.seed + static_cast<uint64_t>(i);
     r.params.logprobs = parsed_.top_logprobs;
     if (parsed_.echo && parsed_.top_logprobs >= 0) r.params.prompt_logprobs = parsed_.top_logprobs;
-    c.engine_id = ctx_.engine->submit(std::move(r), [self, k](const RequestEvent& e) {
-      // Engine thread: hand the event to the job's strand, never block here. The time stamp is where the
-      // server's own per-token overhead starts (see HttpServerOptions::on_stream_delivery).
-      self->exchange_->post([self, k, e, produced = Clock::now()] {
-        self->event_time_ = produced;
-        self->on_event(k, e);
-      });
-    });
+    submissions.push_back({std::move(r), [self, k](const RequestEvent& e) {
+                             // Engine thread: hand the event to the job's strand, never block here. The time stamp is
+                             // where the server's own per-token overhead starts (HttpServerOptions::on_stream_delivery).
+                             self->exchange_->post([self, k, e, produced = Clock::now()] {
+                               self->event_time_ = produced;
+                               self->on_event(k, e);
+                             });
+                           }});
   }
+  // At once: a request's prompts and choices start in the same step. Their events run on this strand after this
+  // returns, so the ids are set before any is read.
+  const std::vector<RequestId> ids = ctx_.engine->submit_all(std::move(submissions));
+  for (size_t k = 0; k < choices_.size(); ++k) choices_[k].engine_id = ids[k];
 }
 
 void GenerationJob::cancel_all() {
@@ -133,7 +141,6 @@ void GenerationJob::on_event(size_t k, const RequestEvent& e) {
   const auto now = Clock::now();
   if (!c.started) {
     c.started = true;
-    --num_unstarted_;
     ctx_.num_pending->fetch_sub(1);
     // The engine's own figure (submit to first scheduled); requests it never scheduled have none.
     if (e.queue_seconds >= 0) ctx_.metrics->observe_queue_time(e.queue_seconds);

@@ -142,7 +142,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<std::string> prompt_texts_;  // for echo
   std::vector<size_t> prompt_chars_;       // utf8::char_count of each
   size_t num_finished_ = 0;
-  int num_unstarted_ = 0;  // engine requests counted in JobContext::num_pending
   bool completed_ = false;
   std::string id_;
   int64_t created_ = 0;
