@@ -1,10 +1,7 @@
 #include "pagoda/server/worker_exchange.h"
 
-#include <spdlog/spdlog.h>
-
+#include <exception>
 #include <utility>
-
-#include "pagoda/server/api_error.h"
 
 namespace pagoda::server {
 
@@ -49,11 +46,8 @@ void WorkerExchange::post(std::function<void()> fn) {
   strand_->post([io = io_, fn = std::move(fn)] {
     try {
       fn();
-    } catch (const std::exception& e) {
-      spdlog::error("request handler failed: {}", e.what());
-      io->post([io, message = std::string(e.what())] {
-        io->respond(HttpResponse{500, "application/json", dump_json(ApiError(500, "internal error: " + message).to_json()), {}});
-      });
+    } catch (const std::exception&) {  // thrown again on the HTTP exchange's strand, whose post() logs it and answers
+      io->post([error = std::current_exception()] { std::rethrow_exception(error); });
     }
   });
 }

@@ -30,7 +30,8 @@ class WorkerExchange : public Exchange {
   // `fn` runs on the worker strand when the HTTP exchange is cancelled (see Exchange::on_cancel).
   void on_cancel(std::function<void()> fn) override { *cancel_ = std::move(fn); }
   bool cancelled() const override { return io_->cancelled(); }
-  // Runs `fn` on the worker strand; an exception ends the exchange with a 500, as the HTTP exchange's post() does.
+  // Runs `fn` on the worker strand; an exception is thrown again in the HTTP exchange's post(), which ends the
+  // exchange with a 500.
   void post(std::function<void()> fn) override;
 
  private:
