@@ -1,6 +1,7 @@
 // `pagoda inspect MODEL`: what a checkpoint is, without running it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "pagoda/cli/commands.h"
@@ -11,10 +12,13 @@
 namespace pagoda::cli {
 namespace {
 
-// The format of one weight: its dtype, or its scheme and group size with the file format it came from.
+// The format of one weight: its dtype, or its scheme and group size (and zero points or offsets, when it holds
+// them) with the file format it came from: a GGUF block type ("Q4_K -> int4-group g32 +offsets") or a safetensors
+// checkpoint's own format ("awq gemm g128 -> int4-group g128 +zeros").
 std::string format_of(const Weight& w) {
   std::string kind = w.quantized() ? fmt::format("{} g{}", quant_scheme_name(w.scheme), w.group_size)
                                    : std::string(dtype_name(w.data.dtype));
+  if (w.quantized() && !w.zeros.empty()) kind += " +zeros";
   if (w.quantized() && !w.offsets.empty()) kind += " +offsets";
   if (is_fp8_activations(w.activations)) kind += fmt::format(" W8A8 ({})", activation_quant_name(w.activations));
   if (w.activations == ActivationQuant::kInt8Block) kind += " (CPU: int8 activation blocks of 32)";
@@ -24,7 +28,8 @@ std::string format_of(const Weight& w) {
 }
 
 // Weights are grouped by format: dtype, or scheme and group size ("int4-group g128"), with the checkpoint
-// format they were converted from when it has a name of its own ("Q4_K -> int4-group g32 +offsets").
+// format they were converted from when it has a name of its own ("Q4_K -> int4-group g32 +offsets",
+// "gptq v1 4-bit asym act-order g64 -> int4-group g64 +zeros").
 void add_weight(std::map<std::string, std::pair<int64_t, int64_t>>& by_dtype, const Weight& w) {
   const std::string kind = format_of(w);
   auto& [count, bytes] = by_dtype[kind];
@@ -42,6 +47,11 @@ void print_layers(const LoadedModel& m) {
   copy.final_norm = m.weights.final_norm;
   copy.lm_head = m.weights.lm_head;
   const bool gguf = m.format == "gguf";
+  size_t name_width = 36, format_width = 34;  // the columns line up, however long a name or format is
+  for (const WeightSlot& slot : slots) {
+    name_width = std::max(name_width, (gguf ? gguf_weight_name(slot) : hf_weight_name(slot)).size());
+    format_width = std::max(format_width, format_of(*slot.target).size());
+  }
   for (const WeightSlot& slot : slots) {
     const Weight& w = *slot.target;
     const int64_t params = w.num_rows() * w.cols();
@@ -51,9 +61,9 @@ void print_layers(const LoadedModel& m) {
                                                     static_cast<double>(info->block_elems));
     const std::string shape = w.data.ndim == 1 ? fmt::format("[{}]", w.cols())
                                                : fmt::format("[{}, {}]", w.num_rows(), w.cols());
-    fmt::print("  {:<36} {:<34} {:<14} {:>12} bytes {:6.3g} bits/weight{}\n",
-               gguf ? gguf_weight_name(slot) : hf_weight_name(slot), format_of(w), shape, w.nbytes(),
-               8.0 * static_cast<double>(w.nbytes()) / static_cast<double>(params), file_bits);
+    fmt::print("  {:<{}} {:<{}} {:<14} {:>12} bytes {:6.3g} bits/weight{}\n",
+               gguf ? gguf_weight_name(slot) : hf_weight_name(slot), name_width, format_of(w), format_width, shape,
+               w.nbytes(), 8.0 * static_cast<double>(w.nbytes()) / static_cast<double>(params), file_bits);
   }
 }
 
@@ -71,9 +81,11 @@ void run_inspect(const ModelOptions& o, bool layers) {
              c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim);
   fmt::print("parameters:    {} ({:.2f} M){}\n", c.num_parameters(), c.num_parameters() / 1e6,
              c.tie_word_embeddings ? ", tied embeddings" : "");
+  size_t format_width = 40;
+  for (const auto& [name, v] : by_dtype) format_width = std::max(format_width, name.size());
   for (const auto& [name, v] : by_dtype)
-    fmt::print("  {:<40} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, v.first, v.second / 1048576.0,
-               8.0 * static_cast<double>(v.second) / static_cast<double>(v.first));
+    fmt::print("  {:<{}} {:>14} params {:>10.2f} MiB  {:5.2f} bits/weight\n", name, format_width, v.first,
+               v.second / 1048576.0, 8.0 * static_cast<double>(v.second) / static_cast<double>(v.first));
   fmt::print("weights:       {:.2f} MiB\n", total_bytes / 1048576.0);
   fmt::print("context:       {} tokens; rope theta {}{}\n", c.max_position_embeddings, c.rope.theta,
              c.rope.type == RopeType::kLlama3 ? fmt::format(", llama3 scaling x{}", c.rope.factor) : "");

@@ -40,6 +40,7 @@ Weight convert_awq_linear(const QuantLinearSource& src, const QuantConfig& confi
     }
     for (int64_t col = 0; col < n; ++col) out.set_scale(col, g, float_at(scales, g * n + col));
   }
+  out.set_source_format(intern_source_format(fmt::format("awq gemm {}", group_text(config.group_size))));
   return out.finish();
 }
 

@@ -148,6 +148,9 @@ Weight convert_pack_quantized(const QuantLinearSource& src, const QuantConfig& c
     }
   }
   read_g_idx(src, config, groups, out);
+  out.set_source_format(intern_source_format(fmt::format("compressed-tensors pack-quantized {}-bit {}{}{}", bits,
+                                                         group_text(config.group_size), zeros ? " asym" : "",
+                                                         config.desc_act ? " act-order" : "")));
   return out.finish();
 }
 

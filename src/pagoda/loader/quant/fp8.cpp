@@ -33,6 +33,14 @@ bool is_shape(const SafetensorsTensor& t, std::initializer_list<int64_t> shape) 
   return std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end());
 }
 
+// The checkpoint family's name for its FP8 weights, and how their scales are laid out ("per-channel").
+std::string_view source_format(const QuantConfig& config, std::string_view scales) {
+  const char* family = config.method == QuantMethod::kCompressedTensors ? "compressed-tensors float-quantized fp8"
+                       : config.method == QuantMethod::kModelOpt        ? "modelopt fp8"
+                                                                        : "fp8";
+  return intern_source_format(fmt::format("{} {}", family, scales));
+}
+
 // A static activation scheme's input_scale ([] or [1], positive and finite) into w.input_scale.
 void read_input_scale(const QuantLinearSource& src, Weight& w) {
   if (w.activations != ActivationQuant::kFp8Static) return;
@@ -68,6 +76,7 @@ Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& confi
     w.scales = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, groups}).view();  // [N, groups]
     for (int64_t row = 0; row < n; ++row)
       for (int64_t g = 0; g < groups; ++g) w.scales.ptr<float>()[row * groups + g] = float_at(scale, (row / bn) * groups + g);
+    w.source_format = source_format(config, fmt::format("block {}x{}", bn, bk));
     read_input_scale(src, w);
     return w;
   }
@@ -84,6 +93,7 @@ Weight convert_fp8_linear(const QuantLinearSource& src, const QuantConfig& confi
   w.group_size = k;
   w.scales = owned.emplace_back(DType::kF32, std::initializer_list<int64_t>{n, 1}).view();  // [N, 1]
   for (int64_t row = 0; row < n; ++row) w.scales.ptr<float>()[row] = float_at(*found, per_tensor ? 0 : row);
+  w.source_format = source_format(config, per_tensor ? "per-tensor" : "per-channel");
   read_input_scale(src, w);
   return w;
 }

@@ -68,6 +68,10 @@ Weight convert_gptq_linear(const QuantLinearSource& src, const QuantConfig& conf
     for (int64_t col = 0; col < n; ++col) out.set_scale(col, g, float_at(scales, g * n + col));
   }
   if (g_idx != nullptr) out.set_g_idx(*g_idx, tensor_name(src, "g_idx"));
+  out.set_source_format(intern_source_format(fmt::format("gptq {} {}-bit {}{} {}", config.gptq_v2 ? "v2" : "v1", bits,
+                                                         config.symmetric ? "sym" : "asym",
+                                                         config.desc_act ? " act-order" : "",
+                                                         group_text(config.group_size))));
   return out.finish();
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "pagoda/core/error.h"
@@ -54,6 +56,19 @@ float float_at(const SafetensorsTensor& t, int64_t i) {
       PAGODA_CHECK(false, "float_at: {} is not a float dtype", dtype_name(t.dtype));
   }
   return 0;
+}
+
+std::string_view intern_source_format(std::string_view text) {
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> texts;  // nodes never move: the views stay valid
+  const std::lock_guard lock(mutex);
+  auto it = texts.find(text);
+  if (it == texts.end()) it = texts.emplace(text).first;
+  return *it;
+}
+
+std::string group_text(int64_t group_size) {
+  return group_size == 0 ? std::string("per-channel") : fmt::format("g{}", group_size);
 }
 
 int64_t num_groups(const QuantLinearSource& src, int64_t group_size, const std::string& field) {

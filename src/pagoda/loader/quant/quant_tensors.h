@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pagoda/loader/quant/quant_linear.h"
@@ -33,12 +34,19 @@ float float_at(const SafetensorsTensor& t, int64_t i);
 // The number of groups along K: K / group_size, a LoadError when it does not divide (0 = one group).
 int64_t num_groups(const QuantLinearSource& src, int64_t group_size, const std::string& field);
 
-// The internal tensors of one quantized linear under construction ([N, ...] row-major).
+// The checkpoint's own name for a converted linear's format ("awq gemm g128", "gptq v1 4-bit asym act-order g64"),
+// for Weight::source_format, which `pagoda inspect` shows beside the internal form. Weight holds a view, so the
+// text is kept once for the life of the program (a few distinct texts per checkpoint).
+std::string_view intern_source_format(std::string_view text);
+// A checkpoint's group size as the format names say it: "g128", or "per-channel" (0: one group per row).
+std::string group_text(int64_t group_size);
+
 // The first value of a converted weight that no arithmetic can use, described ("scale [3, 7] is nan"): a scale or
 // offset that is not finite, or an FP8 code that is NaN. One such value turns the model's outputs into NaN (greedy
 // decoding then picks token 0 forever), so loaders refuse it, naming the tensor.
 std::optional<std::string> non_finite_value(const Weight& w);
 
+// The internal tensors of one quantized linear under construction ([N, ...] row-major).
 class QuantWeightBuilder {
  public:
   // data_cols: bytes per row of data (K/2 for int4, K otherwise).
