@@ -253,18 +253,13 @@ void Engine::step() {
   }
 }
 
-// The batch controller's budget for the step planned at `now` (sched/batch_controller.h has the rule).
-int Engine::controlled_budget(Clock::time_point now) {
-  const Scheduler::Load load = scheduler_.load();
-  ControllerInputs in;
-  in.decode_seqs = load.decode_seqs;
-  in.decode_kv_tokens = load.decode_kv_tokens;
-  for (const auto& [seq, tokens] : load.pending) {
-    const auto it = active_.find(seq);
-    in.pending.push_back({tokens, it == active_.end() ? 0.0 : seconds_between(it->second.submitted_at, now)});
-  }
-  in.arrival_rate = arrival_rates_.rate(seconds_between(started_at_, now));
-  in.mean_prompt_tokens = arrival_rates_.mean_prompt_tokens();
+// The batch controller's budget for the step planned now (sched/batch_controller.h has the rule).
+int Engine::controlled_budget() {
+  Scheduler::Load load = scheduler_.load();
+  ControllerInputs in{.decode_seqs = load.decode_seqs,
+                      .decode_kv_tokens = load.decode_kv_tokens,
+                      .decoding = std::move(load.decoding),
+                      .mean_step_s = mean_decode_step_s_};
   last_decision_ = controller_->decide(current_step_model(), in);
   return last_decision_.token_budget;
 }
@@ -278,7 +273,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     next_weights_ = pinned_weights_ ? *pinned_weights_ : fallback_ ? fallback_->current() : WeightSet::kPrimary;
   }
   if (scheduler_.uses_first_token_estimate()) scheduler_.set_first_token_estimate(first_token_estimate());
-  step.plan = controller_ ? scheduler_.schedule(controlled_budget(record.start)) : scheduler_.schedule();
+  step.plan = controller_ ? scheduler_.schedule(controlled_budget()) : scheduler_.schedule();
   held_until_.reset();
   if (step.plan.empty()) {
     runner_.copy_kv_blocks(step.plan.kv_transfers);  // a prefetch planned while nothing could run
@@ -365,6 +360,8 @@ void Engine::complete(LaunchedStep& step) {
   StepTimeModel& step_model = record.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
   step_model.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs},
                     record.execute_seconds);
+  if (record.decode_seqs > 0)  // the pace the batch controller expects of the steps to come (EWMA of 1/32)
+    mean_decode_step_s_ += (record.execute_seconds - mean_decode_step_s_) / (mean_decode_step_s_ == 0 ? 1 : 32);
   for (auto& [id, entries] : out.prompt_logprobs) {
     const auto it = active_.find(id);
     if (it == active_.end()) continue;

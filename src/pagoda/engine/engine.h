@@ -195,7 +195,7 @@ class Engine {
   void step();
   // Plans and launches the next step; empty when there is nothing to run or its launch failed.
   std::optional<LaunchedStep> launch_next();
-  int controlled_budget(Clock::time_point now);
+  int controlled_budget();
   // Collects the step's tokens, applies them to the scheduler and sends the events.
   void complete(LaunchedStep& step);
   // The step failed as a whole: its requests that are still alive fail, the engine goes on with the rest.
@@ -246,6 +246,7 @@ class Engine {
   ArrivalRates arrival_rates_;
   std::optional<BatchController> controller_;  // --batch-controller adaptive
   ControllerDecision last_decision_;
+  double mean_decode_step_s_ = 0;  // EWMA of the execution time of steps with decodes (the controller's pace)
   Clock::time_point started_at_ = Clock::now();
   StepObserver step_observer_;  // under mutex_
   std::atomic<RequestId> next_id_{1};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pagoda {
 namespace {
@@ -19,38 +20,34 @@ ControllerDecision BatchController::decide(const StepTimeModel& model, const Con
   ControllerDecision d;
   const int64_t decodes = std::min<int64_t>(in.decode_seqs, max_budget_);
   const int room = static_cast<int>(max_budget_ - decodes);  // prompt tokens the static budget would allow
-  if (targets_.tpot_seconds <= 0 || model.snapshot().num_steps < kMinModelSteps) {
-    d.token_budget = max_budget_;
-    d.p_tpot = d.p_rate = d.p_ttft = room;
-    return d;
+  d.token_budget = max_budget_;
+  d.prefill = room;
+  if (targets_.tpot_seconds <= 0 || model.snapshot().num_steps < kMinModelSteps) return d;
+
+  const double target = targets_.tpot_seconds;
+  const double pace = in.mean_step_s > 0 ? std::min(in.mean_step_s, target) : target;  // m
+  const double decodes_alone = model.predict(shape_with(in, 0));
+  double allowed = std::numeric_limits<double>::infinity();
+  for (const DecodingRequest& r : in.decoding) {
+    if (targets_.ttft_seconds > 0 && r.ttft_s > targets_.ttft_seconds) continue;  // its SLO is missed already
+    const int64_t left = std::max<int64_t>(1, r.steps_left);
+    const double allowance = target * static_cast<double>(r.intervals_done + left) - r.elapsed_s -
+                             static_cast<double>(left - 1) * pace;
+    if (allowance < decodes_alone) continue;  // misses its TPOT whatever this step takes
+    allowed = std::min(allowed, allowance);
+    ++d.in_time_decodes;
   }
-  const double tpot = targets_.tpot_seconds;
-  // p_tpot: the largest prefill within the target (the prediction grows with the prefill: binary search).
-  int lo = 0, hi = room;
-  if (model.predict(shape_with(in, 0)) > tpot) {
-    hi = 0;
-  } else {
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (model.predict(shape_with(in, mid)) <= tpot) lo = mid;
-      else hi = mid - 1;
-    }
+  if (d.in_time_decodes == 0) return d;
+
+  d.allowed_s = allowed;
+  int lo = 0, hi = room;  // the largest prefill predicted within `allowed` (the prediction grows with it)
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (model.predict(shape_with(in, mid)) <= allowed) lo = mid;
+    else hi = mid - 1;
   }
-  d.p_tpot = lo;
-  d.p_rate = static_cast<int>(std::min<double>(room, std::ceil(in.arrival_rate * in.mean_prompt_tokens * tpot)));
-  if (targets_.ttft_seconds > 0) {
-    double ahead = 0, need = 0;  // prompt tokens served before and with this one; the largest rate asked
-    for (const PendingPrompt& p : in.pending) {
-      ahead += static_cast<double>(p.tokens);
-      const double left = targets_.ttft_seconds - p.wait_s;
-      if (left <= 0) continue;  // already late: its tokens are ahead of the others, it asks for nothing
-      const double steps = std::floor(left / tpot);
-      need = std::max(need, steps < 1 ? ahead : std::ceil(ahead / steps));
-    }
-    d.p_ttft = static_cast<int>(std::min<double>(room, need));
-  }
-  const int prefill = std::clamp(std::max({d.p_tpot, d.p_rate, d.p_ttft}), std::min(kMinPrefill, room), room);
-  d.token_budget = static_cast<int>(decodes) + prefill;
+  d.prefill = std::max(lo, std::min(kMinPrefill, room));
+  d.token_budget = static_cast<int>(decodes) + d.prefill;
   return d;
 }
 

@@ -1,23 +1,28 @@
 // The SLO-aware batch controller (issue 17, `--batch-controller adaptive`): each step's token budget, chosen
-// from the learned step-time model so that running requests keep their time per output token while waiting
-// prompts reach their first token in time. The rule, in full (docs/ARCHITECTURE.md repeats it):
+// from the learned step-time model so that the running requests that can still meet their SLOs keep their
+// time per output token (TPOT) within the target, and every prompt token beyond that is computed at once. The
+// rule, in full (docs/ARCHITECTURE.md repeats it):
 //
-//   budget = decodes + clamp(max(p_tpot, p_rate, p_ttft), min_prefill, max_budget - decodes)
+//   budget = decodes + clamp(p, min(min_prefill, room), room),   room = max_budget - decodes
+//   p      = the most prompt tokens whose step the model predicts within `allowed` (room when nothing limits it)
+//   allowed = min over the in-time decodes i of   target (done_i + left_i) - elapsed_i - (left_i - 1) m
 //
-//   p_tpot  the most prompt tokens a step can take and still be predicted within --slo-tpot-ms, with this
-//           step's decodes (their number and the KV they read) and the chunk's own attention;
-//   p_rate  prompt tokens arriving per TPOT interval (the arrival-rate EWMA times the mean prompt length
-//           times the target): taking fewer lets the queue grow without bound;
-//   p_ttft  for each waiting prompt that can still make --slo-ttft-ms, in the order they are served: the
-//           prompt tokens up to and including it, divided by the steps left before its deadline (a step
-//           taking about the TPOT target; all of them when under one step is left); the largest of these.
-//           Prompts already past their deadline are counted as work ahead of others but ask for nothing
-//           themselves: under overload, serving them sooner only costs the running requests their TPOT;
-//   min_prefill (16) keeps prompts moving when the decodes alone exceed the target.
+// A request's TPOT, as clients measure it, is the time from its first token to its last over the intervals
+// between them: it meets the target when elapsed_i (since its first token) plus this step plus its other
+// left_i - 1 steps, at m seconds each, stay within target x (done_i + left_i) intervals. m is the recent mean
+// step time (the engine's EWMA), at most the target: a request that has kept ahead of its pace may take a longer
+// step now, one that has fallen behind a shorter one, and with every step at the target the rule reduces to
+// "each step within the TPOT target". The in-time decodes are those whose first token came within the TTFT
+// target (the others already miss their SLO, whatever this step does) and whose allowance is at least a step of
+// the decodes alone (a request that cannot make its TPOT any more does not hold the others back). With none
+// of them (nothing decoding, or all late), the step takes the whole room: a prompt token computed now never
+// delays a first token.
 //
-// Without a TPOT target the budget is the static --max-num-batched-tokens; so it is until the model has
-// learned from a few steps. The rule reads only this step's state, so it reacts to a change of load in the
-// step after it, and a steady load gives a steady budget.
+// min_prefill (16) keeps prompts moving when the decodes alone exceed the allowance. Without a TPOT target the
+// budget is the static --max-num-batched-tokens; so it is until the model has learned from a few steps. The
+// rule reads only this step's state, so it follows a change of load at the next step, and a steady load gives
+// a steady budget. Which prompts fill the budget is the scheduling policy's choice: with `--scheduling-policy
+// slo` (deadline-first admission) the ones that can still make their first token in time go first.
 #pragma once
 
 #include <cstdint>
@@ -28,24 +33,27 @@
 
 namespace pagoda {
 
-// A request whose prompt is not all computed yet: its tokens left and how long it has waited.
-struct PendingPrompt {
-  int64_t tokens = 0;
-  double wait_s = 0;
+// A running request past its first token: what its TPOT has left to spend.
+struct DecodingRequest {
+  double elapsed_s = 0;       // since its first token
+  int64_t intervals_done = 0; // output tokens so far, less the first
+  int64_t steps_left = 1;     // decode steps it is expected to take still (estimated_remaining_steps)
+  double ttft_s = 0;          // how long its first token took
 };
 
 // What the controller sees of the engine this step.
 struct ControllerInputs {
-  int64_t decode_seqs = 0;             // running sequences computing one token this step
-  int64_t decode_kv_tokens = 0;        // the KV their attention reads
-  std::vector<PendingPrompt> pending;  // prompts not all computed, in the order they are served
-  double arrival_rate = 0;             // requests per second (EWMA)
-  double mean_prompt_tokens = 0;       // of recent arrivals (EWMA)
+  int64_t decode_seqs = 0;                // running sequences computing one token this step
+  int64_t decode_kv_tokens = 0;           // the KV their attention reads
+  std::vector<DecodingRequest> decoding;  // those of them past their first token (the others are prompts' last chunks)
+  double mean_step_s = 0;                 // recent steps' mean time (EWMA); 0 when unknown
 };
 
 struct ControllerDecision {
-  int token_budget = 0;   // what the scheduler may compute this step
-  int p_tpot = 0, p_rate = 0, p_ttft = 0;  // the three candidates, for /metrics and tests
+  int token_budget = 0;            // what the scheduler may compute this step
+  int prefill = 0;                 // the prompt tokens of it
+  double allowed_s = 0;            // the step time the in-time decodes allow (0: nothing limits it)
+  int64_t in_time_decodes = 0;     // how many decodes set that allowance
 };
 
 class BatchController {

@@ -120,32 +120,25 @@ StepPlan Scheduler::schedule() { return schedule(config_.max_num_batched_tokens)
 
 Scheduler::Load Scheduler::load() const {
   Load l;
-  const auto pending = [&](const Sequence& s, int64_t tokens) {
-    if (tokens > 0 && l.pending.size() < kMaxPendingInLoad) l.pending.emplace_back(s.seq_id, tokens);
-  };
+  const double now = clock_();
   for (const Sequence* s : running_) {
-    const int prompt_left = s->num_prompt_tokens - s->num_computed_tokens;
-    if (prompt_left > 0) {
-      pending(*s, prompt_left);
-    } else {
-      ++l.decode_seqs;
-      l.decode_kv_tokens += s->num_computed_tokens;
-    }
-  }
-  // A long queue is not walked past what the load reports (unless it must be ordered by deadline first).
-  const auto waiting = [&](const Sequence& s) {
-    if (l.pending.size() >= kMaxPendingInLoad) return false;
-    pending(s, s.num_tokens() - s.num_computed_tokens);
-    return true;
-  };
-  if (deadline_first()) {
-    for (const Sequence* s : admission_order(clock_()))
-      if (!waiting(*s)) break;
-  } else {
-    for (const Sequence* s : waiting_)
-      if (!waiting(*s)) break;
+    if (s->num_prompt_tokens > s->num_computed_tokens) continue;  // a prompt's chunk, not a decode
+    ++l.decode_seqs;
+    l.decode_kv_tokens += s->num_computed_tokens;
+    if (!s->first_token_s) continue;  // its prompt's last chunk is in flight
+    l.decoding.push_back(DecodingRequest{
+        .elapsed_s = now - *s->first_token_s,
+        .intervals_done = std::max(0, s->num_output_tokens_with_placeholders() - 1),
+        .steps_left = estimated_remaining_steps(*s, &output_lengths_, config_.max_model_len),
+        .ttft_s = *s->first_token_s - s->submitted_s});
   }
   return l;
+}
+
+std::vector<SeqId> Scheduler::waiting_order() const {
+  std::vector<SeqId> ids;
+  for (const Sequence* s : admission_order(clock_())) ids.push_back(s->seq_id);
+  return ids;
 }
 
 StepPlan Scheduler::schedule(int token_budget) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pagoda/kv/block_manager.h"
+#include "pagoda/sched/batch_controller.h"
 #include "pagoda/sched/fair_share.h"
 #include "pagoda/sched/policy.h"
 #include "pagoda/sched/scheduler_config.h"
@@ -75,19 +76,19 @@ class Scheduler {
   // The same with this step's token budget instead of max_num_batched_tokens (the batch controller's).
   StepPlan schedule(int token_budget);
 
-  // What the engine holds now, for the batch controller: decoding sequences and the KV they read, and the
-  // sequences with prompt tokens not computed yet (running ones' rest, then waiting ones' whole), in the
-  // order they are served: the first kMaxPendingInLoad of them.
-  static constexpr size_t kMaxPendingInLoad = 256;
+  // What the engine holds now, for the batch controller: the sequences that decode this step, the KV they read,
+  // and for those past their first token what their TPOT has left to spend (batch_controller.h).
   // Blocks one step may bring back from the host tier ahead of requests (prefetch): 32 MiB of Llama-3-8B
   // bf16 KV, about a millisecond of PCIe.
   static constexpr int kMaxPrefetchBlocksPerStep = 256;
   struct Load {
     int64_t decode_seqs = 0;
     int64_t decode_kv_tokens = 0;
-    std::vector<std::pair<SeqId, int64_t>> pending;  // (sequence, prompt tokens left)
+    std::vector<DecodingRequest> decoding;
   };
   Load load() const;
+  // The waiting sequences in the order admission takes them (admission_order: by deadline under the slo policy).
+  std::vector<SeqId> waiting_order() const;
 
   // Whether admission reorders the waiting queue by deadline (admission_order): the slo policy with a TTFT or
   // TPOT target.

@@ -362,14 +362,10 @@ TEST(SchedulerSlo, SparesARequestPastItsSloWhileAnotherCandidateIsNot) {
 }
 
 // Within a priority, waiting requests that can still make their targets are admitted before those already past
-// them: the late ones oldest first, those in time newest first while any is late; priority still comes first. The batch controller's view of the queue
-// (load) is in the same order. Other policies, or slo without targets, keep arrival order.
+// them: the late ones oldest first, those in time newest first while any is late; priority still comes first.
+// Other policies, or slo without targets, keep arrival order.
 TEST(SchedulerSlo, AdmitsRequestsThatCanStillMakeTheirTargetsFirst) {
-  const auto pending_ids = [](const Scheduler& s) {
-    std::vector<SeqId> ids;
-    for (const auto& [id, tokens] : s.load().pending) ids.push_back(id);
-    return ids;
-  };
+  const auto pending_ids = [](const Scheduler& s) { return s.waiting_order(); };
   for (SchedulingPolicy policy : {kSlo, SchedulingPolicy::kPriority}) {
     SloScheduler t(policy, {.ttft_seconds = 1.0}, 64, 8);  // 8 tokens a step: one prompt of 8
     t.s.add(make_request(1, iota_tokens(8, 100), 2, 0));
