@@ -94,6 +94,65 @@ TEST(GptqConverter, EightBitPerChannel) {
     for (int k = 0; k < k_rows; ++k) EXPECT_EQ(v[n * k_rows + k], static_cast<float>(100 + 10 * n + k - 128) * s[n]);
 }
 
+// GPTQ 8-bit asymmetric, two groups of 4 along K: qzeros [G', N/4] pack four columns' zero points a word (v1 stores
+// z - 1, gptq_v2 z itself), and each zero point survives the move to the signed domain (codes q - 128, zeros
+// z - 128, so q - z is unchanged). The CPU kernel then gives the product with (q - z) * s computed here.
+TEST(GptqConverter, EightBitAsymmetricGroups) {
+  const int n_cols = 8, k_rows = 8, group = 4;
+  auto q = [](int n, int k) { return (37 * n + 11 * k + 5) % 256; };
+  auto stored_zero = [](int g, int n) { return 60 + 30 * g + 7 * n; };  // 60..151: never the symmetric 127
+  std::vector<uint32_t> qweight(2 * n_cols, 0);  // [K/4, N]: code j of word (r, n) is k = 4r + j
+  for (int r = 0; r < 2; ++r)
+    for (int n = 0; n < n_cols; ++n)
+      for (int j = 0; j < 4; ++j) qweight[r * n_cols + n] |= static_cast<uint32_t>(q(n, 4 * r + j)) << (8 * j);
+  std::vector<uint32_t> qzeros(2 * 2, 0);  // [2 groups, N/4]: code j of word (g, c) is column 4c + j
+  for (int g = 0; g < 2; ++g)
+    for (int n = 0; n < n_cols; ++n) qzeros[g * 2 + n / 4] |= static_cast<uint32_t>(stored_zero(g, n)) << (8 * (n % 4));
+  std::vector<float> scales(2 * n_cols);  // [2, N], exact in F16
+  for (int i = 0; i < 2 * n_cols; ++i) scales[i] = 0.0625f * (i + 1);
+  SafetensorsWriter w;
+  w.tensor("m.qweight", "I32", {2, n_cols}, to_bytes(qweight));
+  w.tensor("m.qzeros", "I32", {2, 2}, to_bytes(qzeros));
+  w.tensor("m.scales", "F16", {2, n_cols}, f16_bytes(scales));
+  std::vector<int32_t> g_idx(k_rows);  // k / group_size: dropped as carrying nothing
+  for (int k = 0; k < k_rows; ++k) g_idx[k] = k / group;
+  w.tensor("m.g_idx", "I32", {k_rows}, to_bytes(g_idx));
+
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uni(-1, 1);
+  const int tokens = 3;
+  std::vector<float> x(static_cast<size_t>(tokens * k_rows));
+  for (float& v : x) v = uni(rng);
+  for (bool v2 : {false, true}) {
+    TinyCheckpoint t;
+    QuantConfig config{.method = QuantMethod::kGptq, .name = "gptq", .bits = 8, .group_size = group, .symmetric = false};
+    config.gptq_v2 = v2;
+    const Weight weight = t.load(w, config, n_cols, k_rows);
+    ASSERT_EQ(weight.scheme, QuantScheme::kInt8Channel);
+    EXPECT_EQ(weight.group_size, group);
+    ASSERT_FALSE(weight.zeros.empty());  // asymmetric: the zero points are kept
+    EXPECT_EQ(weight.zeros.shape_string(), "[8, 2]");
+    EXPECT_TRUE(weight.g_idx.empty());
+    EXPECT_EQ(weight.source_format, v2 ? "gptq v2 8-bit asym g4" : "gptq v1 8-bit asym g4");
+    const std::vector<float> v = dequantize_all(weight);
+    std::vector<double> expected(static_cast<size_t>(n_cols * k_rows));
+    for (int n = 0; n < n_cols; ++n)
+      for (int k = 0; k < k_rows; ++k) {
+        const int g = k / group, z = stored_zero(g, n) + (v2 ? 0 : 1);
+        expected[n * k_rows + k] = static_cast<double>(q(n, k) - z) * scales[g * n_cols + n];
+        EXPECT_EQ(v[n * k_rows + k], static_cast<float>(expected[n * k_rows + k])) << (v2 ? "v2 " : "v1 ") << n << "," << k;
+      }
+    std::vector<float> out(static_cast<size_t>(tokens * n_cols));
+    cpu::linear_quant_f32(out.data(), x.data(), tokens, weight);
+    for (int tok = 0; tok < tokens; ++tok)
+      for (int n = 0; n < n_cols; ++n) {
+        double ref = 0;
+        for (int k = 0; k < k_rows; ++k) ref += expected[n * k_rows + k] * x[tok * k_rows + k];
+        EXPECT_NEAR(out[tok * n_cols + n], ref, 1e-5 * (1 + std::abs(ref))) << (v2 ? "v2 " : "v1 ") << tok << "," << n;
+      }
+  }
+}
+
 // compressed-tensors pack-quantized: row-major bit streams, codes stored q + 2^(b-1).
 TEST(CompressedTensorsConverter, PackQuantizedFourAndEightBits) {
   for (int bits : {4, 8}) {
