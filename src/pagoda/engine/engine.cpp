@@ -258,8 +258,7 @@ int Engine::controlled_budget() {
   Scheduler::Load load = scheduler_.load();
   ControllerInputs in{.decode_seqs = load.decode_seqs,
                       .decode_kv_tokens = load.decode_kv_tokens,
-                      .decoding = std::move(load.decoding),
-                      .mean_step_s = mean_decode_step_s_};
+                      .decoding = std::move(load.decoding)};
   last_decision_ = controller_->decide(current_step_model(), in);
   return last_decision_.token_budget;
 }
@@ -360,8 +359,6 @@ void Engine::complete(LaunchedStep& step) {
   StepTimeModel& step_model = record.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
   step_model.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs},
                     record.execute_seconds);
-  if (record.decode_seqs > 0)  // the pace the batch controller expects of the steps to come (EWMA of 1/32)
-    mean_decode_step_s_ += (record.execute_seconds - mean_decode_step_s_) / (mean_decode_step_s_ == 0 ? 1 : 32);
   for (auto& [id, entries] : out.prompt_logprobs) {
     const auto it = active_.find(id);
     if (it == active_.end()) continue;

@@ -246,7 +246,6 @@ class Engine {
   ArrivalRates arrival_rates_;
   std::optional<BatchController> controller_;  // --batch-controller adaptive
   ControllerDecision last_decision_;
-  double mean_decode_step_s_ = 0;  // EWMA of the execution time of steps with decodes (the controller's pace)
   Clock::time_point started_at_ = Clock::now();
   StepObserver step_observer_;  // under mutex_
   std::atomic<RequestId> next_id_{1};

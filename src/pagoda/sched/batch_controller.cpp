@@ -25,15 +25,12 @@ ControllerDecision BatchController::decide(const StepTimeModel& model, const Con
   if (targets_.tpot_seconds <= 0 || model.snapshot().num_steps < kMinModelSteps) return d;
 
   const double target = targets_.tpot_seconds;
-  const double pace = in.mean_step_s > 0 ? std::min(in.mean_step_s, target) : target;  // m
   const double decodes_alone = model.predict(shape_with(in, 0));
   double allowed = std::numeric_limits<double>::infinity();
   for (const DecodingRequest& r : in.decoding) {
     if (targets_.ttft_seconds > 0 && r.ttft_s > targets_.ttft_seconds) continue;  // its SLO is missed already
-    const int64_t left = std::max<int64_t>(1, r.steps_left);
-    const double allowance = target * static_cast<double>(r.intervals_done + left) - r.elapsed_s -
-                             static_cast<double>(left - 1) * pace;
-    if (allowance < decodes_alone) continue;  // misses its TPOT whatever this step takes
+    const double allowance = target * static_cast<double>(r.intervals_done + 1) - r.elapsed_s;
+    if (allowance < decodes_alone) continue;  // off its pace whatever this step takes
     allowed = std::min(allowed, allowance);
     ++d.in_time_decodes;
   }

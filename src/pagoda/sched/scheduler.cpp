@@ -129,7 +129,6 @@ Scheduler::Load Scheduler::load() const {
     l.decoding.push_back(DecodingRequest{
         .elapsed_s = now - *s->first_token_s,
         .intervals_done = std::max(0, s->num_output_tokens_with_placeholders() - 1),
-        .steps_left = estimated_remaining_steps(*s, &output_lengths_, config_.max_model_len),
         .ttft_s = *s->first_token_s - s->submitted_s});
   }
   return l;

@@ -36,7 +36,7 @@ StepTimeModel taught_model() {
 
 TEST(BatchController, StaticWithoutATargetOrBeforeTheModelHasLearned) {
   const StepTimeModel fresh;
-  ControllerInputs in{.decode_seqs = 10, .decoding = {{.elapsed_s = 0.01, .intervals_done = 1, .steps_left = 10}}};
+  ControllerInputs in{.decode_seqs = 10, .decoding = {{.elapsed_s = 0.01, .intervals_done = 1}}};
   EXPECT_EQ(BatchController({.ttft_seconds = 1, .tpot_seconds = 0}, 4096).decide(taught_model(), in).token_budget, 4096);
   EXPECT_EQ(BatchController({.ttft_seconds = 1, .tpot_seconds = 0.01}, 4096).decide(fresh, in).token_budget, 4096);
 }
@@ -50,10 +50,10 @@ int prefill_within(double seconds) {
 
 TEST(BatchController, ARequestOnItsPaceAllowsAStepOfTheTarget) {
   const StepTimeModel model = taught_model();
-  // 10 intervals in exactly 10 targets, one step left: this step may take the target, no more. 20 decodes
-  // reading 20 x 1000 KV tokens: 2 + 1 + 0.04 ms; a 10 ms target leaves ~6.96 ms of prefill (about 674 tokens).
+  // 10 intervals in exactly 10 targets: this step may take the target, no more. 20 decodes reading 20 x 1000
+  // KV tokens: 2 + 1 + 0.04 ms; a 10 ms target leaves ~6.96 ms of prefill (about 674 tokens).
   ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000,
-                      .decoding = {{.elapsed_s = 0.100, .intervals_done = 10, .steps_left = 1}}};
+                      .decoding = {{.elapsed_s = 0.100, .intervals_done = 10}}};
   const ControllerDecision d = BatchController({.ttft_seconds = 0, .tpot_seconds = 0.010}, 4096).decide(model, in);
   EXPECT_NEAR(d.allowed_s, 0.010, 1e-12);
   EXPECT_NEAR(d.prefill, prefill_within(0.010), 3);
@@ -65,19 +65,15 @@ TEST(BatchController, TimeAheadOfThePaceIsSpentAndTimeBehindIsMadeUp) {
   const StepTimeModel model = taught_model();
   const BatchController c({.ttft_seconds = 0, .tpot_seconds = 0.010}, 4096);
   ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .decoding = {}};
-  // 10 intervals in 90 ms: 10 ms ahead, so this last step may take 20 ms.
-  in.decoding = {{.elapsed_s = 0.090, .intervals_done = 10, .steps_left = 1}};
+  // 10 intervals in 90 ms: 10 ms ahead, so this step may take 20 ms.
+  in.decoding = {{.elapsed_s = 0.090, .intervals_done = 10}};
   EXPECT_NEAR(c.decide(model, in).allowed_s, 0.020, 1e-12);
   EXPECT_NEAR(c.decide(model, in).prefill, prefill_within(0.020), 3);
   // 4 ms behind: 6 ms.
-  in.decoding = {{.elapsed_s = 0.104, .intervals_done = 10, .steps_left = 1}};
+  in.decoding = {{.elapsed_s = 0.104, .intervals_done = 10}};
   EXPECT_NEAR(c.decide(model, in).allowed_s, 0.006, 1e-12);
-  // With steps to come at a recent pace of 8 ms, each of the 9 after this one gives back 2 ms: 10 + 18 ms now.
-  in.decoding = {{.elapsed_s = 0.100, .intervals_done = 10, .steps_left = 10}};
-  in.mean_step_s = 0.008;
-  EXPECT_NEAR(c.decide(model, in).allowed_s, 0.028, 1e-12);
-  // A pace above the target counts as the target (the rule never plans on future steps beyond it).
-  in.mean_step_s = 0.050;
+  // Its first token just came: the target.
+  in.decoding = {{.elapsed_s = 0.0, .intervals_done = 0}};
   EXPECT_NEAR(c.decide(model, in).allowed_s, 0.010, 1e-12);
 }
 
@@ -85,9 +81,9 @@ TEST(BatchController, TheTightestInTimeRequestSetsTheStep) {
   const StepTimeModel model = taught_model();
   const BatchController c({.ttft_seconds = 0.5, .tpot_seconds = 0.010}, 4096);
   ControllerInputs in{.decode_seqs = 20, .decode_kv_tokens = 20000, .decoding = {}};
-  in.decoding = {{.elapsed_s = 0.090, .intervals_done = 10, .steps_left = 1, .ttft_s = 0.1},
-                 {.elapsed_s = 0.102, .intervals_done = 10, .steps_left = 1, .ttft_s = 0.1},
-                 {.elapsed_s = 0.050, .intervals_done = 10, .steps_left = 1, .ttft_s = 0.1}};
+  in.decoding = {{.elapsed_s = 0.090, .intervals_done = 10, .ttft_s = 0.1},
+                 {.elapsed_s = 0.102, .intervals_done = 10, .ttft_s = 0.1},
+                 {.elapsed_s = 0.050, .intervals_done = 10, .ttft_s = 0.1}};
   ControllerDecision d = c.decide(model, in);
   EXPECT_NEAR(d.allowed_s, 0.008, 1e-12);
   EXPECT_EQ(d.in_time_decodes, 3);
@@ -123,8 +119,7 @@ TEST(BatchController, BoundsHold) {
     in.decode_kv_tokens = in.decode_seqs * (rng() % 8000);
     for (int k = static_cast<int>(rng() % 5); k > 0; --k)
       in.decoding.push_back({.elapsed_s = (rng() % 3000) / 1000.0, .intervals_done = static_cast<int64_t>(rng() % 200),
-                             .steps_left = static_cast<int64_t>(rng() % 200), .ttft_s = (rng() % 1000) / 1000.0});
-    in.mean_step_s = (rng() % 100) / 1000.0;
+                             .ttft_s = (rng() % 1000) / 1000.0});
     const BatchController c({.ttft_seconds = (rng() % 2000) / 1000.0, .tpot_seconds = 0.001 + (rng() % 100) / 1000.0},
                             max_budget);
     const ControllerDecision d = c.decide(model, in);
@@ -177,7 +172,7 @@ SimResult simulate(const Load& load, bool deadline_first, std::optional<BatchCon
   StepTimeModel model;
   std::vector<size_t> waiting, prefilling, running;
   size_t next = 0;
-  double now = 0, mean_step = 0;
+  double now = 0;
   while (next < reqs.size() || !waiting.empty() || !prefilling.empty() || !running.empty()) {
     for (; next < reqs.size() && reqs[next].arrived <= now; ++next) waiting.push_back(next);
     if (waiting.empty() && prefilling.empty() && running.empty()) {
@@ -191,7 +186,7 @@ SimResult simulate(const Load& load, bool deadline_first, std::optional<BatchCon
       ++step.decode_seqs;
       step.decode_kv_tokens += kPrompt + kOutput - r.output_left;
       in.decoding.push_back({.elapsed_s = now - r.first, .intervals_done = kOutput - r.output_left - 1,
-                             .steps_left = r.output_left, .ttft_s = r.first - r.arrived});
+                             .ttft_s = r.first - r.arrived});
     }
     std::vector<size_t> order = waiting;
     if (deadline_first) {
@@ -209,7 +204,6 @@ SimResult simulate(const Load& load, bool deadline_first, std::optional<BatchCon
     if (controller) {
       in.decode_seqs = step.decode_seqs;
       in.decode_kv_tokens = step.decode_kv_tokens;
-      in.mean_step_s = mean_step;
       budget = controller->decide(model, in).token_budget;
     }
     int left = budget - static_cast<int>(step.decode_seqs);
@@ -231,7 +225,6 @@ SimResult simulate(const Load& load, bool deadline_first, std::optional<BatchCon
     }
     const double seconds = server_seconds(step);
     model.update(step, seconds);
-    if (step.decode_seqs > 0) mean_step += (seconds - mean_step) / (mean_step == 0 ? 1 : 32);
     now += seconds;
     for (size_t i : running) {
       if (--reqs[i].output_left == 0) reqs[i].done = now;
