@@ -15,6 +15,8 @@
 #include <optional>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 namespace pagoda::quant {
 namespace {
 
@@ -167,6 +169,10 @@ QuantConfig parse_group(const QuantFields& group, const std::string& name, const
   if (format == "pack-quantized") {
     if (type != "int") w.fail("type", fmt::format("is \"{}\"; pack-quantized holds int weights", type));
     s.bits = bits_of(w, "num_bits", {4, 8});
+    if (activations != ActivationQuant::kNone)  // W4A8 / W8A8 with int weights: no such kernel here
+      spdlog::warn("compressed-tensors group {}: int{} weights with FP8 input_activations; Pagoda runs them weight-only "
+                   "(W{}A16: inputs stay bf16), so outputs differ slightly from an engine that quantizes the inputs",
+                   name, s.bits, s.bits);
     s.symmetric = w.boolean("symmetric", true);  // false: a weight_zero_point per row and group
     if (strategy == "group") {
       s.group_size = w.integer("group_size", -1);
