@@ -46,8 +46,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "symmetric; w4: groups of 128 with zero points; the round-to-nearest of --fallback-quantization)")
       ->check(CLI::IsMember({"none", "fp8", "int8", "w4"}));
   cmd.add_option("--tokenizer", tokenizer,
-                 "HF directory whose tokenizer.json replaces the checkpoint's (e.g. for a quantized checkpoint "
-                 "without tokenizer files)");
+                 "HF directory whose tokenizer.json, or GGUF file whose tokenizer, replaces the checkpoint's (e.g. "
+                 "for a quantized checkpoint without tokenizer files, such as one `pagoda quantize` wrote from a GGUF)");
 }
 
 LoadOptions ModelOptions::load_options() const {

@@ -13,6 +13,7 @@
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/loader/dummy_weights.h"
+#include "pagoda/loader/gguf_file.h"
 #include "pagoda/loader/gguf_loader.h"
 #include "pagoda/loader/hf_config.h"
 #include "pagoda/loader/hf_loader.h"
@@ -83,12 +84,20 @@ void share_static_input_scales(ModelWeights& weights) {
   }
 }
 
-// The tokenizer of another HF directory; the BOS/EOS ids fall back to it as they do to a checkpoint's own.
-void use_tokenizer_from(const std::string& dir, LoadedModel& model) {
+// The tokenizer of another HF directory (its tokenizer.json) or GGUF file (its tokenizer.ggml.* metadata: a
+// checkpoint that `pagoda quantize` wrote from a GGUF source has none of its own); the BOS/EOS ids fall back to it
+// as they do to a checkpoint's own.
+void use_tokenizer_from(const std::string& path, LoadedModel& model) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw LoadError(dir, "--tokenizer: not a directory");
-  model.tokenizer = load_hf_tokenizer_if_present(dir);
-  if (!model.tokenizer) throw LoadError(dir, "--tokenizer: no tokenizer.json in the directory");
+  if (fs::is_directory(path, ec)) {
+    model.tokenizer = load_hf_tokenizer_if_present(path);
+    if (!model.tokenizer) throw LoadError(path, "--tokenizer: no tokenizer.json in the directory");
+  } else if (fs::is_regular_file(path, ec)) {
+    model.tokenizer = load_gguf_tokenizer_if_present(GgufFile(path));
+    if (!model.tokenizer) throw LoadError(path, "--tokenizer: the GGUF file has no tokenizer (tokenizer.ggml.*)");
+  } else {
+    throw LoadError(path, "--tokenizer: neither a directory nor a GGUF file");
+  }
   if (!model.config.bos_token_id) model.config.bos_token_id = model.tokenizer->bos_token_id();
   if (model.config.eos_token_ids.empty()) model.config.eos_token_ids = model.tokenizer->eos_token_ids();
 }
