@@ -41,14 +41,32 @@ asan: deps
 	cmake --build build/asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 PAGODA_E2E_TIME_SCALE=4 ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
-# What .ci/run adds after `make test`: the suites of the code that reads untrusted input (tokenizer files, model
-# files, HTTP and OpenAI requests, output constraints and tool calls in model output) under ASan + UBSan. Measured on 2 cores: 16.3 min to build cold (with the
-# pagoda binary; -O1 -g1, CMakePresets.json), about a minute to run (docs/RELIABILITY.md).
-ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall
+# What .ci/run adds after `make test`, under ASan + UBSan with leak detection (docs/RELIABILITY.md):
+# - the suites of the code that reads untrusted input (tokenizer files, model files, HTTP and OpenAI requests, output
+#   constraints and tool calls in model output). Measured on 2 cores: 16.3 min to build cold (with the
+#   pagoda binary; -O1 -g1, CMakePresets.json), about a minute to run;
+# - since 2026-12-06 also the core, KV, scheduler and engine suites and the `pagoda` binary's server e2e suites
+#   (PAGODA_E2E_TIME_SCALE=4, as for TSan). The engine suite runs without what tsan-ci leaves out: batch invariance
+#   and the tiny-llama3-hf scenarios, 208 of the suite's 225 s under ASan (one thread's arithmetic; `make asan` runs
+#   them). gtest's names do not say the model, so the stories260K scenarios run through ctest, whose names do.
+#   Measured on 2 cores, 2026-12-06: 7.5 min to build them cold after the above (68 objects: the binary's cli, bench,
+#   plan and eval files and the 4 suites), 26 s to run the 4 suites, 4.0 min the 9 e2e suites: about 12 min added.
+# The e2e tests keep the servers' stderr to themselves, so ASan writes its reports (leaks too) to ASAN_E2E_LOGS, and a
+# file there fails the target. UBSan halts the process (exit 1): a server stops answering and its test fails.
+ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall test_core test_kv test_sched
+ASAN_CI_ENGINE_FILTER := -*BatchInvariance*:*TinyLlama3*:*EngineScenarios*
+ASAN_E2E_LOGS := build/asan/e2e-sanitizer-logs
 asan-ci: deps
 	cmake --preset asan >/dev/null
-	cmake --build build/asan -j $(JOBS) --target $(ASAN_CI_SUITES)
+	cmake --build build/asan -j $(JOBS) --target $(ASAN_CI_SUITES) test_engine pagoda
 	for suite in $(ASAN_CI_SUITES); do ASAN_OPTIONS=detect_leaks=1 build/asan/tests/$$suite || exit 1; done
+	ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_engine --gtest_filter='$(ASAN_CI_ENGINE_FILTER)'
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -L unit -R 'EngineScenarios.*stories260K'
+	rm -rf $(ASAN_E2E_LOGS) && mkdir -p $(ASAN_E2E_LOGS)
+	ASAN_OPTIONS="detect_leaks=1 log_path=$(CURDIR)/$(ASAN_E2E_LOGS)/report" PAGODA_E2E_TIME_SCALE=4 \
+	  ctest --test-dir build/asan --output-on-failure -R "e2e.test_server"; status=$$?; \
+	  if [ -n "$$(ls $(ASAN_E2E_LOGS))" ]; then cat $(ASAN_E2E_LOGS)/*; \
+	    echo "asan-ci: AddressSanitizer reports from the e2e suites' processes (above)"; exit 1; fi; exit $$status
 
 # The engine and server tests, and the server e2e tests, under ThreadSanitizer (one OpenMP thread: libgomp
 # is not instrumented, and its barriers would be reported).
