@@ -52,7 +52,8 @@ asan: deps
 #   Measured on 2 cores, 2026-12-06: 7.5 min to build them cold after the above (68 objects: the binary's cli, bench,
 #   plan and eval files and the 4 suites), 26 s to run the 4 suites, 4.0 min the 9 e2e suites: about 12 min added.
 # The e2e tests keep the servers' stderr to themselves, so ASan writes its reports (leaks too) to ASAN_E2E_LOGS, and a
-# file there fails the target. UBSan halts the process (exit 1): a server stops answering and its test fails.
+# file there fails the target. UBSan halts the process (exit 1): a server stops answering and its test fails, and
+# Server.stop() in tests/e2e/test_server.py fails on any sanitizer report in a server's stderr (at shutdown too).
 ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall test_core test_kv test_sched
 ASAN_CI_ENGINE_FILTER := -*BatchInvariance*:*TinyLlama3*:*EngineScenarios*
 ASAN_E2E_LOGS := build/asan/e2e-sanitizer-logs

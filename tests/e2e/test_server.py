@@ -20,6 +20,10 @@ import pagoda_cli
 from pagoda_cli import run_json
 
 
+# A report of ASan, UBSan or TSan on a server's stderr (never printed by a build without them).
+SANITIZER_REPORT = re.compile(r"runtime error: |ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitizer")
+
+
 class Server:
     """One `pagoda serve` process on a free loopback port; stop() ends it with SIGTERM."""
 
@@ -46,7 +50,8 @@ class Server:
                     ready.set()
             ready.set()
 
-        threading.Thread(target=pump, daemon=True).start()
+        self.pump = threading.Thread(target=pump, daemon=True)
+        self.pump.start()
         if not ready.wait(120) or self.port is None:
             self.proc.kill()
             raise AssertionError("server did not start:\n" + "".join(self.log))
@@ -90,6 +95,8 @@ class Server:
         raise AssertionError(f"{name} not in /metrics")
 
     def stop(self, timeout=30):
+        """Ends the server and returns its exit status; raises if a sanitizer build reported anything on its
+        stderr (UBSan's reports go only there, and most tests do not check the status)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -97,6 +104,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.pump.join(10)  # the last lines of its stderr
+        reports = [line for line in self.log if SANITIZER_REPORT.search(line)]
+        if reports:
+            raise AssertionError("the server's sanitizer reported:\n" + "".join(self.log[-60:]))
         return self.proc.returncode
 
 
