@@ -198,7 +198,7 @@ void parse_common(const json& o, const RequestLimits& limits, ParsedRequest& r) 
 
 // An assistant message's tool_calls as templates read them: each call's function.arguments (a JSON string in
 // OpenAI's API) parsed into an object, "" or null as {} (vLLM's conversion before rendering).
-json template_tool_calls(const json& calls, const std::string& field) {
+json template_tool_calls(const json& calls, const std::string& field, int max_json_depth) {
   if (!calls.is_array()) bad(field, "a list of tool calls");
   json out = calls;
   for (size_t j = 0; j < out.size(); ++j) {
@@ -212,10 +212,10 @@ json template_tool_calls(const json& calls, const std::string& field) {
       fn["arguments"] = json::object();
     } else if (fn["arguments"].is_string()) {
       json args;
-      try {  // (a JSON text inside the body: bounded as deep as a body by default)
-        args = parse_ordered_json(fn["arguments"].get_ref<const std::string&>(), RequestLimits{}.max_json_depth);
+      try {  // (a JSON text inside the body: bounded as deep as the body)
+        args = parse_ordered_json(fn["arguments"].get_ref<const std::string&>(), max_json_depth);
       } catch (const JsonTooDeep&) {
-        bad(where + ".function.arguments", fmt::format("a JSON object nested at most {} levels deep", RequestLimits{}.max_json_depth));
+        bad(where + ".function.arguments", fmt::format("a JSON object nested at most {} levels deep", max_json_depth));
       } catch (const json::exception&) {
         bad(where + ".function.arguments", "a JSON object as a string");
       }
@@ -305,7 +305,7 @@ ParsedRequest parse_completion_request(const std::string& body, const RequestLim
   return r;
 }
 
-json parse_chat_messages(const json& messages) {
+json parse_chat_messages(const json& messages, int max_json_depth) {
   if (!messages.is_array() || messages.empty()) bad("messages", "a non-empty list of messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
@@ -321,7 +321,7 @@ json parse_chat_messages(const json& messages) {
     json& m = out[i];
     // vLLM renders a message without content (an assistant turn that only calls tools) with content "".
     if (!present(m, "content")) m["content"] = "";
-    if (present(m, "tool_calls")) m["tool_calls"] = template_tool_calls(m["tool_calls"], fmt::format("messages[{}].tool_calls", i));
+    if (present(m, "tool_calls")) m["tool_calls"] = template_tool_calls(m["tool_calls"], fmt::format("messages[{}].tool_calls", i), max_json_depth);
   }
   // Content parts, as vLLM gives them to a text-only chat template: the text parts joined by newlines.
   for (size_t i = 0; i < out.size(); ++i) {
@@ -353,7 +353,7 @@ ParsedRequest parse_chat_request(const std::string& body, const RequestLimits& l
   r.chat = true;
   parse_common(o, limits, r);
   if (!present(o, "messages")) throw ApiError(400, "'messages' is required", "messages");
-  r.messages = parse_chat_messages(o["messages"]);
+  r.messages = parse_chat_messages(o["messages"], limits.max_json_depth);
   r.chat_options = parse_chat_options(o);
   r.tools = parse_tool_request(o);
   // tool_choice "required" or a named function: the output must be the calls, as vLLM forces them.

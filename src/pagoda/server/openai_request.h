@@ -101,7 +101,9 @@ ChatOptions parse_chat_options(const nlohmann::ordered_json& o);
 // null or missing content as ""; other part types (image_url, ...) are a 400 naming the part. An assistant
 // message's tool_calls are checked and each call's arguments, a JSON string in OpenAI's API, become the
 // object that tool-calling templates read (as vLLM does); a tool message's tool_call_id must be a string.
-// Throws ApiError (400).
-nlohmann::ordered_json parse_chat_messages(const nlohmann::ordered_json& messages);
+// Arguments are parsed at most `max_json_depth` deep (the server's --max-json-depth, as for the body). Throws
+// ApiError (400).
+nlohmann::ordered_json parse_chat_messages(const nlohmann::ordered_json& messages,
+                                           int max_json_depth = RequestLimits{}.max_json_depth);
 
 }  // namespace pagoda::server

@@ -466,7 +466,7 @@ HttpResponse OpenAiServer::tokenize(const std::string& request_body) const {
     // The chat fields of a chat completion, tools included, so a client can count the prompt it would send.
     ChatOptions options = parse_chat_options(o);
     options.tools = template_tools(parse_tool_request(o), options_.tools);
-    ids = encode_chat(chat_prompt(parse_chat_messages(o["messages"]), options));
+    ids = encode_chat(chat_prompt(parse_chat_messages(o["messages"], options_.limits.max_json_depth), options));
   } else {
     if (!o.contains("prompt") || !o["prompt"].is_string()) throw ApiError(400, "'prompt' must be a string", "prompt");
     bool add_special = true;

@@ -259,6 +259,26 @@ TEST(OpenAiRequest, NestingDeeperThanTheLimitIs400) {
   EXPECT_NO_THROW(parse_completion_request(R"({"prompt": ")" + std::string(1000, '[') + R"("})"));
 }
 
+// A tool call's arguments (a JSON text inside the body) are bounded by the server's --max-json-depth, as the body is.
+TEST(OpenAiRequest, ToolCallArgumentsFollowTheConfiguredDepth) {
+  const auto chat_with_arguments = [](int depth) {
+    const std::string args = std::string(depth - 1, '[') + "1" + std::string(depth - 1, ']');
+    return R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "f", "arguments": "{\"a\": )" + args + R"(}"}}]}]})";
+  };
+  const RequestLimits tight{.max_json_depth = 8};
+  EXPECT_NO_THROW(parse_chat_request(chat_with_arguments(8), tight));
+  try {
+    parse_chat_request(chat_with_arguments(9), tight);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("at most 8 levels"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tool_calls[0].function.arguments"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(parse_chat_request(chat_with_arguments(9)));  // the default, 128
+}
+
 // Found by a hostile sweep: ordered_json's parser searched an object's keys for a duplicate at every insertion, so
 // 160,000 keys took 25 s on a request thread (and two such bodies held both). Now linear; order and the JSON
 // "last value wins" rule as before.
