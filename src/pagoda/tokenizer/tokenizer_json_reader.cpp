@@ -27,20 +27,32 @@ class Handler {
   explicit Handler(TokenizerJson& out) : out_(out), dom_(out.root, true) {}
   const std::string& error() const { return error_; }
 
-  bool null() { return capture_ == Capture::kNone ? dom_.null() : bad("null"); }
-  bool boolean(bool v) { return capture_ == Capture::kNone ? dom_.boolean(v) : bad("boolean"); }
+  // A scalar where model.vocab or model.merges is (its key kept from the DOM) is refused: the DOM, given the value
+  // without its key, would write through a stale pointer.
+  bool null() { return pending_ != Capture::kNone ? not_container("null") : capture_ == Capture::kNone ? dom_.null() : bad("null"); }
+  bool boolean(bool v) {
+    if (pending_ != Capture::kNone) return not_container("boolean");
+    return capture_ == Capture::kNone ? dom_.boolean(v) : bad("boolean");
+  }
   bool number_integer(json::number_integer_t v) {
+    if (pending_ != Capture::kNone) return not_container("number");
     if (capture_ == Capture::kNone) return dom_.number_integer(v);
     return v >= 0 ? vocab_id(static_cast<uint64_t>(v)) : bad("negative id");
   }
   bool number_unsigned(json::number_unsigned_t v) {
+    if (pending_ != Capture::kNone) return not_container("number");
     return capture_ == Capture::kNone ? dom_.number_unsigned(v) : vocab_id(v);
   }
   bool number_float(json::number_float_t v, const std::string& s) {
+    if (pending_ != Capture::kNone) return not_container("number");
     return capture_ == Capture::kNone ? dom_.number_float(v, s) : bad("number");
   }
-  bool binary(json::binary_t& v) { return capture_ == Capture::kNone ? dom_.binary(v) : bad("binary"); }
+  bool binary(json::binary_t& v) {
+    if (pending_ != Capture::kNone) return not_container("binary");
+    return capture_ == Capture::kNone ? dom_.binary(v) : bad("binary");
+  }
   bool string(std::string& s) {
+    if (pending_ != Capture::kNone) return not_container("string");
     if (capture_ == Capture::kNone) return dom_.string(s);
     if (capture_ != Capture::kMerges) return bad("string");
     if (capture_depth_ == 1) {  // "a b"
@@ -79,6 +91,11 @@ class Handler {
  private:
   enum class Capture { kNone, kVocab, kMerges };
 
+  bool not_container(const char* what) {
+    error_ = fmt::format("model.{} is a {}; expected {}", pending_ == Capture::kVocab ? "vocab" : "merges", what,
+                         pending_ == Capture::kVocab ? "an object of token ids" : "an array of merges");
+    return false;
+  }
   bool bad(const std::string& what) {
     error_ = fmt::format("unexpected {} in model.{}", what, capture_ == Capture::kVocab ? "vocab" : "merges");
     return false;

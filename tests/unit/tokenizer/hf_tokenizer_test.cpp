@@ -255,6 +255,18 @@ TEST_F(MalformedTokenizerJson, AddedTokenIdMustBeAnIntegerInRange) {
   expect_load_error("-1 is outside");
 }
 
+// Found by fuzz_tokenizer_json (2026-12-06, 9.8M executions in): `"vocab": 8` inside model handed the DOM builder a
+// value without its key (the reader keeps vocab and merges from it), which wrote through a stale pointer (SIGSEGV).
+// Every scalar where vocab or merges belongs is now a LoadError naming it.
+TEST_F(MalformedTokenizerJson, VocabOrMergesThatAreNotContainersAreRefused) {
+  for (const char* value : {"8", "-3", "2.5", "true", "null", "\"x\""}) {
+    write(std::string(R"({"model": {"type": "BPE", "vocab": )") + value + R"(, "ll": 9}})");
+    expect_load_error("model.vocab is a");
+    write(std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": )") + value + "}}");
+    expect_load_error("model.merges is a");
+  }
+}
+
 // Found by fuzz_tokenizer_json: a Strip decoder's start of 1.7e54 was converted to int (undefined behaviour).
 TEST_F(MalformedTokenizerJson, StripDecoderCountsMustBeSmallIntegers) {
   for (const char* start : {"1666666666666666666666666666666666666666666666666666666", "-1", "1.5", "2000000"}) {
