@@ -29,7 +29,10 @@ class Handler {
 
   // A scalar where model.vocab or model.merges is (its key kept from the DOM) is refused: the DOM, given the value
   // without its key, would write through a stale pointer.
-  bool null() { return pending_ != Capture::kNone ? not_container("null") : capture_ == Capture::kNone ? dom_.null() : bad("null"); }
+  bool null() {
+    if (pending_ != Capture::kNone) return not_container("null");
+    return capture_ == Capture::kNone ? dom_.null() : bad("null");
+  }
   bool boolean(bool v) {
     if (pending_ != Capture::kNone) return not_container("boolean");
     return capture_ == Capture::kNone ? dom_.boolean(v) : bad("boolean");
