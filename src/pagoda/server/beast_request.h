@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include <cctype>
+#include <optional>
 #include <string>
 
 #include "pagoda/server/exchange.h"
@@ -39,6 +40,24 @@ inline HttpRequest to_http_request(http::request<http::string_body>& msg) {
   HttpRequest request = head_of(msg);
   request.body = std::move(msg.body());
   return request;
+}
+
+// Framing the RFCs make an error (RFC 9112 3.2, 6.1): an HTTP/1.1 request without exactly one Host, and a
+// transfer coding other than chunked alone (gzip and the like would be ignored, the body misread). Two
+// Authorization headers are ambiguous too (RFC 9110 5.3: it is not a list): which key is meant?
+struct FramingRefusal {
+  http::status status;
+  const char* message;
+};
+inline std::optional<FramingRefusal> framing_refusal(const http::request<http::string_body>& msg) {
+  const size_t te_headers = msg.count(http::field::transfer_encoding);
+  if (te_headers > 1 || (te_headers == 1 && !boost::beast::iequals(msg[http::field::transfer_encoding], "chunked")))
+    return FramingRefusal{http::status::not_implemented, "only the chunked transfer coding is implemented"};
+  if (msg.version() >= 11 && msg.count(http::field::host) != 1)
+    return FramingRefusal{http::status::bad_request, "an HTTP/1.1 request needs exactly one Host header"};
+  if (msg.count(http::field::authorization) > 1)
+    return FramingRefusal{http::status::bad_request, "a request may carry one Authorization header"};
+  return std::nullopt;
 }
 
 }  // namespace pagoda::server::beast_request

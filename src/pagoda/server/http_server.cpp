@@ -513,19 +513,8 @@ asio::awaitable<void> HttpServer::Impl::session(beast::tcp_stream stream, Strand
       break;
     }
     auto& msg = parser.get();
-    // Framing the RFCs make an error (RFC 9112 3.2, 6.1): an HTTP/1.1 request without exactly one Host, and a
-    // transfer coding other than chunked alone (gzip and the like would be ignored, the body misread). Two
-    // Authorization headers are ambiguous too (RFC 9110 5.3: it is not a list): which key is meant?
-    const size_t te_headers = msg.count(http::field::transfer_encoding);
-    const bool bad_host = msg.version() >= 11 && msg.count(http::field::host) != 1;
-    const bool bad_auth = msg.count(http::field::authorization) > 1;
-    const bool bad_coding = te_headers > 1 || (te_headers == 1 && !beast::iequals(msg[http::field::transfer_encoding], "chunked"));
-    if (bad_host || bad_auth || bad_coding) {
-      co_await reject_and_close(stream, bad_coding ? http::status::not_implemented : http::status::bad_request,
-                                bad_host   ? "an HTTP/1.1 request needs exactly one Host header"
-                                : bad_auth ? "a request may carry one Authorization header"
-                                           : "only the chunked transfer coding is implemented",
-                                options.write_timeout_s);
+    if (const std::optional<beast_request::FramingRefusal> refusal = beast_request::framing_refusal(msg)) {
+      co_await reject_and_close(stream, refusal->status, refusal->message, options.write_timeout_s);
       break;
     }
     const bool keep_alive = msg.keep_alive() && !draining.load();
