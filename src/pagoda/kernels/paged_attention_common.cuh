@@ -485,6 +485,27 @@ __device__ __forceinline__ void load_q_tile(bf16* qs, const bf16* src, int64_t s
   }
 }
 
+// load_q_tile with plain loads (complete when the block's next barrier is), for kernels whose cp.async groups
+// were committed before Q could be read.
+template <int D, int kRowsTotal>
+__device__ __forceinline__ void load_q_rows(bf16* qs, const bf16* src, int64_t src_stride, int rows) {
+  constexpr int kLd = tile_ld<D>();
+  constexpr int kChunks = D / 8;
+  constexpr int kPerThread = (kRowsTotal * kChunks + kThreads - 1) / kThreads;
+  uint4 v[kPerThread];  // every load issued before the first store
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
+    v[k] = i < kRowsTotal * kChunks && r < rows ? *reinterpret_cast<const uint4*>(src + r * src_stride + c * 8)
+                                                : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < kRowsTotal * kChunks) *reinterpret_cast<uint4*>(qs + (i / kChunks) * kLd + (i % kChunks) * 8) = v[k];
+  }
+}
+
 // A fragments of the 16 rows starting at qs (row stride ld).
 template <int D>
 __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[D / 16][4], const bf16* qs, int lane) {

@@ -39,6 +39,7 @@ struct SpanRule {
   int span;       // keys a block covers for the longest sequence the grid serves (decode_spans)
   int wanted;     // blocks per (sequence, KV head row tile) that fill the GPU; 0: every sequence takes `span`
   int long_span;  // the fewest keys a block takes past kDecodeLongContext (kDecodeLongSpan unless measuring)
+  bool early_loads = true;  // the first chunks loaded before the PDL wait (PAGODA_DECODE_EARLY_LOADS=0: after it)
 };
 // ceil(a / b) for 0 < a, b < 2^24 (a is a count of 64-key partitions) by a correctly rounded float division:
 // exact, since a non-integer a / b is at least 1 / b above the integer below it and the rounding moves it by at
@@ -86,7 +87,10 @@ constexpr size_t decode_smem_bytes() {
 template <int D, int kStages, bool kFp8, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     decode_tc_kernel(const __grid_constant__ PagedAttentionParams p, SpanRule rule, float* ws_acc, float2* ws_ml) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  // Before pdl_grid_sync() this kernel reads only what the kernel before it does not write (launch.cuh): the
+  // step's metadata and the keys before each sequence's last, written by earlier steps (or by kernels that
+  // have finished when this one starts). So the first chunks' loads overlap the kernel before (the QKV
+  // projection, which writes Q and the last key); Q and a chunk holding the last key are loaded after the wait.
   constexpr int kLd = tile_ld<D>();
   static_assert(decode_red_bytes<D>() <= decode_smem_bytes<D, kStages, kFp8>() - kDecodeRows * kLd * sizeof(bf16),
                 "merge buffers fit behind Q");
@@ -109,6 +113,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int k_begin = split * span;
   bf16* out = p.out + (static_cast<int64_t>(token) * p.num_heads + head0) * D;  // row r at out + r * D
   if (k_begin >= seq_len) {  // span past the end; with one span this is a padding sequence
+    pdl_grid_sync();
     if (num_spans == 1) {
       for (int i = threadIdx.x; i < rows * (D / 2); i += kThreads) reinterpret_cast<uint32_t*>(out)[i] = 0u;
     }
@@ -129,13 +134,37 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
 
-  load_q_tile<D, kDecodeRows>(qs, p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D, D, rows);
+  // Prologue: chunk c < kStages - 1 in cp.async group c when it lies before the last key (before the wait), else
+  // in group kStages - 1 (after it); chunk c >= kStages - 1 is loaded in the loop, in group c + 1. (With
+  // rule.early_loads off, everything after the wait: chunk c in group c, Q in group 0.)
+  const bf16* q_rows = p.q + (static_cast<int64_t>(token) * p.num_heads + head0) * D;
+  if (rule.early_loads) {
+    const auto early = [&](int c) { return k_begin + (c + 1) * kTileK < seq_len; };  // its keys end before the last
 #pragma unroll
-  for (int c = 0; c < kStages - 1; ++c) {  // Q rides in group 0 with chunk 0
-    if (c < n_chunks) load_chunk(c);
+    for (int c = 0; c < kStages - 1; ++c) {
+      if (c < n_chunks && early(c)) load_chunk(c);
+      cp_async_commit();
+    }
+    pdl_grid_sync();
+    load_q_rows<D, kDecodeRows>(qs, q_rows, D, rows);
+    const bool late_chunk = n_chunks <= kStages - 1 && !early(n_chunks - 1);  // only the last chunk can be late
+    if (late_chunk) load_chunk(n_chunks - 1);
     cp_async_commit();
+    if (late_chunk) {
+      cp_async_wait<0>();
+    } else {
+      cp_async_wait<kStages - 1>();  // group 0: chunk 0
+    }
+  } else {
+    pdl_grid_sync();
+    load_q_tile<D, kDecodeRows>(qs, q_rows, D, rows);
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) {
+      if (c < n_chunks) load_chunk(c);
+      cp_async_commit();
+    }
+    cp_async_wait<kStages - 2>();
   }
-  cp_async_wait<kStages - 2>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -155,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int j = 0; j < n_chunks; ++j) {
     const int next = j + kStages - 1;  // its stage was last read in iteration j - 1
     if (next < n_chunks) load_chunk(next);
-    cp_async_commit();  // always, so that group j + 1 is complete after the wait below
+    cp_async_commit();  // always, so that chunk j + 1's group (j + 2, or j + 1 without early loads) is complete below
     const int key0 = k_begin + j * kTileK + warp * 16;  // this warp's 16 keys of the chunk
     if (key0 < k_end) {
       float sc[2][4];
@@ -340,13 +369,18 @@ bool span_of_longest() {
   return on;
 }
 // Measurement knobs (core/env_knob.h): PAGODA_DECODE_LONG_SPAN (keys, a multiple of kDecodePartitionTokens up to
-// 4,096; default kDecodeLongSpan) and PAGODA_DECODE_FP8_MANY=0 (no four-block FP8 launch: the two-block ones).
+// 4,096; default kDecodeLongSpan), PAGODA_DECODE_FP8_MANY=0 (no four-block FP8 launch: the two-block ones) and
+// PAGODA_DECODE_EARLY_LOADS=0 (no loads before the PDL wait).
 int decode_long_span() {
   static const int keys = [] {
     const int n = env_int("PAGODA_DECODE_LONG_SPAN", kDecodeLongSpan);
     return n >= kDecodePartitionTokens && n <= 4096 && n % kDecodePartitionTokens == 0 ? n : kDecodeLongSpan;
   }();
   return keys;
+}
+bool decode_early_loads() {
+  static const bool on = env_flag("PAGODA_DECODE_EARLY_LOADS", true);
+  return on;
 }
 bool decode_fp8_many_blocks() {
   static const bool on = env_flag("PAGODA_DECODE_FP8_MANY", true);
@@ -362,7 +396,7 @@ DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
   const int long_span = decode_long_span();
   const int num_spans = std::max(spans_for(std::min<int64_t>(longest, kDecodeLongContext), span),
                                  spans_for(longest, std::max(span, long_span)));
-  return {num_spans, SpanRule{span, span_of_longest() ? 0 : wanted, long_span}};
+  return {num_spans, SpanRule{span, span_of_longest() ? 0 : wanted, long_span, decode_early_loads()}};
 }
 
 template <int D, int kStages, bool kFp8, int kMinBlocks = 2>
