@@ -171,6 +171,14 @@ out("fuzz_http_request", "post_json", "POST /v1/completions HTTP/1.1\r\nHost: x\
 out("fuzz_http_request", "get", "GET /v1/models?x=1 HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
 out("fuzz_http_request", "chunked", "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     "7\r\n{\"promp\r\n9\r\nt\":\"Hi\"}\r\n0\r\n\r\n")
+# Several requests on one connection (the target reads them while each keeps it alive), and the framing the
+# server refuses (two Host headers, a coding other than chunked alone, two Authorization headers).
+out("fuzz_http_request", "pipelined", "GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /tokenize HTTP/1.1\r\nHost: x\r\n"
+    "Content-Length: 2\r\n\r\n{}GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n"
+    "Connection: close\r\n\r\n")
+out("fuzz_http_request", "framing", "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\nPOST / HTTP/1.1\r\nHost: x\r\n"
+    "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\n"
+    "Authorization: b\r\n\r\n")
 
 # --- OpenAI bodies; the first byte picks completions (0), chat (1) or the bare object parse (2).
 completion = {"model": "m", "prompt": ["Once", "upon"], "max_tokens": 16, "temperature": 0.7, "top_p": 0.9,
