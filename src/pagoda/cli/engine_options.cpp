@@ -107,6 +107,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   LlmOptions o;
   o.load = model.load_options();
   o.lm_head_quantization = model.quantize_lm_head == "none" ? "" : model.quantize_lm_head;
+  o.embedding_quantization = model.quantize_embeddings == "none" ? "" : model.quantize_embeddings;
   o.num_threads = model.threads;
   o.max_num_seqs = max_num_seqs;
   o.max_num_batched_tokens = max_num_batched_tokens;

@@ -45,6 +45,12 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "checkpoints keep in 16 bits (fp8: e4m3 per row with per-token FP8 inputs; int8: per row, "
                  "symmetric; w4: groups of 128 with zero points; the round-to-nearest of --fallback-quantization)")
       ->check(CLI::IsMember({"none", "fp8", "int8", "w4"}));
+  cmd.add_option("--quantize-embeddings", quantize_embeddings,
+                 "none | fp8 | int8 | w4: quantize the embedding table at start-up, as llama.cpp's "
+                 "--token-embedding-type (the same quantizers as --quantize-lm-head, a row per vocabulary entry; "
+                 "a lookup reads one row a token, so this saves memory, not time; a tied lm_head keeps the "
+                 "table's own values)")
+      ->check(CLI::IsMember({"none", "fp8", "int8", "w4"}));
   cmd.add_option("--tokenizer", tokenizer,
                  "HF directory whose tokenizer.json, or GGUF file whose tokenizer, replaces the checkpoint's (e.g. "
                  "for a quantized checkpoint without tokenizer files, such as one `pagoda quantize` wrote from a GGUF)");

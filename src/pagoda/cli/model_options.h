@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string tokenizer;     // empty: the checkpoint's own tokenizer files
   std::string activation_quantization = "auto";  // auto: as the checkpoint says; none: weight-only
   std::string quantize_lm_head = "none";          // none | fp8 | int8 | w4 (EngineCliOptions::llm_options)
+  std::string quantize_embeddings = "none";       // the same, for the embedding table
 
   void add_to(CLI::App& cmd);
   LoadOptions load_options() const;  // resolves the default model; throws Error when it is missing

@@ -49,6 +49,19 @@ static const LlmOptions& checked_kv_options(const LlmOptions& o) {
   return o;
 }
 
+// --quantize-lm-head / --quantize-embeddings: one part of the loaded weights quantized at start-up to `form` (none
+// when empty), or kept with a warning when the checkpoint already stores it quantized (a GGUF file's).
+template <typename Quantize>
+static void quantize_part(LoadedModel& m, const std::string& form, std::string_view option, Weight ModelWeights::*part,
+                          Quantize quantize) {
+  if (form.empty()) return;
+  const auto q = quantizer::parse_weight_quantization(form);
+  if (!q) throw Error(fmt::format("unknown {} \"{}\" (fp8, int8, w4 or none)", option, form));
+  if (!quantize(m.weights, *q, m.owned))
+    spdlog::warn("{} {}: the checkpoint already stores it quantized ({}); kept as it is", option, form,
+                 (m.weights.*part).source_format);
+}
+
 // Precision-fallback options that are wrong whatever the model: refused before the weights are loaded (an 8B
 // model's load and upload take a minute).
 static const LlmOptions& checked_fallback_options(const LlmOptions& o) {
@@ -70,13 +83,9 @@ static const LlmOptions& checked_fallback_options(const LlmOptions& o) {
 LLM::LLM(const LlmOptions& o)
     : loaded_(load_model(checked_fallback_options(checked_kv_options(o)).load)), block_size_(o.block_size) {
   const ModelConfig& c = loaded_.config;
-  if (!o.lm_head_quantization.empty()) {
-    const auto q = quantizer::parse_weight_quantization(o.lm_head_quantization);
-    if (!q) throw Error(fmt::format("unknown --quantize-lm-head \"{}\" (fp8, int8, w4 or none)", o.lm_head_quantization));
-    if (!quantizer::quantize_lm_head(loaded_.weights, *q, loaded_.owned))
-      spdlog::warn("--quantize-lm-head {}: the checkpoint's lm_head is already quantized ({}); kept as it is",
-                   o.lm_head_quantization, loaded_.weights.lm_head.source_format);
-  }
+  quantize_part(loaded_, o.lm_head_quantization, "--quantize-lm-head", &ModelWeights::lm_head, quantizer::quantize_lm_head);
+  quantize_part(loaded_, o.embedding_quantization, "--quantize-embeddings", &ModelWeights::embed_tokens,
+                quantizer::quantize_embeddings);
   // As vLLM: a context beyond the model's positions is refused, not quietly cut to them.
   if (o.max_model_len > c.max_position_embeddings && !o.max_model_len_at_most)
     throw Error(fmt::format("--max-model-len {} is larger than the model's context ({} positions, "

@@ -18,6 +18,8 @@ struct LlmOptions {
   // --quantize-lm-head: "fp8", "int8" or "w4" quantizes the output projection at start-up
   // (quantizer::quantize_lm_head); empty keeps it as stored.
   std::string lm_head_quantization{};
+  // --quantize-embeddings: the same for the embedding table (quantizer::quantize_embeddings).
+  std::string embedding_quantization{};
   std::string device = "cpu";            // "cpu" or "cuda" (builds with the cuda preset)
   double gpu_memory_utilization = 0.9;   // CUDA: share of the GPU's memory the engine may use in all
   bool enforce_eager = false;            // CUDA: no graphs

@@ -153,4 +153,17 @@ bool quantize_lm_head(ModelWeights& weights, WeightQuantization q, std::vector<H
   return true;
 }
 
+bool quantize_embeddings(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned) {
+  if (weights.embed_tokens.quantized()) return false;
+  weights.embed_tokens = quantize_linear(weights.embed_tokens, q, owned, "embed_tokens", "--quantize-embeddings");
+  weights.embed_tokens.activations = ActivationQuant::kNone;  // looked up a row per token, never multiplied
+  weights.embed_tokens.input_scale = 0.0f;
+  switch (q) {  // static storage (Weight::source_format), for `pagoda inspect`
+    case WeightQuantization::kFp8: weights.embed_tokens.source_format = "fp8 (--quantize-embeddings)"; break;
+    case WeightQuantization::kInt8: weights.embed_tokens.source_format = "int8 (--quantize-embeddings)"; break;
+    case WeightQuantization::kW4: weights.embed_tokens.source_format = "w4 (--quantize-embeddings)"; break;
+  }
+  return true;
+}
+
 }  // namespace pagoda::quantizer

@@ -7,7 +7,8 @@
 //   int8  int8 per output channel, symmetric, bf16/fp32 inputs (W8A16; compressed-tensors pack-quantized)
 //   w4    4-bit groups of 128 with zero points and fp16 scales (W4A16; AutoAWQ GEMM's RTN)
 // The embedding, the norms and lm_head are not quantized: the copy holds the source's own views of them.
-// `--quantize-lm-head` quantizes the output projection alone, with the same quantizers (quantize_lm_head).
+// `--quantize-lm-head` quantizes the output projection alone, with the same quantizers (quantize_lm_head), and
+// `--quantize-embeddings` the embedding table (quantize_embeddings).
 #pragma once
 
 #include <optional>
@@ -35,5 +36,11 @@ ModelWeights quantize_decoder_linears(const ModelWeights& src, WeightQuantizatio
 // the new storage is appended to `owned`. Returns false, leaving it, when the lm_head is already quantized (a GGUF
 // file's); throws InvalidRequest when its shape does not allow the form.
 bool quantize_lm_head(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned);
+
+// `--quantize-embeddings fp8|int8|w4`: the embedding table, with the same quantizers (each vocabulary row a row of
+// the form; fp8 rows keep no input quantization: a lookup multiplies nothing). A tied lm_head keeps its own view of
+// the table. Returns false, leaving it, when the table is already quantized (a GGUF file's); throws InvalidRequest
+// when its shape does not allow the form. As llama.cpp's `--token-embedding-type`; vLLM keeps embeddings in 16 bits.
+bool quantize_embeddings(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned);
 
 }  // namespace pagoda::quantizer

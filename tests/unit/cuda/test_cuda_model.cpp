@@ -8,24 +8,35 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "cuda_test_util.h"
 #include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/backend/cuda/cuda_ops.h"
 #include "pagoda/engine/llm.h"
 #include "pagoda/loader/model_loader.h"
 #include "pagoda/model/llama_model.h"
+#include "pagoda/quantize/quantize_weights.h"
 #include "pagoda/runner/batch_builder.h"
 
 namespace pagoda {
 namespace {
 
-// A name ending in kWeightOnly loads that checkpoint with --activation-quantization none.
+// A name ending in kWeightOnly loads that checkpoint with --activation-quantization none; one ending in
+// ":embeddings-Q" quantizes its embedding table to Q (fp8, int8 or w4: --quantize-embeddings) after loading.
 constexpr std::string_view kWeightOnly = ":weight-only";
+constexpr std::string_view kEmbeddings = ":embeddings-";
+
+std::string embedding_quantization(const std::string& name) {
+  const size_t at = name.find(kEmbeddings);
+  return at == std::string::npos ? "" : name.substr(at + kEmbeddings.size());
+}
 
 std::string model_path(std::string name) {
   if (name.ends_with(kWeightOnly)) name.resize(name.size() - kWeightOnly.size());
+  if (const size_t at = name.find(kEmbeddings); at != std::string::npos) name.resize(at);
   return name == "stories260K" ? test::test_data_dir() + "/../../models/stories260K.gguf"
                                : test::test_data_dir() + "/models/" + name;
 }
@@ -37,11 +48,14 @@ const LoadedModel& loaded(const std::string& name) {
   static std::map<std::string, LoadedModel> cache;
   auto it = cache.find(name);
   const bool quantize_activations = !name.ends_with(kWeightOnly) && !name.starts_with("gguf-kquant/");
-  if (it == cache.end())
+  if (it == cache.end()) {
     it = cache.emplace(name, load_model(LoadOptions{.model_path = model_path(name), .show_progress = false,
                                                     .rope_freq_dtype = RopeFreqDtype::kCheckpoint,
                                                     .quantize_activations = quantize_activations}))
              .first;
+    if (const std::string q = embedding_quantization(name); !q.empty())
+      quantizer::quantize_embeddings(it->second.weights, *quantizer::parse_weight_quantization(q), it->second.owned);
+  }
   return it->second;
 }
 
@@ -219,6 +233,7 @@ TEST_P(CudaQuantModel, GraphReplayGivesTheSameTokensAsEager) {
   for (bool eager : {true, false}) {
     LLM llm(LlmOptions{.load = {.model_path = model_path(GetParam()), .show_progress = false,
                                 .quantize_activations = !GetParam().ends_with(kWeightOnly)},
+                       .embedding_quantization = embedding_quantization(GetParam()),
                        .device = "cuda",
                        .enforce_eager = eager,
                        .max_num_seqs = 24,
@@ -237,7 +252,11 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                                            "quant/ct-w4a16-g128", "quant/ct-w8a16-channel", "quant/ct-fp8-dynamic",
                                            "quant/ct-fp8-dynamic:weight-only",
                                            "gguf-kquant/kq-256-Q4_K_M.gguf", "gguf-kquant/kq-256-Q5_K_M.gguf",
-                                           "gguf-kquant/tinystories-656k-Q4_K_M.gguf"));
+                                           "gguf-kquant/tinystories-656k-Q4_K_M.gguf",
+                                           // Embedding tables quantized at start-up: 4-bit groups with zero points
+                                           // and FP8 rows (the GGUF files above hold int4 and int8 ones with offsets,
+                                           // and int8 ones without zero points), each looked up from its rows.
+                                           "quant/tinystories-656k:embeddings-w4", "quant/tinystories-656k:embeddings-fp8"));
 
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
 // token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its
@@ -275,6 +294,39 @@ std::vector<float> mixed_step_logits(Ops& ops, const ModelConfig& config, const 
 // bf16 and FP8 KV (each against the CPU backend with the same KV dtype: FP8 on both sides quantizes K and
 // V rows that differ by bf16 rounding, so a value at a rounding boundary of its code may take the next
 // code, a whole e4m3 step: the W8A8 bound of 6%).
+// A quantized embedding table is looked up from its rows on the device (kernels/quant_embedding.h): every row of
+// each form equals the CPU's fp32 value rounded to bf16, bit for bit (GGUF's int4 and int8 tables with offsets and
+// int8 without zero points; 4-bit groups with zero points and FP8 rows from --quantize-embeddings).
+TEST(CudaQuantEmbedding, EveryRowIsTheCpuValueRoundedToBf16) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const std::string name : {"gguf-kquant/kq-256-Q4_K_M.gguf", "gguf-kquant/kq-256-Q5_K_M.gguf",
+                                 "gguf-kquant/tinystories-656k-Q4_K_M.gguf", "quant/tinystories-656k:embeddings-w4",
+                                 "quant/tinystories-656k:embeddings-fp8", "quant/tinystories-656k:embeddings-int8"}) {
+    SCOPED_TRACE(name);
+    const LoadedModel& m = loaded(name);
+    const Weight& table = m.weights.embed_tokens;
+    ASSERT_TRUE(table.quantized());
+    const int64_t vocab = table.num_rows(), hidden = table.cols();
+    CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
+    const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
+    ASSERT_EQ(weights.embed_tokens.scheme, table.scheme) << "the table went up quantized";
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::reverse(ids.begin(), ids.end());
+    const Tensor d_ids = gpu.upload(Tensor(ids.data(), DType::kI32, {vocab}));
+    const Tensor out = gpu.alloc(DType::kBF16, {vocab, hidden});
+    gpu.embedding(out, d_ids, weights.embed_tokens);
+    std::vector<float> got(static_cast<size_t>(vocab * hidden)), want(static_cast<size_t>(hidden));
+    gpu.download_f32(Tensor(got.data(), DType::kF32, {vocab, hidden}), out);
+    int64_t differ = 0;
+    for (int64_t t = 0; t < vocab; ++t) {
+      cpu::dequantize_rows(table, ids[t], 1, want.data());
+      for (int64_t c = 0; c < hidden; ++c) differ += got[t * hidden + c] != bf16_to_f32(f32_to_bf16(want[c]));
+    }
+    EXPECT_EQ(differ, 0) << "of " << vocab * hidden << " values";
+  }
+}
+
 TEST(CudaMixedSteps, MatchTheCpuBackendForHeadDims64And128) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const bool fp8_kv : {false, true})

@@ -23,6 +23,7 @@
 #include "pagoda/kernels/kv_fp8_store.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kernels/placeholder_tokens.h"
+#include "pagoda/kernels/quant_embedding.h"
 #include "pagoda/kernels/quant_gemm.h"
 #include "pagoda/kernels/quant_gemv.h"
 
@@ -278,6 +279,21 @@ Tensor CudaOps::upload(const Tensor& host) {
 }
 
 void CudaOps::embedding(Tensor out, Tensor ids, const Weight& table) {
+  if (table.quantized()) {  // rows as stored (weight_upload.cpp)
+    const kernels::QuantRowsTable t{
+        .codes = table.scheme == QuantScheme::kInt4Group     ? kernels::QuantRowCodes::kInt4
+                 : table.scheme == QuantScheme::kInt8Channel ? kernels::QuantRowCodes::kInt8
+                                                             : kernels::QuantRowCodes::kFp8,
+        .data = table.data.data,
+        .scales = table.scales.ptr<const float>(),
+        .zeros = table.zeros.empty() ? nullptr : table.zeros.data,
+        .offsets = table.offsets.empty() ? nullptr : table.offsets.ptr<const float>(),
+        .hidden = static_cast<int>(table.cols()),
+        .group_size = static_cast<int>(table.group_size),
+        .groups = static_cast<int>(table.scales.dim(1))};
+    kernels::quant_embedding(bf(out), i32(ids), t, rows_of(out), impl_->stream);
+    return;
+  }
   kernels::embedding(bf(out), i32(ids), bf(table.data), rows_of(out), static_cast<int>(table.data.dim(1)),
                      impl_->stream);
 }

@@ -7,6 +7,8 @@
 // the same orders, are packed into the tensor-core GEMV's tiles (backend/mma_layout/quant_tiles.h) one
 // weight at a time, except W8A8 ones (FP8 weights whose inputs are quantized too: Weight::activations), whose
 // rows go up as they are, e4m3 with a scale each, for the FP8 GEMV and cuBLASLt (kernels/fp8_linear.h).
+// A quantized embedding table goes up in its loader row form (core/quant_scheme.h: codes, scales, zeros or
+// offsets), which kernels/quant_embedding.h reads a row per token; a tied lm_head then has its own upload.
 // Everything else, and quantized weights neither layout holds (act-order g_idx, fused parts of different
 // schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
@@ -133,6 +135,27 @@ Weight upload_fp8_rows(std::span<const TileRowSource> rows, const Weight& like, 
   return d;
 }
 
+// A quantized embedding table's rows as stored (quant_embedding.h), when it has that form: F32 scales, no g_idx.
+bool embedding_rows_as_stored(const Weight& w) {
+  return w.quantized() && !w.tiled && w.g_idx.empty() && w.scales.dtype == DType::kF32 &&
+         (w.offsets.empty() || w.offsets.dtype == DType::kF32) && w.cols() % 2 == 0;
+}
+
+// Each of the tensors of `host` (an embedding_rows_as_stored table) copied into its own allocation of `storage`.
+Weight upload_embedding_rows(const Weight& host, std::vector<cuda::DeviceBuffer>& storage) {
+  Weight d = host;
+  for (Tensor* t : {&d.data, &d.scales, &d.zeros, &d.offsets}) {
+    if (t->empty()) continue;
+    storage.emplace_back(static_cast<size_t>(t->nbytes()));
+    PAGODA_CUDA_CHECK(cudaMemcpy(storage.back().data(), t->data, static_cast<size_t>(t->nbytes()), cudaMemcpyHostToDevice));
+    t->data = storage.back().data();
+    t->device = Device::kCuda;
+  }
+  d.scales_base = d.offsets_base = Tensor{};
+  d.activations = ActivationQuant::kNone;  // rows are looked up, not multiplied
+  return d;
+}
+
 // The device Weight of packed tiles: codes and params in two device allocations of `storage`.
 Weight upload_tiles(const HostQuantTiles& tiles, const Weight& like, std::vector<cuda::DeviceBuffer>& storage) {
   const QuantTilesShape& s = tiles.shape;
@@ -165,12 +188,14 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   Impl& m = *impl_;
   PAGODA_CHECK(!shared || shared->layers.size() == host.layers.size(), "a shared weight set of another model");
   // Linears are uploaded whatever `shared` holds; the rest only without it.
+  const bool embedding_quantized = embedding_rows_as_stored(host.embed_tokens);
+  const bool tied = host.lm_head.data.data == host.embed_tokens.data.data;
   int64_t total = 0;
   for (const Weight* w : host.all())
-    if (w != &host.lm_head || host.lm_head.data.data != host.embed_tokens.data.data) total += 2 * elems_of(*w);
+    if (w != &host.lm_head || !tied || embedding_quantized) total += 2 * elems_of(*w);
   if (shared) {
     for (const Weight* w : {&host.embed_tokens, &host.final_norm}) total -= 2 * elems_of(*w);
-    if (host.lm_head.data.data != host.embed_tokens.data.data) total -= 2 * elems_of(host.lm_head);
+    if (!tied || embedding_quantized) total -= 2 * elems_of(host.lm_head);
     for (const LayerWeights& l : host.layers) total -= 2 * (elems_of(l.attn_norm) + elems_of(l.ffn_norm));
   }
   ProgressBar bar("Uploading weights to the GPU", total, show_progress);
@@ -284,7 +309,15 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
 
   // The fused layers keep no views of their parts (wq ... w_up): their row orders are the kernels'.
   ModelWeights dev;
-  dev.embed_tokens = shared ? shared->embed_tokens : upload_bf16_weight(host.embed_tokens);
+  if (shared) {
+    dev.embed_tokens = shared->embed_tokens;
+  } else if (embedding_quantized) {
+    dev.embed_tokens = upload_embedding_rows(host.embed_tokens, m.weight_storage);
+    device_bytes += dev.embed_tokens.nbytes();
+    bar.advance(2 * elems_of(host.embed_tokens));
+  } else {
+    dev.embed_tokens = upload_bf16_weight(host.embed_tokens);
+  }
   dev.layers.resize(host.layers.size());
   for (size_t l = 0; l < host.layers.size(); ++l) {
     const LayerWeights& h = host.layers[l];
@@ -297,9 +330,9 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     d.w_down = upload(h.w_down);
   }
   dev.final_norm = shared ? shared->final_norm : upload(host.final_norm);
-  dev.lm_head = shared                                                   ? shared->lm_head
-                : host.lm_head.data.data == host.embed_tokens.data.data ? dev.embed_tokens
-                                                                         : upload(host.lm_head);
+  dev.lm_head = shared                         ? shared->lm_head
+                : tied && !embedding_quantized ? dev.embed_tokens
+                                               : upload(host.lm_head);
   bar.finish();
   // Large token counts multiply tiled weights as bf16 copies made one GEMM at a time (CudaOps::linear): one
   // scratch matrix of the largest, allocated now so that it is counted before the KV cache is sized.
