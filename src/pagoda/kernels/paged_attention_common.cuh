@@ -651,20 +651,21 @@ inline DeviceLimits device_limits() {
   return l;
 }
 
-// Decode blocks wanted on the whole GPU (2 per SM): decode spans stop splitting beyond it, and the decode
-// workspace is bounded by it. Fewer, longer spans leave fewer partials to merge: at batch 1 on an H100, 2 rather
-// than 4 took the kernel and its merge from 21.9 to 17.6 us a layer at 8,000 keys (bf16 KV; FP8 16.2 -> 14.5, and
-// at 2,048 keys of a 131,072-key graph 10.0 -> 8.2), no slower elsewhere (docs/PERFORMANCE.md, 2026-12-06).
-// PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets it, for measurements.
-inline int decode_blocks_per_sm() {
+// Decode blocks wanted on the whole GPU: decode spans stop splitting beyond it, and the decode workspace is bounded by
+// it (by the larger of the two dtypes'). bf16 KV: 2 per SM. Fewer, longer spans leave fewer partials to merge: at
+// batch 1 on an H100, 2 rather than 4 took the kernel and its merge from 21.9 to 17.6 us a layer at 8,000 keys (and
+// at 2,048 keys of a 131,072-key graph 10.0 -> 8.2), no slower elsewhere. FP8 KV: 4 per SM, which also gives a long
+// context's grid the four-blocks-of-two-stages launch its conversions want: on an H200 at batch 1, 32,000 keys, the
+// kernel 31.4 -> 27.9 us and decode 193.3 -> 206.2 tok/s, 8,000 keys 230.3 / 229.3 tok/s (docs/PERFORMANCE.md,
+// 2026-12-06). PAGODA_DECODE_BLOCKS_PER_SM (1 to 16) sets both, for measurements.
+inline int decode_blocks_per_sm(bool fp8_kv) {
   static const int per_sm = [] {
-    constexpr int kDefault = 2;
-    const int n = env_int("PAGODA_DECODE_BLOCKS_PER_SM", kDefault);
-    return n >= 1 && n <= 16 ? n : kDefault;
+    const int n = env_int("PAGODA_DECODE_BLOCKS_PER_SM", 0);
+    return n >= 1 && n <= 16 ? n : 0;
   }();
-  return per_sm;
+  return per_sm > 0 ? per_sm : fp8_kv ? 4 : 2;
 }
-inline int decode_target_blocks() { return decode_blocks_per_sm() * device_limits().num_sms; }
+inline int decode_target_blocks(bool fp8_kv) { return decode_blocks_per_sm(fp8_kv) * device_limits().num_sms; }
 
 // The plain fp32 kernel for head dims without a tensor-core path (paged_attention_generic.cu).
 // `decode`: token t is sequence t.

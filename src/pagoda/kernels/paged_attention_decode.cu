@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(D / 2)
 
 // Decode work split: `num_spans` blocks per (sequence, KV head row tile), each covering `span` keys (a
 // whole number of partitions). One partition per block when the batch leaves the GPU idle; when the
-// batch alone makes decode_target_blocks() (2 an SM), fewer and longer spans (often one: no merge), so that a graph
+// batch alone makes decode_target_blocks() (2 an SM, FP8 KV 4), fewer and longer spans (often one: no merge), so that a graph
 // captured with the largest split count does not launch blocks past every sequence's end. Depends on
 // host values only (graph-safe). Coverage, for the longest sequence the split count allows (L = num_splits
 // * kDecodePartitionTokens keys): sequences up to kDecodeLongContext keys take `span`-key blocks, longer
@@ -386,8 +386,8 @@ bool decode_fp8_many_blocks() {
   static const bool on = env_flag("PAGODA_DECODE_FP8_MANY", true);
   return on;
 }
-DecodeSpans decode_spans(int num_splits, int blocks_per_span) {
-  const int target_blocks = decode_target_blocks();
+DecodeSpans decode_spans(int num_splits, int blocks_per_span, bool fp8_kv) {
+  const int target_blocks = decode_target_blocks(fp8_kv);
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
   const int parts_per_span = (num_splits + std::min(num_splits, wanted) - 1) / std::min(num_splits, wanted);
   const int span = parts_per_span * kDecodePartitionTokens;
@@ -450,7 +450,7 @@ template <int D>
 void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
   const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
-  const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs);
+  const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs, p.k_fp8 != nullptr);
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = nullptr;
   if (spans.num_spans > 1) {
@@ -478,7 +478,7 @@ int decode_num_splits(int max_seq_len) {
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits) {
   // decode_spans never makes more spans than num_splits, nor more than it takes to fill the GPU with at
   // least num_seqs blocks per span: a bound that stays small for long max_model_len.
-  const int64_t target_blocks = decode_target_blocks();
+  const int64_t target_blocks = std::max(decode_target_blocks(false), decode_target_blocks(true));
   const int64_t spans = std::min<int64_t>(num_splits, std::max<int64_t>(1, (target_blocks + num_seqs - 1) / std::max(num_seqs, 1)));
   return static_cast<size_t>(num_seqs) * num_heads * spans * (head_dim + 2) * sizeof(float);
 }
