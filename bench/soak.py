@@ -9,7 +9,8 @@ flat after warm-up (< 5% growth), every request got an answer, and no KV block i
 Traffic (Poisson arrivals at --load x the measured saturation rate): completions and chat, streamed and
 not, n = 1..3, logprobs, stop strings, seeded sampling and greedy, and streamed requests that the client
 abandons mid-stream (the server must cancel them and free their blocks). Writes samples.json, a summary
-(summary.json) and, with matplotlib, soak.png.
+(summary.json) and, with matplotlib, soak.png. With --max-in-flight N the client keeps at most N requests open and
+counts the arrivals it skips past that.
 """
 import argparse
 import http.client
@@ -143,6 +144,10 @@ def main():
     ap.add_argument("--load", type=float, default=0.8, help="share of the saturation rate (default 0.8)")
     ap.add_argument("--sample-interval", type=float, default=10)
     ap.add_argument("--warm-up", type=float, default=None, help="seconds before RSS growth is measured (default 10%%)")
+    ap.add_argument("--max-in-flight", type=int, default=0,
+                    help="requests the client keeps open at most; an arrival past it is skipped and counted (default "
+                         "0: no bound). On a machine the server shares, a bound keeps the client's threads from "
+                         "taking the CPU the server needs once a queue forms")
     ap.add_argument("--out", required=True)
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
@@ -168,12 +173,17 @@ def main():
     threading.Thread(target=sampler, daemon=True).start()
     rng = random.Random(1)
     inflight = []
-    sent = 0
+    sent = skipped = 0
     end = time.monotonic() + args.duration
     next_at = time.monotonic()
     while time.monotonic() < end:
         next_at += rng.expovariate(rate)
         time.sleep(max(0.0, next_at - time.monotonic()))
+        if args.max_in_flight > 0 and len(inflight) >= args.max_in_flight:
+            inflight = [x for x in inflight if x.is_alive()]
+            if len(inflight) >= args.max_in_flight:
+                skipped += 1
+                continue
         t = threading.Thread(target=one_request, args=(server.port, random.Random(sent), outcomes, lock))
         t.start()
         inflight.append(t)
@@ -196,6 +206,7 @@ def main():
     answered = sum(outcomes.values())
     failures = {k: v for k, v in outcomes.items() if k not in ("ok", "abandoned")}
     summary = {"duration_s": args.duration, "saturation_req_per_s": sat, "rate_req_per_s": rate, "sent": sent,
+               "skipped_at_the_in_flight_bound": skipped,
                "answered": answered, "outcomes": outcomes, "rss_after_warm_up_bytes": rss0, "rss_max_bytes": rss_max,
                "rss_growth": rss_max / rss0 - 1 if after else None, "final_kv_cache_usage": final_kv,
                "final_running": final_running, "max_open_fds": max(s["open_fds"] for s in samples) if samples else None}
@@ -216,6 +227,7 @@ def main():
         axes[1].set_ylabel("open fds")
         axes[2].plot(ts, [100 * s["kv_cache_usage"] for s in samples], label="KV usage %")
         axes[2].plot(ts, [s["running"] for s in samples], label="running")
+        axes[2].plot(ts, [s["waiting"] for s in samples], label="waiting")
         axes[2].legend()
         axes[2].set_xlabel("minutes")
         fig.suptitle(f"pagoda serve soak: {rate:.1f} req/s ({args.load:.0%} of saturation), {sent} requests")
