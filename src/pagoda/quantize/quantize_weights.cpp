@@ -110,6 +110,14 @@ Weight quantize_linear(const Weight& src, WeightQuantization q, std::vector<Host
   return src;
 }
 
+// One part of a model quantized at start-up by `option`, named for `pagoda inspect` as "FORM (OPTION)".
+Weight quantize_part(const Weight& src, WeightQuantization q, std::vector<HostTensor>& owned, const std::string& name,
+                     std::string_view option) {
+  Weight w = quantize_linear(src, q, owned, name, option);
+  w.source_format = quant::intern_source_format(fmt::format("{} ({})", weight_quantization_name(q), option));
+  return w;
+}
+
 }  // namespace
 
 std::optional<WeightQuantization> parse_weight_quantization(std::string_view name) {
@@ -144,25 +152,15 @@ ModelWeights quantize_decoder_linears(const ModelWeights& src, WeightQuantizatio
 
 bool quantize_lm_head(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned) {
   if (weights.lm_head.quantized()) return false;
-  weights.lm_head = quantize_linear(weights.lm_head, q, owned, "lm_head", "--quantize-lm-head");
-  switch (q) {  // static storage (Weight::source_format), for `pagoda inspect`
-    case WeightQuantization::kFp8: weights.lm_head.source_format = "fp8 (--quantize-lm-head)"; break;
-    case WeightQuantization::kInt8: weights.lm_head.source_format = "int8 (--quantize-lm-head)"; break;
-    case WeightQuantization::kW4: weights.lm_head.source_format = "w4 (--quantize-lm-head)"; break;
-  }
+  weights.lm_head = quantize_part(weights.lm_head, q, owned, "lm_head", "--quantize-lm-head");
   return true;
 }
 
 bool quantize_embeddings(ModelWeights& weights, WeightQuantization q, std::vector<HostTensor>& owned) {
   if (weights.embed_tokens.quantized()) return false;
-  weights.embed_tokens = quantize_linear(weights.embed_tokens, q, owned, "embed_tokens", "--quantize-embeddings");
+  weights.embed_tokens = quantize_part(weights.embed_tokens, q, owned, "embed_tokens", "--quantize-embeddings");
   weights.embed_tokens.activations = ActivationQuant::kNone;  // looked up a row per token, never multiplied
   weights.embed_tokens.input_scale = 0.0f;
-  switch (q) {  // static storage (Weight::source_format), for `pagoda inspect`
-    case WeightQuantization::kFp8: weights.embed_tokens.source_format = "fp8 (--quantize-embeddings)"; break;
-    case WeightQuantization::kInt8: weights.embed_tokens.source_format = "int8 (--quantize-embeddings)"; break;
-    case WeightQuantization::kW4: weights.embed_tokens.source_format = "w4 (--quantize-embeddings)"; break;
-  }
   return true;
 }
 

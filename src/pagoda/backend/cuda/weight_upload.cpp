@@ -137,7 +137,7 @@ Weight upload_fp8_rows(std::span<const TileRowSource> rows, const Weight& like, 
 
 // A quantized embedding table's rows as stored (quant_embedding.h), when it has that form: F32 scales, no g_idx.
 bool embedding_rows_as_stored(const Weight& w) {
-  return w.quantized() && !w.tiled && w.g_idx.empty() && w.scales.dtype == DType::kF32 &&
+  return w.quantized() && w.g_idx.empty() && w.scales.dtype == DType::kF32 &&
          (w.offsets.empty() || w.offsets.dtype == DType::kF32) && w.cols() % 2 == 0;
 }
 
