@@ -2,7 +2,8 @@
 // from the same bf16-rounded inputs. Prefill over a grid of head dims x GQA shapes x block sizes (prompts,
 // chunks after a prior context, single tokens, padding), a mixed step of 171 sequences, other head dims
 // (generic kernel); decode with split-K (the needed split count and more, as a captured graph passes),
-// one split, wide batches, and a CUDA graph replayed after the sequence lengths change in device memory.
+// one split, wide batches, a CUDA graph replayed after the sequence lengths change in device memory, and what
+// decode reads before its PDL wait (Q and the last keys written late by the kernel before it).
 // Block tables are shuffled, and every cache slot outside a sequence holds NaN, so a read of a wrong
 // page or of a key past the end shows up as NaN. Tolerance: 2e-2 absolute + 2e-2 relative (bf16 output).
 // Every test runs over a bf16 and an FP8 cache (kv/kv_fp8.h; the suites' parameter): with FP8 the
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "late_writes.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/paged_attention.h"
 #include "pagoda/kv/kv_fp8.h"
@@ -307,13 +310,15 @@ std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
   return out;
 }
 
-// Every element within kAbsTol + kRelTol * |ref|; padding rows exactly zero. Prints the max error.
-void expect_matches(const Batch& b, const std::vector<uint16_t>& got, const std::vector<double>& ref,
-                    const std::string& what) {
-  const int hd = b.shape.head_dim, nh = b.shape.num_heads;
-  double max_err = 0.0;
+// Every element within kAbsTol + kRelTol * |ref|; padding rows exactly zero.
+struct Comparison {
   int64_t bad = 0;
   std::string first_bad;
+  double max_err = 0.0;
+};
+Comparison compare(const Batch& b, const std::vector<uint16_t>& got, const std::vector<double>& ref) {
+  const int hd = b.shape.head_dim, nh = b.shape.num_heads;
+  Comparison c;
   for (int s = 0; s < b.num_seqs; ++s) {
     for (int t = b.query_start[s]; t < b.query_start[s + 1]; ++t) {
       for (int h = 0; h < nh; ++h) {
@@ -322,19 +327,26 @@ void expect_matches(const Batch& b, const std::vector<uint16_t>& got, const std:
           const double g = bf16_to_f32(got[i]);
           const bool ok = b.seq_lens[s] == 0 ? g == 0.0
                                               : std::abs(g - ref[i]) <= kAbsTol + kRelTol * std::abs(ref[i]);
-          if (b.seq_lens[s] != 0 && std::isfinite(g)) max_err = std::max(max_err, std::abs(g - ref[i]));
-          if (!ok && bad++ == 0) {
-            first_bad = "seq " + std::to_string(s) + " (seq_len " + std::to_string(b.seq_lens[s]) + ", q_len " +
-                        std::to_string(b.query_start[s + 1] - b.query_start[s]) + ") token " + std::to_string(t) +
-                        " head " + std::to_string(h) + " dim " + std::to_string(d) + ": got " + std::to_string(g) +
-                        ", want " + std::to_string(ref[i]);
+          if (b.seq_lens[s] != 0 && std::isfinite(g)) c.max_err = std::max(c.max_err, std::abs(g - ref[i]));
+          if (!ok && c.bad++ == 0) {
+            c.first_bad = "seq " + std::to_string(s) + " (seq_len " + std::to_string(b.seq_lens[s]) + ", q_len " +
+                          std::to_string(b.query_start[s + 1] - b.query_start[s]) + ") token " + std::to_string(t) +
+                          " head " + std::to_string(h) + " dim " + std::to_string(d) + ": got " + std::to_string(g) +
+                          ", want " + std::to_string(ref[i]);
           }
         }
       }
     }
   }
-  EXPECT_EQ(bad, 0) << what << ": first mismatch at " << first_bad;
-  std::printf("  %-60s max abs error %.3g\n", what.c_str(), max_err);
+  return c;
+}
+
+// compare() finds no mismatch. Prints the max error.
+void expect_matches(const Batch& b, const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                    const std::string& what) {
+  const Comparison c = compare(b, got, ref);
+  EXPECT_EQ(c.bad, 0) << what << ": first mismatch at " << c.first_bad;
+  std::printf("  %-60s max abs error %.3g\n", what.c_str(), c.max_err);
 }
 
 // The 4 x 4 grid of head dims and GQA shapes; block sizes 16, 32, 1, 8 in a Latin square, so every
@@ -538,6 +550,94 @@ TEST_P(PagedAttentionDecode, GraphReplayReadsNewMetadata) {
     PAGODA_CUDA_CHECK(cudaGraphExecDestroy(exec));
     PAGODA_CUDA_CHECK(cudaGraphDestroy(graph));
     PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// What decode attention reads before its PDL wait. Its blocks load their first chunks before griddepcontrol.wait
+// when those hold only keys before the sequence's last (paged_attention_decode.cu): in a step, the kernel just before
+// attention (the QKV projection) writes Q and each sequence's last key, and earlier steps wrote the other keys.
+// late_copies (late_writes.cu) plays that kernel here: it lets attention start at once and writes 200 us later; until
+// then the buffers hold NaN (FP8: NaN codes and large exponents) where it will write.
+enum class LateWrite { kQAndLastKeys, kEveryKey };
+std::vector<uint16_t> run_decode_after_late_writes(const Batch& b, LateWrite what) {
+  DeviceArena arena;
+  const PagedAttentionParams p = upload_batch(arena, b);  // the true values
+  Batch stale = b;
+  std::fill(stale.q.begin(), stale.q.end(), kBf16NaN);
+  const int bs = b.shape.block_size, nkv = b.shape.num_kv_heads, hd = b.shape.head_dim;
+  for (int s = 0; s < b.num_seqs; ++s) {
+    for (int key = what == LateWrite::kEveryKey ? 0 : b.seq_lens[s] - 1; key < b.seq_lens[s]; ++key) {
+      const int64_t block = b.kv_pages[b.kv_page_start[s] + key / bs], slot = block * bs + key % bs;
+      if (b.fp8) {
+        std::fill_n(stale.k8.begin() + slot * nkv * hd, nkv * hd, uint8_t{0x7F});
+        std::fill_n(stale.v8.begin() + slot * nkv * hd, nkv * hd, uint8_t{0x7F});
+        for (int h = 0; h < nkv; ++h) {
+          const int64_t e = (block * nkv + h) * bs + key % bs;  // exponents [num_blocks, nkv, block_size]
+          stale.ke[e] = stale.ve[e] = 20;
+        }
+      } else {
+        std::fill_n(stale.k.begin() + slot * nkv * hd, nkv * hd, kBf16NaN);
+        std::fill_n(stale.v.begin() + slot * nkv * hd, nkv * hd, kBf16NaN);
+      }
+    }
+  }
+  // Each buffer the late kernel writes: the true values to a staging copy, the stale ones into the buffer.
+  std::vector<test::LateCopy> copies;
+  const auto stage = [&](const void* buffer, const auto& stale_host) {
+    const size_t bytes = stale_host.size() * sizeof(stale_host[0]);
+    void* staging = arena.alloc(bytes);
+    PAGODA_CUDA_CHECK(cudaMemcpy(staging, buffer, bytes, cudaMemcpyDeviceToDevice));
+    PAGODA_CUDA_CHECK(cudaMemcpy(const_cast<void*>(buffer), stale_host.data(), bytes, cudaMemcpyHostToDevice));
+    copies.push_back({staging, const_cast<void*>(buffer), bytes});
+  };
+  stage(p.q, stale.q);
+  if (b.fp8) {
+    stage(p.k_fp8, stale.k8);
+    stage(p.v_fp8, stale.v8);
+    stage(p.k_exp, stale.ke);
+    stage(p.v_exp, stale.ve);
+  } else {
+    stage(p.k_cache, stale.k);
+    stage(p.v_cache, stale.v);
+  }
+  const int splits = kernels::decode_num_splits(b.max_seq_len);
+  void* ws = arena.alloc(
+      kernels::paged_attention_decode_workspace_bytes(b.num_seqs, b.shape.num_heads, b.shape.head_dim, splits));
+  cudaStream_t stream = nullptr;
+  PAGODA_CUDA_CHECK(cudaStreamCreate(&stream));
+  test::launch_late_copies(copies, 200, stream);
+  kernels::paged_attention_decode(p, splits, ws, stream);
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+  return download_out(p, b);
+}
+
+// Q and every last key written late: attention gives the reference's outputs. Then every key written late (which
+// no step does): with PDL and the early loads on, attention reads NaN before its wait, which shows that the first
+// check can fail. Lengths around the 64-key chunks' edges in one batch, and sequences alone (a lone sequence
+// spreads over many spans, most of them with early chunks).
+TEST_P(PagedAttentionDecode, ReadsOnlyEarlierStepsKeysBeforeThePdlWait) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const char* early_env = std::getenv("PAGODA_DECODE_EARLY_LOADS");
+  const bool reads_early = test::library_uses_pdl() && !(early_env && std::string(early_env) == "0");
+  const std::vector<std::vector<int>> batches = {
+      {1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 193, 700, 2048}, {8000}, {129}, {4097}};
+  uint32_t seed = 600;
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{16, 4, 64, 32}}) {
+    for (const std::vector<int>& lens : batches) {
+      std::vector<Seq> seqs;
+      for (int len : lens) seqs.push_back({len, 1});
+      const Batch b = make_batch(shape, seqs, ++seed, GetParam());
+      const std::vector<double> ref = reference(b);
+      const std::string what = std::to_string(lens.size()) + " sequences up to " + std::to_string(b.max_seq_len) +
+                               " keys, " + describe(shape);
+      expect_matches(b, run_decode_after_late_writes(b, LateWrite::kQAndLastKeys), ref,
+                     "late Q and last keys, " + what);
+      if (reads_early && b.max_seq_len > kernels::kDecodePartitionTokens) {
+        EXPECT_GT(compare(b, run_decode_after_late_writes(b, LateWrite::kEveryKey), ref).bad, 0)
+            << "every key written late, " << what << ": attention read nothing before its wait";
+      }
+    }
   }
 }
 
