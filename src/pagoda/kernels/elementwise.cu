@@ -161,6 +161,14 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
   launch_kernel(name, gather_rows_kernel, num_rows, threads, 0, stream, out, src, rows, row_elems, vec);
 }
 
+// out[r, j] = src[r, columns[j]]; a block per row (x 2 when a row is long), a thread per output column.
+__global__ void gather_columns_kernel(bf16* out, const bf16* src, const int32_t* columns, int cols) {
+  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  const int64_t r = blockIdx.y;
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x)
+    out[r * cols + j] = src[r * cols + columns[j]];
+}
+
 // ---- RMSNorm ----
 
 // The 8-vector u of a row: x (kAdd: bf16(residual + x), stored back into the residual). With product scales
@@ -545,6 +553,12 @@ void embedding(bf16* out, const int32_t* ids, const bf16* table, int num_tokens,
 
 void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, int row_elems, cudaStream_t stream) {
   launch_gather(out, x, rows, num_rows, row_elems, stream, "gather_rows");
+}
+
+void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, int cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const dim3 grid((cols + 1023) / 1024, rows);
+  launch_kernel("gather_columns", gather_columns_kernel, grid, 256, 0, stream, out, x, columns, cols);
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,

@@ -23,6 +23,10 @@ struct Weight {
   Tensor zeros{};            // [N, groups], or empty when symmetric (kInt8Channel) or with offsets
   Tensor offsets{};          // F32 [N, groups]: value = q * s - offset, instead of zeros (quant_scheme.h)
   Tensor g_idx{};            // I32 [K], or empty when the group of k is k / group_size
+  // I32 [K], or empty: the product reads input column input_order[j] as column j. Set by a backend's
+  // prepare_weights on act-order weights whose columns it sorted by group (backend/cpu/act_order.h); g_idx
+  // is then empty.
+  Tensor input_order{};
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
   // How the input is quantized before the product (core/quant_scheme.h): W8A8 (kFp8Channel), or int8 blocks
@@ -56,10 +60,10 @@ struct Weight {
     if (!offsets_base.empty()) w.offsets_base = offsets_base.rows(begin, count);
     return w;
   }
-  // Bytes of data, scales, zeros, offsets, g_idx and the compact forms' bases.
+  // Bytes of data, scales, zeros, offsets, g_idx or input_order, and the compact forms' bases.
   int64_t nbytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx, &scales_base, &offsets_base})
+    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx, &input_order, &scales_base, &offsets_base})
       if (!t->empty()) n += t->nbytes();
     return n;
   }

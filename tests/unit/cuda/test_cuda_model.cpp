@@ -258,6 +258,24 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                                            // and int8 ones without zero points), each looked up from its rows.
                                            "quant/tinystories-656k:embeddings-w4", "quant/tinystories-656k:embeddings-fp8"));
 
+// Act-order GPTQ stays quantized on the GPU: every linear of the act-order checkpoint goes up as tiles, its columns
+// sorted by group, with the permutation of its input (backend/cpu/act_order.h), none as bf16. (Its logits and graph
+// replay are CudaQuantModel's "quant/gptq-w4-g64-asym-descact" cases; the CPU there multiplies the loaded g_idx form.)
+TEST(CudaActOrder, LinearsGoUpAsTilesWithTheirInputOrder) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const LoadedModel& m = loaded("quant/gptq-w4-g64-asym-descact");
+  ASSERT_FALSE(m.weights.layers[0].wq.g_idx.empty()) << "the checkpoint is not act-order";
+  CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
+  const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
+  for (const LayerWeights& l : weights.layers) {
+    for (const Weight* w : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) {
+      EXPECT_TRUE(w->tiled);
+      EXPECT_EQ(w->input_order.numel(), w->cols());
+      EXPECT_EQ(w->input_order.device, Device::kCuda);
+    }
+  }
+}
+
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode
 // token together with Y's whole prompt (a mixed step: the CUDA backend runs the leading decode with its
 // decode kernel and the prompt with the prefill kernel); both decoding.

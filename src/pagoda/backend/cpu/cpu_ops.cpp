@@ -9,6 +9,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "pagoda/backend/cpu/act_order.h"
 #include "pagoda/backend/cpu/compact_weights.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/fp16_rounding.h"
@@ -99,12 +100,28 @@ void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(w.cols() == k, "linear: x {} vs w {} ({} in_features)", x.shape_string(), w.data.shape_string(),
                w.cols());
   PAGODA_CHECK(out.dim(0) == num_tokens && out.dim(1) == n);
+  if (!w.input_order.empty()) {  // act-order columns sorted by group (backend/cpu/act_order.h): x[:, order]
+    Tensor ordered = alloc(DType::kF32, {num_tokens, k});
+    const int32_t* order = w.input_order.ptr<const int32_t>();
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      const float* in = x.ptr<float>() + t * k;
+      float* o = ordered.ptr<float>() + t * k;
+      for (int64_t j = 0; j < k; ++j) o[j] = in[order[j]];
+    }
+    x = ordered;
+  }
   if (w.quantized()) return cpu::linear_quant_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w);
   cpu::linear_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w.data.data, w.data.dtype, n, k);
 }
 
 ModelWeights CpuOps::prepare_weights(const ModelWeights& host, const ModelConfig&, bool, const ModelWeights*) {
-  return cpu::compact_linears(host, weight_storage_);
+  // Act-order linears with their columns sorted by group, where they can be (backend/cpu/act_order.h): groups of
+  // contiguous columns dequantize a group at a time, not a few columns at a time.
+  ModelWeights sorted = host;
+  for (LayerWeights& l : sorted.layers)
+    for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (std::optional<Weight> s = cpu::sort_columns_by_group(*w, weight_storage_)) *w = *s;
+  return cpu::compact_linears(sorted, weight_storage_);
 }
 
 void CpuOps::rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) {

@@ -218,6 +218,15 @@ kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor
   return kernels::ProductScales{rows.scales, q.scales};
 }
 
+Tensor CudaOps::Impl::ordered_input(const Tensor& x, const Weight& w) {
+  if (w.input_order.empty()) return x;
+  const int T = rows_of(x), K = row_elems(x);
+  Tensor ordered(nullptr, DType::kBF16, {T, K}, Device::kCuda);
+  ordered.data = arena_alloc(static_cast<size_t>(ordered.nbytes()));
+  kernels::gather_columns(bf(ordered), bf(x), i32(w.input_order), T, K, stream);
+  return ordered;
+}
+
 kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Weight& w) {
   const int T = rows_of(x), K = row_elems(x);
   if (normed_fp8.source == x.data && normed_fp8.rows == T && normed_fp8.cols == K &&
@@ -325,6 +334,7 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
                w.data.shape_string(), out.shape_string());
   if (T == 0) return;
+  x = impl_->ordered_input(x, w);  // (qkv_rope_store and gate_up_silu come here with x as it was)
   if (is_fp8_rows(w)) {
     const kernels::Fp8Activations q = impl_->quantize_input(x, w);
     const kernels::Fp8Rows rows = fp8_rows(w);
@@ -435,7 +445,7 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
     if (wqkv.tiled) {
       const kernels::QuantMatrix m = quant_matrix(wqkv);
       if (kernels::quant_gemv_supported(x.data, m, T)) {
-        kernels::quant_gemv_qkv_rope(o, bf(x), m, T, impl_->stream);
+        kernels::quant_gemv_qkv_rope(o, bf(impl_->ordered_input(x, wqkv)), m, T, impl_->stream);
         return;
       }
     }
@@ -538,7 +548,7 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   if (w_gate_up.tiled) {
     const kernels::QuantMatrix m = quant_matrix(w_gate_up);
     if (kernels::quant_gemv_supported(x.data, m, T)) {
-      kernels::quant_gemv_silu(bf(out), bf(x), m, T, impl_->stream);
+      kernels::quant_gemv_silu(bf(out), bf(impl_->ordered_input(x, w_gate_up)), m, T, impl_->stream);
       return;
     }
   }

@@ -88,6 +88,9 @@ struct CudaOps::Impl {
   // and w's, and the scales that make them the product, for the kernel that reads them. Other weights and shapes:
   // nothing done, null scales.
   kernels::ProductScales fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w);
+  // x [T, K] as w reads it: x itself, or for an act-order weight with its columns sorted by group
+  // (Weight::input_order), x[:, input_order] in the workspace.
+  Tensor ordered_input(const Tensor& x, const Weight& w);
   void arena_reset();
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();

@@ -9,7 +9,10 @@
 // rows go up as they are, e4m3 with a scale each, for the FP8 GEMV and cuBLASLt (kernels/fp8_linear.h).
 // A quantized embedding table goes up in its loader row form (core/quant_scheme.h: codes, scales, zeros or
 // offsets), which kernels/quant_embedding.h reads a row per token; a tied lm_head then has its own upload.
-// Everything else, and quantized weights neither layout holds (act-order g_idx, fused parts of different
+// Act-order weights (g_idx) go up with their columns sorted by group and the permutation their input needs
+// (backend/cpu/act_order.h: Weight::input_order), where every group holds group_size columns and the parts of a
+// fused weight share one g_idx.
+// Everything else, and quantized weights neither layout holds (other act-order weights, fused parts of different
 // schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
 
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "pagoda/backend/cpu/act_order.h"
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
@@ -88,6 +92,23 @@ bool tile_parts(std::span<const Weight* const> parts, std::set<std::string>& war
   if (why.empty()) return true;
   if (warned.insert(why).second) spdlog::warn("quantized weights go to the GPU as bf16: {}", why);
   return false;
+}
+
+// Act-order `parts` with their columns sorted by group (backend/cpu/act_order.h), the new codes in `storage`;
+// nullopt unless every part has the first's g_idx (the parts of a fused weight read one input: GPTQ orders their
+// columns alike) and can be sorted.
+std::optional<std::vector<Weight>> sorted_parts(std::span<const Weight* const> parts, std::vector<HostTensor>& storage) {
+  const Tensor& g_idx = parts[0]->g_idx;
+  std::vector<Weight> out;
+  for (const Weight* w : parts) {
+    if (w->g_idx.empty() || w->g_idx.numel() != g_idx.numel() ||
+        std::memcmp(w->g_idx.data, g_idx.data, static_cast<size_t>(g_idx.nbytes())) != 0)
+      return std::nullopt;
+    std::optional<Weight> sorted = cpu::sort_columns_by_group(*w, storage);
+    if (!sorted) return std::nullopt;
+    out.push_back(*sorted);
+  }
+  return out;
 }
 
 // Whether the rows of `parts` go up as FP8 rows (W8A8): FP8 with one scale per row and the same activation
@@ -230,14 +251,37 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   // Rows of quantized `parts` (in the fused order) as FP8 rows or tiles; nullopt when they go up as bf16.
   auto upload_quantized = [&](std::span<const Weight* const> parts,
                               std::span<const TileRowSource> rows) -> std::optional<Weight> {
+    std::vector<HostTensor> sorted_storage;  // act-order parts' sorted codes, for this upload only
+    std::optional<std::vector<Weight>> sorted;
+    std::vector<const Weight*> sorted_ptrs;
+    std::vector<TileRowSource> sorted_rows;
+    if (!parts[0]->g_idx.empty() && (sorted = sorted_parts(parts, sorted_storage))) {
+      for (const Weight& w : *sorted) sorted_ptrs.push_back(&w);
+      for (TileRowSource r : rows) {
+        r.weight = &(*sorted)[std::find(parts.begin(), parts.end(), r.weight) - parts.begin()];
+        sorted_rows.push_back(r);
+      }
+      parts = sorted_ptrs;
+      rows = sorted_rows;
+    }
     if (fp8_row_parts(parts)) {
       for (size_t i = 0; i < rows.size(); ++i) bar.advance(2 * rows[i].weight->cols());
       Weight d = upload_fp8_rows(rows, *parts[0], m.weight_storage);
       device_bytes += d.data.nbytes() + d.scales.nbytes();
       return d;
     }
-    if (tile_parts(parts, warned)) return upload_tiled(rows, *parts[0]);
-    return std::nullopt;
+    if (!tile_parts(parts, warned)) return std::nullopt;
+    Weight d = upload_tiled(rows, *parts[0]);
+    if (sorted) {  // the permutation of the input, [K] int32
+      const Tensor& order = parts[0]->input_order;
+      m.weight_storage.emplace_back(static_cast<size_t>(order.nbytes()));
+      PAGODA_CUDA_CHECK(cudaMemcpy(m.weight_storage.back().data(), order.data, static_cast<size_t>(order.nbytes()),
+                                   cudaMemcpyHostToDevice));
+      const int64_t dims[] = {order.numel()};
+      d.input_order = Tensor::from_span(m.weight_storage.back().data(), DType::kI32, dims, Device::kCuda);
+      device_bytes += order.nbytes();
+    }
+    return d;
   };
   auto upload_bf16_weight = [&](const Weight& src) {
     Tensor dst = allocate(src.num_rows(), src.cols(), src.data.ndim);
