@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "pagoda/core/check.h"
@@ -121,16 +122,39 @@ void fill_channel_rows(const Weight& w, const Code* table, float scale, int64_t 
   }
 }
 
-// config.json's quantization_config.group_size, or kDefaultGroupSize when it has none; 0 for -1 (per row).
-int64_t config_group_size(const std::string& config_path) {
-  if (config_path.empty()) return kDefaultGroupSize;
+// config.json's quantization_config (null when there is none, or no config).
+nlohmann::json config_quantization(const std::string& config_path) {
+  if (config_path.empty()) return nullptr;
   std::ifstream in(config_path, std::ios::binary);
   const nlohmann::json root = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!root.is_object()) return kDefaultGroupSize;  // parse_hf_config has already said what is wrong
+  if (!root.is_object()) return nullptr;  // parse_hf_config has already said what is wrong
   const auto q = root.find("quantization_config");
-  if (q == root.end() || !q->is_object()) return kDefaultGroupSize;
-  const auto g = q->find("group_size");
-  if (g == q->end() || g->is_null()) return kDefaultGroupSize;
+  return q != root.end() && q->is_object() ? *q : nlohmann::json(nullptr);
+}
+
+// quantization_config.desc_act is true.
+bool config_desc_act(const std::string& config_path) {
+  const nlohmann::json q = config_quantization(config_path);
+  return q.is_object() && q.value("desc_act", nlohmann::json(false)) == true;
+}
+
+// The act-order g_idx of a K-column linear: the columns in a random order (the same for every linear of that K),
+// group_size at a time.
+void fill_act_order_g_idx(const Weight& w) {
+  const int64_t k = w.in_features;
+  std::vector<int32_t> perm(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) perm[i] = static_cast<int32_t>(i);
+  uint64_t state = 0x5eed0f9c0ull ^ static_cast<uint64_t>(k);
+  for (int64_t i = k - 1; i > 0; --i) std::swap(perm[i], perm[splitmix64(state) % static_cast<uint64_t>(i + 1)]);
+  for (int64_t i = 0; i < k; ++i) w.g_idx.ptr<int32_t>()[perm[i]] = static_cast<int32_t>(i / w.group_size);
+}
+
+// config.json's quantization_config.group_size, or kDefaultGroupSize when it has none; 0 for -1 (per row).
+int64_t config_group_size(const std::string& config_path) {
+  const nlohmann::json q = config_quantization(config_path);
+  if (!q.is_object()) return kDefaultGroupSize;
+  const auto g = q.find("group_size");
+  if (g == q.end() || g->is_null()) return kDefaultGroupSize;
   const int64_t size = g->is_number_integer() ? g->get<int64_t>() : 0;
   if (size != -1 && (size <= 0 || size % 2 != 0))  // as the converters read it (quant_config.cpp)
     throw LoadError(config_path, fmt::format("quantization_config.group_size must be -1 or a positive even number, "
@@ -144,7 +168,11 @@ DummyQuant dummy_quant_kind(const std::string& quantization, const std::string& 
                             const std::string& config_path) {
   if (quantization.empty() || quantization == "none") return {};
   if (quantization == "awq") return {QuantScheme::kInt4Group, "dummy awq", config_group_size(config_path), true};
-  if (quantization == "gptq") return {QuantScheme::kInt4Group, "dummy gptq", config_group_size(config_path), false};
+  if (quantization == "gptq") {
+    const bool act_order = config_desc_act(config_path);
+    return {QuantScheme::kInt4Group, act_order ? "dummy gptq act-order" : "dummy gptq", config_group_size(config_path),
+            false, act_order};
+  }
   if (quantization == "compressed-tensors")
     return {QuantScheme::kInt4Group, "dummy compressed-tensors", config_group_size(config_path), false};
   if (quantization == "int8") return {QuantScheme::kInt8Channel, "dummy int8", 0, false};
@@ -167,8 +195,10 @@ std::vector<DummyTensorSpec> dummy_quant_layout(const DummyQuant& quant, const s
         throw LoadError(source, fmt::format("tensor {}: in_features {} is not a multiple of the group size {} "
                                             "(--load-format dummy, {})", name, k, g, quant.source_format));
       w.group_size = g;
-      return {{&w.data, DType::kU8, {n, k / 2}}, {&w.scales, DType::kF32, {n, k / g}},
-              {&w.zeros, DType::kU8, {n, k / g}}};
+      std::vector<DummyTensorSpec> specs = {{&w.data, DType::kU8, {n, k / 2}}, {&w.scales, DType::kF32, {n, k / g}},
+                                            {&w.zeros, DType::kU8, {n, k / g}}};
+      if (quant.act_order && g < k) specs.push_back({&w.g_idx, DType::kI32, {k}});
+      return specs;
     }
     case QuantScheme::kInt8Channel:
       return {{&w.data, DType::kI8, {n, k}}, {&w.scales, DType::kF32, {n, 1}}};
@@ -183,7 +213,9 @@ std::vector<DummyTensorSpec> dummy_quant_layout(const DummyQuant& quant, const s
 
 void fill_dummy_quant_rows(const Weight& w, const DummyQuant& quant, int64_t begin, int64_t end, uint64_t state) {
   switch (w.scheme) {
-    case QuantScheme::kInt4Group: return fill_int4_rows(w, quant.random_zeros, begin, end, state);
+    case QuantScheme::kInt4Group:
+      if (!w.g_idx.empty() && begin == 0) fill_act_order_g_idx(w);
+      return fill_int4_rows(w, quant.random_zeros, begin, end, state);
     case QuantScheme::kInt8Channel:
       return fill_channel_rows(w, code_tables().int8, kStddev / (kInt8CodeStddev * kJitterRms), begin, end, state);
     case QuantScheme::kFp8Channel:

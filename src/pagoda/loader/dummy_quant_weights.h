@@ -20,6 +20,7 @@ struct DummyQuant {
   std::string_view source_format;  // Weight::source_format ("dummy awq"), static storage: what inspect shows
   int64_t group_size = 0;          // kInt4Group: along K, 0 = one group per row; the others are per row
   bool random_zeros = false;       // kInt4Group: a zero point of 6..9 per group (AWQ); else symmetric, z = 8
+  bool act_order = false;          // kInt4Group: a g_idx (GPTQ's desc_act), the same for every linear of one K
 };
 
 // The dummy form of `quantization` (LoadOptions::quantization):
@@ -29,7 +30,8 @@ struct DummyQuant {
 //   fp8, modelopt                   kFp8Channel, per row
 //   "", none                        kNone
 // The int4 group size is 128, or config.json's quantization_config.group_size when `config_path` (empty for
-// a GGUF's metadata) has one (-1: one group per row). An unknown kind or a bad group_size is a LoadError
+// a GGUF's metadata) has one (-1: one group per row); gptq with quantization_config.desc_act true has act order:
+// each linear's columns in groups of a random permutation, as GPTQ writes them (g_idx). An unknown kind or a bad group_size is a LoadError
 // naming `source` or config.json.
 DummyQuant dummy_quant_kind(const std::string& quantization, const std::string& source, const std::string& config_path);
 
@@ -41,13 +43,14 @@ struct DummyTensorSpec {
 };
 
 // Sets `w`'s scheme, in_features, group_size and source_format for the linear `name` [n, k] and returns the
-// tensors to allocate for it (data, scales, and zeros for kInt4Group). A K that the group size does not
+// tensors to allocate for it (data, scales, and zeros for kInt4Group; g_idx with act order). A K that the group size does not
 // divide is a LoadError naming `source` and `name`.
 std::vector<DummyTensorSpec> dummy_quant_layout(const DummyQuant& quant, const std::string& source,
                                                 const std::string& name, int64_t n, int64_t k, Weight& w);
 
 // Fills rows [begin, end) of `w` (allocated as dummy_quant_layout says) from the random stream `state`:
-// codes around the zero point, and per group (or row) scales that make the values ~N(0, 0.02).
+// codes around the zero point, and per group (or row) scales that make the values ~N(0, 0.02); and g_idx, with
+// the chunk of row 0.
 void fill_dummy_quant_rows(const Weight& w, const DummyQuant& quant, int64_t begin, int64_t end, uint64_t state);
 
 }  // namespace pagoda

@@ -197,6 +197,38 @@ TEST(DummyQuant, GroupSizeFromConfig) {
   EXPECT_EQ(up.scales.shape_string(), "[384, 1]");
 }
 
+// gptq with quantization_config.desc_act: act-order g_idx, G columns to a group, the same for every linear of one K
+// (the parts of a fused weight read one input), and the model runs on them (finite logits).
+TEST(DummyQuant, ActOrderFromConfig) {
+  TempDir dir;
+  json c = testing::read_json(testing::data_path(kTiny + "/config.json"));
+  c["quantization_config"] = {{"group_size", 32}, {"desc_act", true}};
+  test::write_text(dir.file("config.json"), c.dump());
+  const LoadedModel m = load_dummy(dir.path(), "gptq");
+  const LayerWeights& l = m.weights.layers[1];
+  for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+    ASSERT_EQ(w->g_idx.numel(), w->in_features);
+    std::vector<int> count(static_cast<size_t>(w->in_features / 32), 0);
+    bool natural = true;
+    for (int64_t k = 0; k < w->in_features; ++k) {
+      const int32_t g = w->g_idx.ptr<const int32_t>()[k];
+      ASSERT_TRUE(g >= 0 && g < static_cast<int32_t>(count.size()));
+      ++count[g];
+      natural = natural && g == k / 32;
+    }
+    EXPECT_FALSE(natural);
+    for (int n : count) EXPECT_EQ(n, 32);
+  }
+  EXPECT_TRUE(same_bytes(l.wq.g_idx, l.wv.g_idx));
+  EXPECT_TRUE(same_bytes(l.w_gate.g_idx, l.w_up.g_idx));
+  EXPECT_EQ(l.wq.source_format, "dummy gptq act-order");
+  const std::vector<float> logits = testing::all_position_logits(m, {1, 50, 300, 7}, 2);
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  c["quantization_config"] = {{"group_size", 32}};  // desc_act absent: no g_idx
+  test::write_text(dir.file("config.json"), c.dump());
+  EXPECT_TRUE(load_dummy(dir.path(), "gptq").weights.layers[1].wq.g_idx.empty());
+}
+
 TEST(DummyQuant, Errors) {
   // int8 names no checkpoint format: with real weights it is an error that says what to use.
   test::expect_load_error(
