@@ -259,8 +259,9 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                                            "quant/tinystories-656k:embeddings-w4", "quant/tinystories-656k:embeddings-fp8"));
 
 // Act-order GPTQ stays quantized on the GPU: every linear of the act-order checkpoint goes up as tiles, its columns
-// sorted by group, with the permutation of its input (backend/cpu/act_order.h), none as bf16. (Its logits and graph
-// replay are CudaQuantModel's "quant/gptq-w4-g64-asym-descact" cases; the CPU there multiplies the loaded g_idx form.)
+// sorted by group, with the permutation of its input (backend/cpu/act_order.h), none as bf16; the down projection's
+// permutation is in the gate-up rows instead. (Its logits and graph replay are CudaQuantModel's
+// "quant/gptq-w4-g64-asym-descact" cases; the CPU there multiplies the loaded g_idx form.)
 TEST(CudaActOrder, LinearsGoUpAsTilesWithTheirInputOrder) {
   PAGODA_SKIP_WITHOUT_GPU();
   const LoadedModel& m = loaded("quant/gptq-w4-g64-asym-descact");
@@ -268,11 +269,13 @@ TEST(CudaActOrder, LinearsGoUpAsTilesWithTheirInputOrder) {
   CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
   const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
   for (const LayerWeights& l : weights.layers) {
-    for (const Weight* w : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) {
+    for (const Weight* w : {&l.wqkv, &l.wo, &l.w_gate_up}) {
       EXPECT_TRUE(w->tiled);
       EXPECT_EQ(w->input_order.numel(), w->cols());
       EXPECT_EQ(w->input_order.device, Device::kCuda);
     }
+    EXPECT_TRUE(l.w_down.tiled);
+    EXPECT_TRUE(l.w_down.input_order.empty());
   }
 }
 

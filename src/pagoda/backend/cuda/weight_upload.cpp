@@ -11,7 +11,7 @@
 // offsets), which kernels/quant_embedding.h reads a row per token; a tied lm_head then has its own upload.
 // Act-order weights (g_idx) go up with their columns sorted by group and the permutation their input needs
 // (backend/cpu/act_order.h: Weight::input_order), where every group holds group_size columns and the parts of a
-// fused weight share one g_idx.
+// fused weight share one g_idx; the down projection's permutation goes into the gate-up rows instead.
 // Everything else, and quantized weights neither layout holds (other act-order weights, fused parts of different
 // schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
@@ -272,8 +272,7 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     }
     if (!tile_parts(parts, warned)) return std::nullopt;
     Weight d = upload_tiled(rows, *parts[0]);
-    if (sorted) {  // the permutation of the input, [K] int32
-      const Tensor& order = parts[0]->input_order;
+    if (const Tensor& order = parts[0]->input_order; !order.empty()) {  // the permutation of the input, [K] int32
       m.weight_storage.emplace_back(static_cast<size_t>(order.nbytes()));
       PAGODA_CUDA_CHECK(cudaMemcpy(m.weight_storage.back().data(), order.data, static_cast<size_t>(order.nbytes()),
                                    cudaMemcpyHostToDevice));
@@ -332,21 +331,31 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     device_bytes += dst.nbytes();
     return Weight{dst};
   };
-  // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu).
-  auto upload_gate_up = [&](const LayerWeights& h) {
+  // Gate and up interleaved by rows: gate_j, up_j, gate_j+1, ... (kernels::skinny_gemm_silu); with `order` (an
+  // act-order down projection's input order), pair j is the rows order[j], so that the output is down's input as
+  // its sorted columns read it.
+  auto upload_gate_up = [&](const LayerWeights& h, const int32_t* order) {
     PAGODA_CHECK(h.w_gate.num_rows() == h.w_up.num_rows(), "gate and up differ in out_features");
     const Weight* parts[] = {&h.w_gate, &h.w_up};
+    const auto row = [&](int64_t j) -> int64_t { return order ? order[j] : j; };
     if (is_quantized_linear(h.w_gate)) {
       std::vector<TileRowSource> rows;
       for (int64_t j = 0; j < h.w_gate.num_rows(); ++j) {
-        rows.push_back({&h.w_gate, j});
-        rows.push_back({&h.w_up, j});
+        rows.push_back({&h.w_gate, row(j)});
+        rows.push_back({&h.w_up, row(j)});
       }
       if (std::optional<Weight> d = upload_quantized(parts, rows)) return *d;
     }
     Tensor dst = allocate(2 * h.w_gate.num_rows(), h.w_gate.cols(), 2);
-    put_rows(dst, 0, 2, h.w_gate);
-    put_rows(dst, 1, 2, h.w_up);
+    if (order == nullptr) {
+      put_rows(dst, 0, 2, h.w_gate);
+      put_rows(dst, 1, 2, h.w_up);
+    } else {  // (a row at a time: gate and up that do not go up as tiles beside an act-order down, rare)
+      for (int64_t j = 0; j < h.w_gate.num_rows(); ++j) {
+        put_rows(dst, 2 * j, 1, h.w_gate.rows(row(j), 1));
+        put_rows(dst, 2 * j + 1, 1, h.w_up.rows(row(j), 1));
+      }
+    }
     device_bytes += dst.nbytes();
     return Weight{dst};
   };
@@ -370,8 +379,17 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     d.wqkv = upload_qkv(h);
     d.wo = upload(h.wo);
     d.ffn_norm = shared ? shared->layers[l].ffn_norm : upload(h.ffn_norm);
-    d.w_gate_up = upload_gate_up(h);
-    d.w_down = upload(h.w_down);
+    // An act-order down projection (columns sorted by group) reads the gate-up output in its input order when the
+    // gate and up rows go up in that order: then its input needs no gather.
+    std::vector<HostTensor> down_storage;
+    if (std::optional<Weight> down = cpu::sort_columns_by_group(h.w_down, down_storage)) {
+      d.w_gate_up = upload_gate_up(h, down->input_order.ptr<const int32_t>());
+      down->input_order = Tensor{};
+      d.w_down = upload(*down);
+    } else {
+      d.w_gate_up = upload_gate_up(h, nullptr);
+      d.w_down = upload(h.w_down);
+    }
   }
   dev.final_norm = shared ? shared->final_norm : upload(host.final_norm);
   dev.lm_head = shared                         ? shared->lm_head
