@@ -103,6 +103,7 @@ void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
   if (!w.input_order.empty()) {  // act-order columns sorted by group (backend/cpu/act_order.h): x[:, order]
     Tensor ordered = alloc(DType::kF32, {num_tokens, k});
     const int32_t* order = w.input_order.ptr<const int32_t>();
+#pragma omp parallel for if (num_tokens > 1)
     for (int64_t t = 0; t < num_tokens; ++t) {
       const float* in = x.ptr<float>() + t * k;
       float* o = ordered.ptr<float>() + t * k;
