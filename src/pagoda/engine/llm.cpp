@@ -96,10 +96,11 @@ LLM::LLM(const LlmOptions& o)
     ops_ = std::make_unique<CpuOps>(CpuOpsOptions{.num_threads = o.num_threads});
     weights_ = ops_->prepare_weights(loaded_.weights, c, o.load.show_progress);
     if (std::optional<ModelWeights> fallback = fallback_host_weights(o)) fallback_weights_ = *fallback;
-    // The arrays prepare_weights replaced by compact forms (backend/cpu/compact_weights.h) are freed.
+    // The arrays prepare_weights replaced by compact forms (backend/cpu/compact_weights.h) or sorted act-order
+    // columns (backend/cpu/act_order.h) are freed.
     loaded_.weights = weights_;
     if (const int64_t freed = release_unreferenced_storage(loaded_, {&fallback_weights_}); freed > 0)
-      spdlog::info("weights repacked for the CPU's integer kernels: {} freed", format_memory_size(freed));
+      spdlog::info("weights repacked for the CPU's kernels: {} freed", format_memory_size(freed));
   } else if (o.device == "cuda") {
 #ifdef PAGODA_HAVE_CUDA
     ops_ = std::make_unique<CudaOps>(CudaOpsOptions{
