@@ -161,7 +161,7 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
   launch_kernel(name, gather_rows_kernel, num_rows, threads, 0, stream, out, src, rows, row_elems, vec);
 }
 
-// out[r, j] = src[r, columns[j]]; a block per row (x 2 when a row is long), a thread per output column.
+// out[r, j] = src[r, columns[j]]; grid.y a row, a row's columns over grid.x blocks (4 columns a thread).
 __global__ void gather_columns_kernel(bf16* out, const bf16* src, const int32_t* columns, int cols) {
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t r = blockIdx.y;

@@ -5,6 +5,7 @@
 // in_features, with their scales and zero points beside them.
 #pragma once
 
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -60,10 +61,15 @@ struct Weight {
     if (!offsets_base.empty()) w.offsets_base = offsets_base.rows(begin, count);
     return w;
   }
-  // Bytes of data, scales, zeros, offsets, g_idx or input_order, and the compact forms' bases.
+  // Every tensor the weight holds (some may be empty): data, scales, zeros, offsets, g_idx or input_order, and the
+  // compact forms' bases.
+  std::array<const Tensor*, 8> tensors() const {
+    return {&data, &scales, &zeros, &offsets, &g_idx, &input_order, &scales_base, &offsets_base};
+  }
+  // Bytes of every tensor it holds.
   int64_t nbytes() const {
     int64_t n = 0;
-    for (const Tensor* t : {&data, &scales, &zeros, &offsets, &g_idx, &input_order, &scales_base, &offsets_base})
+    for (const Tensor* t : tensors())
       if (!t->empty()) n += t->nbytes();
     return n;
   }

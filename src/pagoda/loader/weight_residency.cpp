@@ -43,7 +43,7 @@ int64_t release_unreferenced_storage(LoadedModel& m, const std::vector<const Mod
   sets.push_back(&m.weights);
   for (const ModelWeights* set : sets)
     for (const Weight* w : set->all())
-      for (const Tensor* t : {&w->data, &w->scales, &w->zeros, &w->offsets, &w->g_idx, &w->scales_base, &w->offsets_base})
+      for (const Tensor* t : w->tensors())
         if (!t->empty()) in_use.push_back(static_cast<const char*>(t->data));
   std::sort(in_use.begin(), in_use.end());
   int64_t freed = 0;

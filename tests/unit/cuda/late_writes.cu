@@ -51,7 +51,7 @@ void launch_late_copies(const std::vector<LateCopy>& copies, int delay_us, cudaS
   LateCopies args{};
   for (size_t i = 0; i < copies.size(); ++i) args.copy[i] = copies[i];
   args.count = static_cast<int>(copies.size());
-  // 32 blocks of 256 threads: all resident at once, so every block has triggered the next kernel before any spins.
+  // 32 blocks of 256 threads, all resident at once: each triggers the next kernel as its first instruction.
   late_copies_kernel<<<32, 256, 0, stream>>>(args, static_cast<uint64_t>(delay_us) * 1000u);
   PAGODA_CUDA_CHECK(cudaGetLastError());
 }

@@ -3,18 +3,23 @@
 // token counts 1..40 (passes of 16 beyond 16; the few-token kernel at 1 to 8) and the odd shapes real models have (N not a multiple of 16, K a multiple of 16
 // only, groups of 16 to K); the SwiGLU and RoPE epilogues equal the plain kernel followed by the unfused
 // steps, bit for bit; the large-T dequantization equals the CPU values rounded to bf16. A bandwidth table
-// on Llama-3-8B's shapes is printed under PAGODA_PROFILE=1.
+// on Llama-3-8B's shapes is printed under PAGODA_PROFILE=1. Act-order weights, sorted by group with their input
+// gathered, against the weight as loaded.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numeric>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "../backend/random_quant_weight.h"
 #include "cuda_test_util.h"
 #include "quant_tiles_testing.h"
+#include "pagoda/backend/cpu/act_order.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
@@ -73,6 +78,49 @@ TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
       const auto got = d_out.download(static_cast<size_t>(T) * c.n);
       const int bad = test::count_mismatches(got, x, values, c.n, c.k, T, 1, c.n >= 1024 ? 13 : 1);  // large N: a sample of rows
       ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
+// Act-order weights (backend/cpu/act_order.h) as the CUDA upload takes them: the columns sorted by group and packed,
+// the input gathered by kernels::gather_columns, against the float64 reference of the weight in its loaded column
+// order times the input as given; 4- and 8-bit codes, zero points and symmetric, groups of 16 to 128, 1 to 40 tokens.
+TEST(QuantGemv, ActOrderSortedWithItsInputGatheredMatchesTheLoadedWeight) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  const QuantCase cases[] = {{QuantForm::kInt4Zeros, 96, 1024, 128}, {QuantForm::kInt4Zeros, 37, 512, 32},
+                             {QuantForm::kInt8Symmetric, 48, 1040, 16}, {QuantForm::kInt8Zeros, 33, 512, 64}};
+  for (const QuantCase& c : cases) {
+    RandomQuantWeight rw(c.form, c.n, c.k, c.group, 7 * c.n + c.k);
+    std::vector<int32_t> perm(static_cast<size_t>(c.k));  // GPTQ's act order: columns in a random order, G to a group
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.k)));
+    HostTensor g_idx(DType::kI32, {c.k});
+    for (int64_t i = 0; i < c.k; ++i) g_idx.ptr<int32_t>()[perm[i]] = static_cast<int32_t>(i / c.group);
+    Weight loaded = rw.weight;
+    loaded.g_idx = g_idx.view();
+    std::vector<HostTensor> storage;
+    const std::optional<Weight> sorted = cpu::sort_columns_by_group(loaded, storage);
+    ASSERT_TRUE(sorted.has_value());
+    const HostQuantTiles tiles = pack_quant_tiles(tile_rows(*sorted));
+    DeviceTiles dev(tiles);
+    const int32_t* order = sorted->input_order.ptr<const int32_t>();
+    const test::TileValues sorted_values = test::tile_values(tiles);
+    test::TileValues values = sorted_values;  // in the loaded column order
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t j = 0; j < c.k; ++j) {
+        values.values[r * c.k + order[j]] = sorted_values.values[r * c.k + j];
+        values.offsets[r * c.k + order[j]] = sorted_values.offsets[r * c.k + j];
+      }
+    const size_t max_t = k::kQuantGemvMaxTokens;
+    const auto x = random_bf16(max_t * c.k, c.k);
+    DeviceArray<uint16_t> d_x(x), d_gathered(max_t * c.k), d_out(max_t * c.n);
+    DeviceArray<int32_t> d_order(std::vector<int32_t>(order, order + c.k));
+    for (int T : {1, 2, 5, 16, 40}) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " n " << c.n << " k " << c.k << " g "
+                                        << c.group << " T " << T);
+      k::gather_columns(bf(d_gathered.get()), bf(d_x.get()), d_order.get(), T, static_cast<int>(c.k), nullptr);
+      k::quant_gemv(bf(d_out.get()), bf(d_gathered.get()), dev.m, T, nullptr);
+      ASSERT_EQ(test::count_mismatches(d_out.download(static_cast<size_t>(T) * c.n), x, values, c.n, c.k, T, 1, 1), 0);
     }
   }
 }

@@ -3,7 +3,8 @@
 // group_size columns, which is what GPTQ writes, sorting the columns by group gives an ordinary grouped weight
 // of the permuted input: W x = W' x[order], column j of W' being column order[j] of W. The backends multiply in
 // that form (Weight::input_order): their fast kernels need groups of contiguous columns, and the permutation of
-// the input is one gather a token (as vLLM's Marlin kernels do for these checkpoints).
+// the input is one gather a token (as vLLM's Marlin path does for these checkpoints: `sort_g_idx` at load,
+// `permute_cols_kernel` on the input, csrc/quantization/gptq_marlin/gptq_marlin.cu).
 // Both backends' prepare_weights sort with it (this file is in backend/cpu, which the CUDA backend builds on).
 #pragma once
 

@@ -96,7 +96,9 @@ std::string quant_tiles_unsupported(std::span<const Weight* const> weights) {
   const Weight& first = *weights[0];
   for (const Weight* w : weights) {
     if (!w->quantized()) return fmt::format("{} weights are not quantized", dtype_name(w->data.dtype));
-    if (!w->g_idx.empty()) return "act-order (g_idx) weights have no tile layout";
+    if (!w->g_idx.empty())  // (the upload sorts act-order parts by group first where it can: backend/cpu/act_order.h)
+      return "act-order (g_idx) weights whose groups are not group_size columns each, or fused parts with different "
+             "g_idx, have no tile layout";
     if (codes_of(*w) != codes_of(first) || group_size_of(*w) != group_size_of(first) || w->cols() != first.cols())
       return "fused parts differ in scheme, group size or in_features";
   }

@@ -47,7 +47,8 @@ struct TileRowSource {
 std::vector<TileRowSource> tile_rows(const Weight& w);
 
 // Why rows of these weights cannot be packed (empty when they can): every source must share the scheme,
-// group size and K; act-order (g_idx) has no tile layout yet; K and the group size must be multiples of 16.
+// group size and K; act-order (g_idx) has no tile layout (the CUDA upload sorts such weights by group first,
+// backend/cpu/act_order.h, where it can); K and the group size must be multiples of 16.
 // Quantized schemes and GGUF Q8_0 qualify.
 std::string quant_tiles_unsupported(std::span<const Weight* const> weights);
 
