@@ -220,23 +220,32 @@ __device__ __forceinline__ void store_codes8(uint8_t* dst, const F8& v, float in
   *reinterpret_cast<uint2*>(dst) = make_uint2(packed[0], packed[1]);
 }
 
+// With `order` (a norm whose output feeds an act-order linear: Weight::output_order), out's column j is the normed
+// row's column order[j]. The row is normalised into shared memory [hidden] first, then written in that order.
+__device__ __forceinline__ void store_row_in_order(bf16* orow, const bf16* row, const int32_t* order, int hidden) {
+  __syncthreads();
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) orow[j] = row[order[j]];
+}
+
 // One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
 // Pass 2: out = bf16(bf16(v * inv) * w). Each thread touches the same elements in both passes, so pass 2
 // reads back its own residual stores. With one 16-byte vector a thread (hidden <= 4096 at 512 threads),
 // the vector stays in registers and w is loaded before the reduction: one round trip to memory, not two.
 // With `quantized` (codes not null): also out's row as an FP8 linear's input, e4m3 codes and the row's scale
 // from its amax (fp8_activation.cuh), the bits quantize_fp8_rows(out) would give, without its launch and
-// its read of the row.
+// its read of the row. `order` (dynamic shared memory: hidden bf16) and `quantized` are never both set.
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
-                                bool vec, ProductScales scales, Fp8Activations quantized) {
+                                bool vec, ProductScales scales, Fp8Activations quantized, const int32_t* order) {
+  extern __shared__ __align__(16) bf16 ordered_row[];  // [hidden] with `order`
   pdl_grid_sync();  // before any global memory access (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const float* sw = scales.rows;  // (kAdd only)
   const float sx = sw != nullptr ? scales.tokens[blockIdx.x] : 1.0f;
   const bf16* xr = x + base;
   bf16* rr = kAdd ? residual + base : nullptr;
-  bf16* orow = out + base;
+  bf16* const orow_out = out + base;
+  bf16* orow = order != nullptr ? ordered_row : orow_out;  // where the normalised row is stored in its own order
   const int nv = vec ? hidden / kVec : 0;
   if (vec && nv <= static_cast<int>(blockDim.x)) {
     const int u = threadIdx.x;
@@ -248,6 +257,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
     const F8 n = active ? normalised8(v, g, inv) : F8{};
     if (active) store8(orow + u * kVec, n);
+    if (order != nullptr) store_row_in_order(orow_out, orow, order, hidden);
     if (quantized.codes != nullptr) {
       const float scale = fp8_activation_scale(block_max(amax8(n)));
       if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
@@ -285,6 +295,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
       amax = fmaxf(amax, fabsf(n));
     }
   }
+  if (order != nullptr) store_row_in_order(orow_out, orow, order, hidden);
   if (quantized.codes == nullptr) return;
   const float scale = fp8_activation_scale(block_max(amax));
   if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
@@ -299,14 +310,19 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
 
 template <bool kAdd>
 void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, int rows, int hidden, float eps,
-                     cudaStream_t stream, const char* name, ProductScales scales, Fp8Activations quantized) {
+                     cudaStream_t stream, const char* name, ProductScales scales, Fp8Activations quantized,
+                     const int32_t* order) {
   if (rows <= 0 || hidden <= 0) return;
+  const size_t ordered_bytes = order != nullptr ? static_cast<size_t>(hidden) * sizeof(bf16) : 0;
+  if (order != nullptr && (quantized.codes != nullptr || ordered_bytes > 48 * 1024))
+    throw_cuda_error(cudaErrorInvalidValue, "rms_norm: an output order with FP8 codes, or a row over 48 KiB",
+                     __FILE__, __LINE__);
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
                    (!kAdd || aligned16(residual)) && (scales.rows == nullptr || aligned16(scales.rows)) &&
                    (quantized.codes == nullptr || reinterpret_cast<uintptr_t>(quantized.codes) % 8 == 0);
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
-  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, 0, stream, out, residual, x, w, hidden, eps, vec,
-                scales, quantized);
+  launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, ordered_bytes, stream, out, residual, x, w, hidden, eps,
+                vec, scales, quantized, order);
 }
 
 // ---- RoPE ----
@@ -562,13 +578,13 @@ void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, 
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,
-              Fp8Activations quantized) {
-  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm", {}, quantized);
+              Fp8Activations quantized, const int32_t* order) {
+  launch_rms_norm<false>(out, nullptr, x, w, rows, hidden, eps, stream, "rms_norm", {}, quantized, order);
 }
 
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream, ProductScales scales, Fp8Activations quantized) {
-  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm", scales, quantized);
+                  cudaStream_t stream, ProductScales scales, Fp8Activations quantized, const int32_t* order) {
+  launch_rms_norm<true>(out, residual, x, w, rows, hidden, eps, stream, "add_rms_norm", scales, quantized, order);
 }
 
 void rope(bf16* q, bf16* k, const int32_t* positions, const float* inv_freq, float scaling, int num_tokens,

@@ -21,8 +21,10 @@ void embedding(bf16* out, const int32_t* ids, const bf16* table, int num_tokens,
 // (rounded), as transformers' LlamaRMSNorm does in bf16.
 // With `quantized` (elementwise.cu's rms_norm_kernel): also out as an FP8 W8A8 linear's dynamic per-token input,
 // the codes and scales quantize_fp8_rows(out) would give (fp8_linear.h), in the same kernel.
+// With `order` [H] (a norm feeding an act-order linear, Weight::output_order; hidden <= 24,576, not with
+// `quantized`): out[r, j] = the normed row's column order[j], the linear's input gathered in the same launch.
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,
-              Fp8Activations quantized = {});
+              Fp8Activations quantized = {}, const int32_t* order = nullptr);
 
 // The per-row and per-token scales of an FP8 W8A8 GEMM's unscaled sums (cuBLASLt has no outer-vector scales on
 // sm_90: fp8_linear.h), applied by the kernel that reads them: value = float(sum) * rows[n] * tokens[t]. Null
@@ -35,8 +37,10 @@ struct ProductScales {
 // residual [R, H] += x (stored rounded to bf16); out = rms_norm(residual) * w. One pass per row.
 // With `scales`, x holds unscaled FP8 sums (ProductScales), each scaled and rounded to bf16 as the scaling pass
 // would have stored it before the addition: the same bits as scale_fp8_products followed by add_rms_norm.
+// `order` as rms_norm's: out only (the residual keeps its order).
 void add_rms_norm(bf16* residual, const bf16* x, bf16* out, const bf16* w, int rows, int hidden, float eps,
-                  cudaStream_t stream, ProductScales scales = {}, Fp8Activations quantized = {});
+                  cudaStream_t stream, ProductScales scales = {}, Fp8Activations quantized = {},
+                  const int32_t* order = nullptr);
 
 // Rotate-half RoPE in place on q [T, nh, hd] and k [T, nkv, hd]: for i < hd/2, angle = positions[t] *
 // inv_freq[i] (fp32), c = cos(angle) * scaling, s = sin(angle) * scaling,

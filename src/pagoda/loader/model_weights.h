@@ -28,6 +28,9 @@ struct Weight {
   // prepare_weights on act-order weights whose columns it sorted by group (backend/cpu/act_order.h); g_idx
   // is then empty.
   Tensor input_order{};
+  // A norm's I32 [H], or empty: its output column j is the normed column output_order[j]. The CUDA backend moves
+  // the input_order of the act-order linear a norm feeds here (weight_upload.cpp), so that its input needs no gather.
+  Tensor output_order{};
   int64_t group_size = 0;    // along K (K itself for one group per row)
   int64_t in_features = 0;   // K, set for quantized weights (data's last dim is not K for kInt4Group)
   // How the input is quantized before the product (core/quant_scheme.h): W8A8 (kFp8Channel), or int8 blocks
@@ -61,10 +64,10 @@ struct Weight {
     if (!offsets_base.empty()) w.offsets_base = offsets_base.rows(begin, count);
     return w;
   }
-  // Every tensor the weight holds (some may be empty): data, scales, zeros, offsets, g_idx or input_order, and the
-  // compact forms' bases.
-  std::array<const Tensor*, 8> tensors() const {
-    return {&data, &scales, &zeros, &offsets, &g_idx, &input_order, &scales_base, &offsets_base};
+  // Every tensor the weight holds (some may be empty): data, scales, zeros, offsets, g_idx or input_order, a norm's
+  // output_order, and the compact forms' bases.
+  std::array<const Tensor*, 9> tensors() const {
+    return {&data, &scales, &zeros, &offsets, &g_idx, &input_order, &output_order, &scales_base, &offsets_base};
   }
   // Bytes of every tensor it holds.
   int64_t nbytes() const {

@@ -259,9 +259,11 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaQuantModel,
                                            "quant/tinystories-656k:embeddings-w4", "quant/tinystories-656k:embeddings-fp8"));
 
 // Act-order GPTQ stays quantized on the GPU: every linear of the act-order checkpoint goes up as tiles, its columns
-// sorted by group, with the permutation of its input (backend/cpu/act_order.h), none as bf16; the down projection's
-// permutation is in the gate-up rows instead. (Its logits and graph replay are CudaQuantModel's
-// "quant/gptq-w4-g64-asym-descact" cases; the CPU there multiplies the loaded g_idx form.)
+// sorted by group (backend/cpu/act_order.h), none as bf16. The permutation of the O projection's input goes with
+// it; QKV's and gate-up's are in the norms before them (Weight::output_order), the down projection's in the gate-up
+// rows. (Its logits and graph replay are CudaQuantModel's "quant/gptq-w4-g64-asym-descact" cases; the CPU there
+// multiplies the loaded g_idx form.) A weight set sharing these norms (the precision fallback's) gets them without
+// the orders.
 TEST(CudaActOrder, LinearsGoUpAsTilesWithTheirInputOrder) {
   PAGODA_SKIP_WITHOUT_GPU();
   const LoadedModel& m = loaded("quant/gptq-w4-g64-asym-descact");
@@ -269,14 +271,19 @@ TEST(CudaActOrder, LinearsGoUpAsTilesWithTheirInputOrder) {
   CudaOps gpu(CudaOpsOptions{.max_num_seqs = 8, .max_model_len = 256});
   const ModelWeights weights = gpu.prepare_weights(m.weights, m.config, false);
   for (const LayerWeights& l : weights.layers) {
-    for (const Weight* w : {&l.wqkv, &l.wo, &l.w_gate_up}) {
-      EXPECT_TRUE(w->tiled);
-      EXPECT_EQ(w->input_order.numel(), w->cols());
-      EXPECT_EQ(w->input_order.device, Device::kCuda);
+    for (const Weight* w : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) EXPECT_TRUE(w->tiled);
+    EXPECT_EQ(l.wo.input_order.numel(), l.wo.cols());
+    EXPECT_EQ(l.wo.input_order.device, Device::kCuda);
+    for (const Weight* w : {&l.wqkv, &l.w_gate_up, &l.w_down}) EXPECT_TRUE(w->input_order.empty());
+    for (const Weight* norm : {&l.attn_norm, &l.ffn_norm}) {
+      EXPECT_EQ(norm->output_order.numel(), norm->data.numel());
+      EXPECT_EQ(norm->output_order.device, Device::kCuda);
     }
-    EXPECT_TRUE(l.w_down.tiled);
-    EXPECT_TRUE(l.w_down.input_order.empty());
   }
+  EXPECT_TRUE(weights.final_norm.output_order.empty());
+  const ModelWeights shared = gpu.prepare_weights(loaded("quant/gptq-w4-g128-sym").weights, m.config, false, &weights);
+  for (const LayerWeights& l : shared.layers)
+    for (const Weight* norm : {&l.attn_norm, &l.ffn_norm}) EXPECT_TRUE(norm->output_order.empty());
 }
 
 // Logits of the rows of three steps over two sequences with shuffled blocks: X's prompt; X's first decode

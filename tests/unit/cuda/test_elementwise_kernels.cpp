@@ -170,6 +170,44 @@ TEST(ElementwiseKernels, AddRmsNormStoresRoundedResidualAndNormalisesIt) {
   }
 }
 
+// A norm that feeds an act-order linear writes its output in the linear's input order (Weight::output_order): out[r,
+// j] is the plain launch's out[r, order[j]], bit for bit, and the residual is unchanged by the order. Row lengths of
+// the one-vector-a-thread path (2,048, 4,096), the looped one (8,192) and the unvectorised one (172).
+TEST(ElementwiseKernels, NormsWriteTheirOutputInAGivenColumnOrder) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const int hidden : {172, 2048, 4096, 8192}) {
+    SCOPED_TRACE(hidden);
+    const int rows = 3;
+    const size_t n = static_cast<size_t>(rows) * hidden;
+    std::vector<int32_t> order(hidden);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(hidden));
+    const auto residual = random_bf16(n, 60 + hidden);
+    const auto x = random_bf16(n, 70 + hidden, 0.0f, 0.5f);
+    const auto w = random_bf16(hidden, 80 + hidden, 1.0f, 0.2f);
+    DeviceArray<int32_t> d_order(order);
+    DeviceArray<uint16_t> d_x(x), d_w(w), d_plain(n), d_ordered(n);
+    auto expect_in_order = [&](const std::vector<uint16_t>& plain, const std::vector<uint16_t>& ordered) {
+      std::vector<uint16_t> want(n);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < hidden; ++j)
+          want[static_cast<size_t>(r) * hidden + j] = plain[static_cast<size_t>(r) * hidden + order[j]];
+      EXPECT_EQ(ordered, want);
+    };
+    k::rms_norm(bf(d_plain.get()), cbf(d_x.get()), cbf(d_w.get()), rows, hidden, 1e-5f, nullptr);
+    k::rms_norm(bf(d_ordered.get()), cbf(d_x.get()), cbf(d_w.get()), rows, hidden, 1e-5f, nullptr, {}, d_order.get());
+    expect_in_order(d_plain.download(), d_ordered.download());
+
+    DeviceArray<uint16_t> d_res_plain(residual), d_res_ordered(residual);
+    k::add_rms_norm(bf(d_res_plain.get()), cbf(d_x.get()), bf(d_plain.get()), cbf(d_w.get()), rows, hidden, 1e-5f,
+                    nullptr);
+    k::add_rms_norm(bf(d_res_ordered.get()), cbf(d_x.get()), bf(d_ordered.get()), cbf(d_w.get()), rows, hidden, 1e-5f,
+                    nullptr, {}, {}, d_order.get());
+    EXPECT_EQ(d_res_ordered.download(), d_res_plain.download());
+    expect_in_order(d_plain.download(), d_ordered.download());
+  }
+}
+
 // ---- RoPE ----
 
 std::vector<float> inv_freq_for(int head_dim, double theta = 500000.0) {

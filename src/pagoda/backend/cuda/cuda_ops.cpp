@@ -51,6 +51,9 @@ const int32_t* i32(const Tensor& t) {
   PAGODA_CHECK(t.dtype == DType::kI32 && t.device == Device::kCuda, "expected an int32 CUDA tensor");
   return t.ptr<const int32_t>();
 }
+
+// A norm's output order (Weight::output_order: the input order of the act-order linear it feeds), or null.
+const int32_t* output_order(const Weight& norm) { return norm.output_order.empty() ? nullptr : i32(norm.output_order); }
 int rows_of(const Tensor& t) { return static_cast<int>(t.dim(0)); }
 // Elements of one row: the product of every dim but the first (also for a tensor of zero rows).
 int row_elems(const Tensor& t) {
@@ -309,12 +312,13 @@ void CudaOps::embedding(Tensor out, Tensor ids, const Weight& table) {
 
 void CudaOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
   impl_->normed_fp8 = {};
-  kernels::rms_norm(bf(out), bf(x), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
+  kernels::rms_norm(bf(out), bf(x), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream, {}, output_order(w));
 }
 
 void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {
   impl_->normed_fp8 = {};
-  kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream);
+  kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream, {},
+                        {}, output_order(w));
 }
 
 void CudaOps::linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out,
@@ -324,9 +328,12 @@ void CudaOps::linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const 
   // FP8 W8A8 on cuBLASLt: the sums stay unscaled and the norm kernel applies s_w[n] * s_x[t] as it reads them.
   const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(proj, x, w);
   if (scales.rows == nullptr) linear(proj, x, w);
-  // The norm's output goes into the next linear (QKV, gate-up); in a W8A8 model the norm also quantizes it.
+  // The norm's output goes into the next linear (QKV, gate-up); in a W8A8 model the norm also quantizes it, and
+  // before an act-order one it writes it in that linear's input order.
+  const int32_t* order = output_order(norm);
   kernels::add_rms_norm(bf(residual), bf(proj), bf(out), bf(norm.data), rows_of(proj), row_elems(proj), eps,
-                        impl_->stream, scales, impl_->quantize_in_norm(out, w));
+                        impl_->stream, scales, order != nullptr ? kernels::Fp8Activations{} : impl_->quantize_in_norm(out, w),
+                        order);
 }
 
 void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {

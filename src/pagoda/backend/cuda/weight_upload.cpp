@@ -11,7 +11,9 @@
 // offsets), which kernels/quant_embedding.h reads a row per token; a tied lm_head then has its own upload.
 // Act-order weights (g_idx) go up with their columns sorted by group and the permutation their input needs
 // (backend/cpu/act_order.h: Weight::input_order), where every group holds group_size columns and the parts of a
-// fused weight share one g_idx; the down projection's permutation goes into the gate-up rows instead.
+// fused weight share one g_idx; the down projection's permutation goes into the gate-up rows instead, and QKV's and
+// gate-up's into the norms before them (Weight::output_order: the norm writes its output in that order), so that
+// only the O projection's input is gathered.
 // Everything else, and quantized weights neither layout holds (other act-order weights, fused parts of different
 // schemes), goes up as bf16, converted on the host a slab of rows at a time.
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@
 #include "pagoda/backend/cpu/linear_quant.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
+#include "pagoda/core/env_knob.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/kernels/fp8_linear.h"
 #include "pagoda/loader/progress_bar.h"
@@ -371,14 +374,19 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   } else {
     dev.embed_tokens = upload_bf16_weight(host.embed_tokens);
   }
+  // A norm of the shared set, without the output order its own linears may have given it (below).
+  auto shared_norm = [](Weight norm) {
+    norm.output_order = Tensor{};
+    return norm;
+  };
   dev.layers.resize(host.layers.size());
   for (size_t l = 0; l < host.layers.size(); ++l) {
     const LayerWeights& h = host.layers[l];
     LayerWeights& d = dev.layers[l];
-    d.attn_norm = shared ? shared->layers[l].attn_norm : upload(h.attn_norm);
+    d.attn_norm = shared ? shared_norm(shared->layers[l].attn_norm) : upload(h.attn_norm);
     d.wqkv = upload_qkv(h);
     d.wo = upload(h.wo);
-    d.ffn_norm = shared ? shared->layers[l].ffn_norm : upload(h.ffn_norm);
+    d.ffn_norm = shared ? shared_norm(shared->layers[l].ffn_norm) : upload(h.ffn_norm);
     // An act-order down projection (columns sorted by group) reads the gate-up output in its input order when the
     // gate and up rows go up in that order: then its input needs no gather.
     std::vector<HostTensor> down_storage;
@@ -389,6 +397,14 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
     } else {
       d.w_gate_up = upload_gate_up(h, nullptr);
       d.w_down = upload(h.w_down);
+    }
+    // Likewise the norms write the act-order QKV and gate-up inputs in their order (Weight::output_order), a copy
+    // of the norm's Weight. PAGODA_ACT_ORDER_IN_NORM=0: gathered in CudaOps::linear instead (A/B runs).
+    static const bool in_norm = env_flag("PAGODA_ACT_ORDER_IN_NORM", true);
+    for (auto [norm, linear] : {std::pair{&d.attn_norm, &d.wqkv}, std::pair{&d.ffn_norm, &d.w_gate_up}}) {
+      if (!in_norm || linear->input_order.empty()) continue;
+      norm->output_order = linear->input_order;
+      linear->input_order = Tensor{};
     }
   }
   dev.final_norm = shared ? shared->final_norm : upload(host.final_norm);
