@@ -161,9 +161,15 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
   launch_kernel(name, gather_rows_kernel, num_rows, threads, 0, stream, out, src, rows, row_elems, vec);
 }
 
-// out[r, j] = src[r, columns[j]]; grid.y a row, a row's columns over grid.x blocks (4 columns a thread).
-__global__ void gather_columns_kernel(bf16* out, const bf16* src, const int32_t* columns, int cols) {
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
+// out[r, j] = src[r, columns[j]]; grid.y a row, a row's columns over grid.x blocks (4 columns a thread). The
+// linear after it (an act-order one) reads only weights before its wait: with `early`, it is scheduled before this
+// kernel waits, so that its weight loads overlap the kernel before (launch.cuh).
+__global__ void gather_columns_kernel(bf16* out, const bf16* src, const int32_t* columns, int cols, bool early) {
+  if (early) {
+    pdl_launch_dependents_then_wait();
+  } else {
+    pdl_grid_sync();  // before any global memory access (launch.cuh)
+  }
   const int64_t r = blockIdx.y;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x)
     out[r * cols + j] = src[r * cols + columns[j]];
@@ -573,8 +579,10 @@ void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, in
 
 void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, int cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
+  // PAGODA_GATHER_EARLY_LAUNCH=0: the next kernel is scheduled after this one's wait (A/B runs).
+  static const bool early = env_flag("PAGODA_GATHER_EARLY_LAUNCH", true);
   const dim3 grid((cols + 1023) / 1024, rows);
-  launch_kernel("gather_columns", gather_columns_kernel, grid, 256, 0, stream, out, x, columns, cols);
+  launch_kernel("gather_columns", gather_columns_kernel, grid, 256, 0, stream, out, x, columns, cols, early);
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,

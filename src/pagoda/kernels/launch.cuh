@@ -25,6 +25,18 @@ __device__ __forceinline__ void pdl_grid_sync() {
 #endif
 }
 
+// pdl_grid_sync's two steps the other way round, for a kernel whose successor reads nothing before its own wait
+// but weights (gather_columns, before a linear): the successor is scheduled at once, so its weight loads overlap
+// the kernel before this one, as they would without this kernel in between. The successor's blocks still wait for
+// this grid, which ends only after the one before it. A kernel after one of these may start while the kernel
+// two before it runs: it must read only weights before its wait.
+__device__ __forceinline__ void pdl_launch_dependents_then_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // The current device's compute capability as major * 10 + minor (cached; 0 when it cannot be read): which of our
 // kernels it runs (PDL from 90, FP8 MMAs from 89, wgmma on 90 exactly: sm_90a code).
 inline int compute_capability() {

@@ -18,6 +18,7 @@
 
 #include "../backend/random_quant_weight.h"
 #include "cuda_test_util.h"
+#include "late_writes.h"
 #include "quant_tiles_testing.h"
 #include "pagoda/backend/cpu/act_order.h"
 #include "pagoda/backend/mma_layout/quant_tiles.h"
@@ -85,6 +86,8 @@ TEST(QuantGemv, MatchesFloat64ReferenceForEveryFormAndTokenCount) {
 // Act-order weights (backend/cpu/act_order.h) as the CUDA upload takes them: the columns sorted by group and packed,
 // the input gathered by kernels::gather_columns, against the float64 reference of the weight in its loaded column
 // order times the input as given; 4- and 8-bit codes, zero points and symmetric, groups of 16 to 128, 1 to 40 tokens.
+// Then the same chain behind a kernel that writes x late (late_writes.h; x holds NaN until then): the gather lets
+// the linear start before its own wait (kernels/launch.cuh), and the linear must still multiply the x written late.
 TEST(QuantGemv, ActOrderSortedWithItsInputGatheredMatchesTheLoadedWeight) {
   PAGODA_SKIP_WITHOUT_GPU();
   const QuantCase cases[] = {{QuantForm::kInt4Zeros, 96, 1024, 128}, {QuantForm::kInt4Zeros, 37, 512, 32},
@@ -121,6 +124,20 @@ TEST(QuantGemv, ActOrderSortedWithItsInputGatheredMatchesTheLoadedWeight) {
       k::gather_columns(bf(d_gathered.get()), bf(d_x.get()), d_order.get(), T, static_cast<int>(c.k), nullptr);
       k::quant_gemv(bf(d_out.get()), bf(d_gathered.get()), dev.m, T, nullptr);
       ASSERT_EQ(test::count_mismatches(d_out.download(static_cast<size_t>(T) * c.n), x, values, c.n, c.k, T, 1, 1), 0);
+
+      DeviceArray<uint16_t> d_late(max_t * c.k);
+      PAGODA_CUDA_CHECK(cudaMemset(d_late.get(), 0xff, d_late.size() * sizeof(uint16_t)));  // bf16 NaN
+      PAGODA_CUDA_CHECK(cudaMemset(d_gathered.get(), 0xff, d_gathered.size() * sizeof(uint16_t)));
+      PAGODA_CUDA_CHECK(cudaMemset(d_out.get(), 0, d_out.size() * sizeof(uint16_t)));
+      cudaStream_t stream;
+      PAGODA_CUDA_CHECK(cudaStreamCreate(&stream));
+      test::launch_late_copies({{d_x.get(), d_late.get(), static_cast<size_t>(T) * c.k * sizeof(uint16_t)}}, 200, stream);
+      k::gather_columns(bf(d_gathered.get()), bf(d_late.get()), d_order.get(), T, static_cast<int>(c.k), stream);
+      k::quant_gemv(bf(d_out.get()), bf(d_gathered.get()), dev.m, T, stream);
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      PAGODA_CUDA_CHECK(cudaStreamDestroy(stream));
+      EXPECT_EQ(test::count_mismatches(d_out.download(static_cast<size_t>(T) * c.n), x, values, c.n, c.k, T, 1, 1), 0)
+          << "x written late";
     }
   }
 }
