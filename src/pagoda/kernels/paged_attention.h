@@ -42,6 +42,10 @@ struct PagedAttentionParams {
   int max_query_len = 0;  // host-side bounds used to size grids
   int max_seq_len = 0;
   float scale = 1.0f;  // softmax scale, 1/sqrt(head_dim)
+  // Decode: the blocks wanted an SM, which set the spans (and so the order in which the spans' partials add up); 0
+  // for the KV dtype's own (decode_blocks_wanted_per_sm), else at most the larger dtype's (the workspace's bound). The tests
+  // set it to compare FP8 KV with bf16 KV over the same spans.
+  int decode_blocks_per_sm = 0;
 };
 
 // Variable-length queries (prefill chunks, mixed steps). Tensor-core tiles for head_dim 64/128, a plain
@@ -56,6 +60,8 @@ void paged_attention_prefill(const PagedAttentionParams& p, cudaStream_t stream)
 // sequence's end do nothing (so a graph captured with the largest split count serves shorter contexts).
 constexpr int kDecodePartitionTokens = 64;
 int decode_num_splits(int max_seq_len);
+// The decode blocks wanted an SM for a KV dtype when the params leave decode_blocks_per_sm at 0 (bf16 2, FP8 4).
+int decode_blocks_wanted_per_sm(bool fp8_kv);
 size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int head_dim, int num_splits);
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream);
 

@@ -386,8 +386,8 @@ bool decode_fp8_many_blocks() {
   static const bool on = env_flag("PAGODA_DECODE_FP8_MANY", true);
   return on;
 }
-DecodeSpans decode_spans(int num_splits, int blocks_per_span, bool fp8_kv) {
-  const int target_blocks = decode_target_blocks(fp8_kv);
+DecodeSpans decode_spans(int num_splits, int blocks_per_span, bool fp8_kv, int blocks_per_sm) {
+  const int target_blocks = blocks_per_sm > 0 ? blocks_per_sm * device_limits().num_sms : decode_target_blocks(fp8_kv);
   const int wanted = std::max(1, (target_blocks + blocks_per_span - 1) / blocks_per_span);
   const int parts_per_span = (num_splits + std::min(num_splits, wanted) - 1) / std::min(num_splits, wanted);
   const int span = parts_per_span * kDecodePartitionTokens;
@@ -450,7 +450,8 @@ template <int D>
 void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
   const int row_tiles = (group + kDecodeRows - 1) / kDecodeRows;
-  const DecodeSpans spans = decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs, p.k_fp8 != nullptr);
+  const DecodeSpans spans =
+      decode_spans(num_splits, p.num_kv_heads * row_tiles * p.num_seqs, p.k_fp8 != nullptr, p.decode_blocks_per_sm);
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = nullptr;
   if (spans.num_spans > 1) {
@@ -471,6 +472,8 @@ void launch_decode_tc(const PagedAttentionParams& p, int num_splits, void* works
 
 }  // namespace
 
+int decode_blocks_wanted_per_sm(bool fp8_kv) { return decode_blocks_per_sm(fp8_kv); }
+
 int decode_num_splits(int max_seq_len) {
   return max_seq_len <= kDecodePartitionTokens ? 1 : (max_seq_len + kDecodePartitionTokens - 1) / kDecodePartitionTokens;
 }
@@ -486,6 +489,11 @@ size_t paged_attention_decode_workspace_bytes(int num_seqs, int num_heads, int h
 void paged_attention_decode(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
   if (p.num_seqs <= 0) return;
   check_params(p, "paged_attention_decode: bad shape");
+  if (p.decode_blocks_per_sm < 0 ||
+      p.decode_blocks_per_sm > std::max(decode_blocks_per_sm(false), decode_blocks_per_sm(true))) {
+    throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: decode_blocks_per_sm beyond the workspace's bound",
+                     __FILE__, __LINE__);
+  }
   if (num_splits < decode_num_splits(p.max_seq_len)) {
     throw_cuda_error(cudaErrorInvalidValue, "paged_attention_decode: num_splits below decode_num_splits(max_seq_len)",
                      __FILE__, __LINE__);

@@ -298,15 +298,21 @@ std::vector<uint16_t> run_prefill(const Batch& b) {
   return out;
 }
 
-std::vector<uint16_t> run_decode(const Batch& b, int num_splits) {
+// `blocks_per_sm`: PagedAttentionParams::decode_blocks_per_sm (0: the dtype's own). An FP8 batch's bf16 twin runs
+// over the FP8 grid's spans, so that the two add their spans' partials alike.
+std::vector<uint16_t> run_decode(const Batch& b, int num_splits, int blocks_per_sm = 0) {
   DeviceArena arena;
-  const PagedAttentionParams p = upload_batch(arena, b);
+  PagedAttentionParams p = upload_batch(arena, b);
+  p.decode_blocks_per_sm = blocks_per_sm;
   void* ws = arena.alloc(
       kernels::paged_attention_decode_workspace_bytes(b.num_seqs, b.shape.num_heads, b.shape.head_dim, num_splits));
   kernels::paged_attention_decode(p, num_splits, ws, nullptr);
   PAGODA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> out = download_out(p, b);
-  if (b.fp8) expect_within_an_ulp_of_bf16(b, out, run_decode(as_bf16(b), num_splits), "decode");
+  if (b.fp8) {
+    const int fp8_grid = blocks_per_sm > 0 ? blocks_per_sm : kernels::decode_blocks_wanted_per_sm(true);
+    expect_within_an_ulp_of_bf16(b, out, run_decode(as_bf16(b), num_splits, fp8_grid), "decode");
+  }
   return out;
 }
 
