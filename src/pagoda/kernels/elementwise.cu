@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "pagoda/kernels/activation.cuh"
@@ -161,18 +162,48 @@ void launch_gather(bf16* out, const bf16* src, const int32_t* rows, int num_rows
   launch_kernel(name, gather_rows_kernel, num_rows, threads, 0, stream, out, src, rows, row_elems, vec);
 }
 
-// out[r, j] = src[r, columns[j]]; grid.y a row, a row's columns over grid.x blocks (4 columns a thread). The
-// linear after it (an act-order one) reads only weights before its wait: with `early`, it is scheduled before this
-// kernel waits, so that its weight loads overlap the kernel before (launch.cuh).
-__global__ void gather_columns_kernel(bf16* out, const bf16* src, const int32_t* columns, int cols, bool early) {
+// 8 bf16 of `row` at the indices lo, hi into dst (16-byte aligned) as one 16-byte store.
+__device__ __forceinline__ void store_gathered8(bf16* dst, const bf16* row, const int4& lo, const int4& hi) {
+  __align__(16) bf16 v[kVec] = {row[lo.x], row[lo.y], row[lo.z], row[lo.w], row[hi.x], row[hi.y], row[hi.z], row[hi.w]};
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+}
+
+// out[r, j] = src[r, columns[j]]: grid.y a row, a thread 8 columns of it. The columns are a weight's input order
+// (never written: launch.cuh), so each thread loads its 8 indices before the PDL wait, and after it only the row's
+// values (one round trip; Nsight Compute timed the form before at 6.6 us a launch for 4,096 columns, H100, 2026-12-07:
+// 4 blocks, each thread's 4 columns a dependent pair of loads after another). The linear after it (an act-order
+// one) reads only weights before its wait: with `early`, it is scheduled before this kernel waits, so that its
+// weight loads overlap the kernel before (launch.cuh). `vec`: cols % 8 == 0, out and columns 16-byte aligned.
+__global__ void gather_columns_kernel(bf16* __restrict__ out, const bf16* __restrict__ src,
+                                      const int32_t* __restrict__ columns, int cols, bool early, bool vec) {
+  const int j0 = (static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * kVec;
+  const bool active = j0 < cols;
+  int4 lo = make_int4(0, 0, 0, 0), hi = lo;
+  if (active && vec) {
+    lo = __ldg(reinterpret_cast<const int4*>(columns + j0));
+    hi = __ldg(reinterpret_cast<const int4*>(columns + j0 + 4));
+  } else if (active) {
+    int idx[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) idx[e] = j0 + e < cols ? __ldg(columns + j0 + e) : 0;
+    lo = make_int4(idx[0], idx[1], idx[2], idx[3]);
+    hi = make_int4(idx[4], idx[5], idx[6], idx[7]);
+  }
   if (early) {
     pdl_launch_dependents_then_wait();
   } else {
-    pdl_grid_sync();  // before any global memory access (launch.cuh)
+    pdl_grid_sync();  // before any access to what a kernel writes (launch.cuh)
   }
-  const int64_t r = blockIdx.y;
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x)
-    out[r * cols + j] = src[r * cols + columns[j]];
+  if (!active) return;
+  const int64_t base = static_cast<int64_t>(blockIdx.y) * cols;
+  if (vec) {
+    store_gathered8(out + base + j0, src + base, lo, hi);
+    return;
+  }
+  const int idx[kVec] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    if (j0 + e < cols) out[base + j0 + e] = src[base + idx[e]];
 }
 
 // ---- RMSNorm ----
@@ -227,10 +258,20 @@ __device__ __forceinline__ void store_codes8(uint8_t* dst, const F8& v, float in
 }
 
 // With `order` (a norm whose output feeds an act-order linear: Weight::output_order), out's column j is the normed
-// row's column order[j]. The row is normalised into shared memory [hidden] first, then written in that order.
-__device__ __forceinline__ void store_row_in_order(bf16* orow, const bf16* row, const int32_t* order, int hidden) {
+// row's column order[j]. The row is normalised into shared memory [hidden] first, then written in that order, 8
+// columns a thread where the row is vectorised (order 16-byte aligned; the one-vector-a-thread path has loaded its
+// 8 indices before the PDL wait: the order is a weight, launch.cuh). Nsight Compute timed the first form, a column
+// a thread with its index loaded after the wait, at 10.3 us a launch against 6.8 unordered (H100, 2026-12-07).
+__device__ __forceinline__ void store_row_in_order(bf16* __restrict__ orow, const bf16* row,
+                                                   const int32_t* __restrict__ order, int hidden, bool vec) {
   __syncthreads();
-  for (int j = threadIdx.x; j < hidden; j += blockDim.x) orow[j] = row[order[j]];
+  if (vec) {
+    const int4* order4 = reinterpret_cast<const int4*>(order);
+    for (int u = threadIdx.x; u < hidden / kVec; u += blockDim.x)
+      store_gathered8(orow + u * kVec, row, __ldg(order4 + 2 * u), __ldg(order4 + 2 * u + 1));
+    return;
+  }
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) orow[j] = row[__ldg(order + j)];
 }
 
 // One block per row of x [R, H]. Pass 1: (kAdd: residual += x, rounded and stored) sum of squares.
@@ -242,9 +283,17 @@ __device__ __forceinline__ void store_row_in_order(bf16* orow, const bf16* row, 
 // its read of the row. `order` (dynamic shared memory: hidden bf16) and `quantized` are never both set.
 template <bool kAdd>
 __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const bf16* w, int hidden, float eps,
-                                bool vec, ProductScales scales, Fp8Activations quantized, const int32_t* order) {
+                                bool vec, ProductScales scales, Fp8Activations quantized,
+                                const int32_t* __restrict__ order) {
   extern __shared__ __align__(16) bf16 ordered_row[];  // [hidden] with `order`
-  pdl_grid_sync();  // before any global memory access (launch.cuh)
+  // One vector a thread and an order: the thread's 8 output indices, before the wait (a weight: launch.cuh).
+  const bool one_vector = vec && hidden / kVec <= static_cast<int>(blockDim.x);
+  int4 order_lo = make_int4(0, 0, 0, 0), order_hi = order_lo;
+  if (order != nullptr && one_vector && static_cast<int>(threadIdx.x) < hidden / kVec) {
+    order_lo = __ldg(reinterpret_cast<const int4*>(order) + 2 * threadIdx.x);
+    order_hi = __ldg(reinterpret_cast<const int4*>(order) + 2 * threadIdx.x + 1);
+  }
+  pdl_grid_sync();  // before any access to what a kernel writes (launch.cuh)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const float* sw = scales.rows;  // (kAdd only)
   const float sx = sw != nullptr ? scales.tokens[blockIdx.x] : 1.0f;
@@ -253,7 +302,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
   bf16* const orow_out = out + base;
   bf16* orow = order != nullptr ? ordered_row : orow_out;  // where the normalised row is stored in its own order
   const int nv = vec ? hidden / kVec : 0;
-  if (vec && nv <= static_cast<int>(blockDim.x)) {
+  if (one_vector) {
     const int u = threadIdx.x;
     const bool active = u < nv;
     const F8 v = active ? add_residual8<kAdd>(xr, rr, u, sw, sx) : F8{};
@@ -263,7 +312,10 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
     const F8 n = active ? normalised8(v, g, inv) : F8{};
     if (active) store8(orow + u * kVec, n);
-    if (order != nullptr) store_row_in_order(orow_out, orow, order, hidden);
+    if (order != nullptr) {
+      __syncthreads();
+      if (active) store_gathered8(orow_out + u * kVec, orow, order_lo, order_hi);
+    }
     if (quantized.codes != nullptr) {
       const float scale = fp8_activation_scale(block_max(amax8(n)));
       if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
@@ -301,7 +353,7 @@ __global__ void rms_norm_kernel(bf16* out, bf16* residual, const bf16* x, const 
       amax = fmaxf(amax, fabsf(n));
     }
   }
-  if (order != nullptr) store_row_in_order(orow_out, orow, order, hidden);
+  if (order != nullptr) store_row_in_order(orow_out, orow, order, hidden, vec);
   if (quantized.codes == nullptr) return;
   const float scale = fp8_activation_scale(block_max(amax));
   if (threadIdx.x == 0) quantized.scales[blockIdx.x] = scale;
@@ -325,6 +377,7 @@ void launch_rms_norm(bf16* out, bf16* residual, const bf16* x, const bf16* w, in
                      __FILE__, __LINE__);
   const bool vec = hidden % kVec == 0 && aligned16(out) && aligned16(x) && aligned16(w) &&
                    (!kAdd || aligned16(residual)) && (scales.rows == nullptr || aligned16(scales.rows)) &&
+                   (order == nullptr || aligned16(order)) &&
                    (quantized.codes == nullptr || reinterpret_cast<uintptr_t>(quantized.codes) % 8 == 0);
   const unsigned threads = row_threads(vec ? hidden / kVec : hidden, 512);
   launch_kernel(name, rms_norm_kernel<kAdd>, rows, threads, ordered_bytes, stream, out, residual, x, w, hidden, eps,
@@ -581,8 +634,11 @@ void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, 
   if (rows <= 0 || cols <= 0) return;
   // PAGODA_GATHER_EARLY_LAUNCH=0: the next kernel is scheduled after this one's wait (A/B runs).
   static const bool early = env_flag("PAGODA_GATHER_EARLY_LAUNCH", true);
-  const dim3 grid((cols + 1023) / 1024, rows);
-  launch_kernel("gather_columns", gather_columns_kernel, grid, 256, 0, stream, out, x, columns, cols, early);
+  const bool vec = cols % kVec == 0 && aligned16(out) && aligned16(columns);
+  const int threads_needed = (cols + kVec - 1) / kVec;
+  const unsigned threads = static_cast<unsigned>(std::min(256, (threads_needed + 31) / 32 * 32));
+  const dim3 grid((threads_needed + threads - 1) / threads, rows);
+  launch_kernel("gather_columns", gather_columns_kernel, grid, threads, 0, stream, out, x, columns, cols, early, vec);
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,

@@ -170,6 +170,29 @@ TEST(ElementwiseKernels, AddRmsNormStoresRoundedResidualAndNormalisesIt) {
   }
 }
 
+// An act-order linear's input (kernels::gather_columns): out[r, j] = x[r, columns[j]] exactly, for rows of a multiple
+// of 8 columns (a thread 8 of them, one 16-byte store) and of others (column by column), 1 to 33 rows.
+TEST(ElementwiseKernels, GatherColumnsPermutesEveryRow) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  for (const int cols : {4096, 1040, 172, 13}) {
+    for (const int rows : {1, 33}) {
+      SCOPED_TRACE(::testing::Message() << "cols " << cols << " rows " << rows);
+      std::vector<int32_t> order(cols);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937(cols + rows));
+      const auto x = random_bf16(static_cast<size_t>(rows) * cols, 90 + cols);
+      DeviceArray<int32_t> d_order(order);
+      DeviceArray<uint16_t> d_x(x), d_out(x.size());
+      k::gather_columns(bf(d_out.get()), cbf(d_x.get()), d_order.get(), rows, cols, nullptr);
+      std::vector<uint16_t> want(x.size());
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j)
+          want[static_cast<size_t>(r) * cols + j] = x[static_cast<size_t>(r) * cols + order[j]];
+      EXPECT_EQ(d_out.download(), want);
+    }
+  }
+}
+
 // A norm that feeds an act-order linear writes its output in the linear's input order (Weight::output_order): out[r,
 // j] is the plain launch's out[r, order[j]], bit for bit, and the residual is unchanged by the order. Row lengths of
 // the one-vector-a-thread path (2,048, 4,096), the looped one (8,192) and the unvectorised one (172).
