@@ -75,8 +75,8 @@ void silu_mul_interleaved(bf16* out, const bf16* gate_up, int rows, int intermed
 // out [R, C] = x[rows[r], :] for x [*, C].
 void gather_rows(bf16* out, const bf16* x, const int32_t* rows, int num_rows, int row_elems, cudaStream_t stream);
 // out [R, C] with out[r, j] = x[r, columns[j]] for x [R, C]: the input of an act-order linear whose columns
-// were sorted by group (backend/cpu/act_order.h). The kernel launched next must read only weights before its
-// PDL wait (launch.cuh: it is scheduled before this one waits): launch a linear next.
+// were sorted by group (backend/cpu/act_order.h); out and x do not overlap. The kernel launched next must read
+// only weights before its PDL wait (launch.cuh: it is scheduled before this one waits): launch a linear next.
 void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, int cols, cudaStream_t stream);
 
 // Conversions (weights at upload, logits for the host).

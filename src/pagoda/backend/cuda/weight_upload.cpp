@@ -374,6 +374,9 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
   } else {
     dev.embed_tokens = upload_bf16_weight(host.embed_tokens);
   }
+  // PAGODA_ACT_ORDER_IN_NORM=0: act-order QKV and gate-up inputs gathered in CudaOps::linear instead of written in
+  // order by the norms (A/B runs).
+  static const bool order_in_norms = env_flag("PAGODA_ACT_ORDER_IN_NORM", true);
   // A norm of the shared set, without the output order its own linears may have given it (below).
   auto shared_norm = [](Weight norm) {
     norm.output_order = Tensor{};
@@ -399,10 +402,9 @@ ModelWeights CudaOps::prepare_weights(const ModelWeights& host, const ModelConfi
       d.w_down = upload(h.w_down);
     }
     // Likewise the norms write the act-order QKV and gate-up inputs in their order (Weight::output_order), a copy
-    // of the norm's Weight. PAGODA_ACT_ORDER_IN_NORM=0: gathered in CudaOps::linear instead (A/B runs).
-    static const bool in_norm = env_flag("PAGODA_ACT_ORDER_IN_NORM", true);
+    // of the norm's Weight.
     for (auto [norm, linear] : {std::pair{&d.attn_norm, &d.wqkv}, std::pair{&d.ffn_norm, &d.w_gate_up}}) {
-      if (!in_norm || linear->input_order.empty()) continue;
+      if (!order_in_norms || linear->input_order.empty()) continue;
       norm->output_order = linear->input_order;
       linear->input_order = Tensor{};
     }
