@@ -16,3 +16,18 @@ P=device_bundle/bin/pagoda
 T=device_bundle/bin/test_cuda
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$R/device.txt"
 cp device_bundle/COMMIT "$R/commit.txt"
+# gptq_copies DIR_PREFIX: copies of tests/data/models/llama-3-8b as DIR_PREFIX-act and DIR_PREFIX-plain, whose
+# config.json asks for GPTQ W4 g128 with desc_act true and false (for --load-format dummy --quantization gptq).
+gptq_copies() {
+  local d
+  for d in act plain; do
+    mkdir -p "$1-$d" && cp tests/data/models/llama-3-8b/* "$1-$d/"
+    python3 - "$1-$d/config.json" "$d" <<'PY'
+import json, sys
+path, kind = sys.argv[1], sys.argv[2]
+c = json.load(open(path))
+c["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": kind == "act"}
+json.dump(c, open(path, "w"))
+PY
+  done
+}

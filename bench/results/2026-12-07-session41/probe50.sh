@@ -7,17 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/device/probe_env.sh
 timeout 60 $T --gtest_filter='ElementwiseKernels.*:QuantGemv.ActOrder*:CudaActOrder.*:*CudaQuantModel*' >$R/gtest.log 2>&1
 grep -E "^\[  (PASSED|FAILED) |tests from .* ran" $R/gtest.log | head -8; save
-for d in act plain; do
-  mkdir -p /tmp/l3-$d && cp tests/data/models/llama-3-8b/* /tmp/l3-$d/
-  python3 - "$d" <<'PY'
-import json, sys
-d = sys.argv[1]
-p = f"/tmp/l3-{d}/config.json"
-c = json.load(open(p))
-c["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": d == "act"}
-json.dump(c, open(p, "w"))
-PY
-done
+gptq_copies /tmp/l3
 for v in act:1:1 plain:1:1 act:0:0; do
   IFS=: read -r d n e <<<"$v"; o=$R/lat_${d}_norm${n}_early${e}
   PAGODA_ACT_ORDER_IN_NORM=$n PAGODA_GATHER_EARLY_LAUNCH=$e timeout 60 $P --log-level info bench latency -m /tmp/l3-$d \
