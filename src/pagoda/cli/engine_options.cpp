@@ -15,6 +15,11 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--max-num-seqs", max_num_seqs, "sequences per step (default 256)")->check(kPositive);
   cmd.add_option("--max-num-batched-tokens", max_num_batched_tokens, "tokens per step (default 2048)")
       ->check(kPositive);
+  cmd.add_option("--long-prefill-token-threshold", long_prefill_token_threshold,
+                 "the most prompt tokens one request computes a step, as vLLM's: a longer prompt goes in chunks of "
+                 "this many and the rest of the step's budget goes to other requests, so one long prompt does not "
+                 "fill a step while short ones wait (default 0: off)")
+      ->check(kNonNegative);
   cmd.add_option("--max-model-len", max_model_len, "context length, at most the model's (default: the model's)")
       ->check(kPositive);
   cmd.add_option("--block-size", block_size, "KV cache block size in tokens, 1 to 1024 (default 16)")
@@ -111,6 +116,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.num_threads = model.threads;
   o.max_num_seqs = max_num_seqs;
   o.max_num_batched_tokens = max_num_batched_tokens;
+  o.long_prefill_token_threshold = long_prefill_token_threshold;
   o.max_model_len = max_model_len;
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);

@@ -23,6 +23,8 @@ void validate(const SchedulerConfig& config) {
     throw Error(fmt::format("max_num_batched_tokens ({}) must be >= max_num_seqs ({})", config.max_num_batched_tokens,
                             config.max_num_seqs));
   }
+  if (config.long_prefill_token_threshold < 0)
+    throw Error(fmt::format("long_prefill_token_threshold must be >= 0, got {}", config.long_prefill_token_threshold));
   for (const double seconds : {config.batch_wait_seconds, config.batch_wait_ttft_seconds})
     if (!(seconds >= 0 && seconds <= 3600))
       throw Error(fmt::format("the batching window and its TTFT bound must be 0 to 3600 seconds, got {}", seconds));
@@ -145,7 +147,7 @@ StepPlan Scheduler::schedule(int token_budget) {
   StepPlan plan;
   plan.finished = std::move(finished_since_plan_);
   finished_since_plan_.clear();
-  TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens));
+  TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens), config_.long_prefill_token_threshold);
   held_until_.reset();
   const size_t reclaimed = static_cast<size_t>(reclaim_for_share(budget, plan));
   if (fair_) {

@@ -21,6 +21,9 @@ struct SchedulerConfig {
   // 0: off.
   double batch_wait_seconds = 0;
   double batch_wait_ttft_seconds = 0;
+  // The most prompt tokens one sequence computes a step (--long-prefill-token-threshold, as vLLM's: a longer
+  // prompt goes in chunks of this many, leaving the rest of the step's budget to other requests). 0: off.
+  int long_prefill_token_threshold = 0;
 };
 
 // Throws pagoda::Error naming the bad value. max_num_batched_tokens must be >= max_num_seqs so that a

@@ -33,10 +33,12 @@ struct SchedulerOptions {
   int max_model_len = 128;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool prefix_caching = true;
+  int long_prefill_token_threshold = 0;
 };
 
 inline Scheduler make_scheduler(const SchedulerOptions& o) {
   SchedulerConfig config{o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len, o.policy};
+  config.long_prefill_token_threshold = o.long_prefill_token_threshold;
   return Scheduler(config, BlockManagerOptions{o.num_blocks, o.block_size, o.prefix_caching});
 }
 

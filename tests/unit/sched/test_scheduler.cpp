@@ -74,6 +74,30 @@ TEST(Scheduler, RunningFirstThenWaitingWithinMaxNumSeqs) {
   EXPECT_EQ(plan.seqs[0].seq_id, 3u);
 }
 
+// --long-prefill-token-threshold (vLLM's): no sequence computes more than the threshold of prompt tokens a step,
+// so a long prompt leaves the rest of the budget to others; shorter prompts and decodes are not affected, and a
+// negative threshold is refused.
+TEST(Scheduler, LongPrefillThresholdCapsEachSequencesChunk) {
+  Scheduler s = make_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 32, .long_prefill_token_threshold = 8});
+  s.add(make_request(1, iota_tokens(20), 2));  // prompts without a common prefix: no prefix hits
+  s.add(make_request(2, iota_tokens(6, 100), 2));
+  s.add(make_request(3, iota_tokens(30, 200), 2));
+  const std::vector<std::map<SeqId, int>> expected = {
+      {{1, 8}, {2, 6}, {3, 8}},  // 22 of the 32 tokens: no sequence more than 8 (2's whole prompt)
+      {{1, 8}, {2, 1}, {3, 8}},  // 2 decodes, and finishes with its second token
+      {{1, 4}, {3, 8}},          // 1's last chunk
+      {{1, 1}, {3, 6}},          // 1 decodes; 3's last chunk
+  };
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(i);
+    const StepPlan plan = step(s);
+    std::map<SeqId, int> got;
+    for (const auto& seq : plan.seqs) got[seq.seq_id] = seq.num_tokens;
+    EXPECT_EQ(got, expected[i]);
+  }
+  EXPECT_THROW(make_scheduler({.long_prefill_token_threshold = -1}), Error);
+}
+
 TEST(Scheduler, DecodesArePlannedBeforeNewPromptChunks) {
   Scheduler s = make_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 6});
   s.add(make_request(1, iota_tokens(4), 10));
