@@ -168,14 +168,15 @@ __device__ __forceinline__ void store_gathered8(bf16* dst, const bf16* row, cons
   *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
 }
 
-// out[r, j] = src[r, columns[j]]: grid.y a row, a thread 8 columns of it. The columns are a weight's input order
-// (never written: launch.cuh), so each thread loads its 8 indices before the PDL wait, and after it only the row's
-// values (one round trip; Nsight Compute timed the form before at 6.6 us a launch for 4,096 columns, H100, 2026-12-07:
-// 4 blocks, each thread's 4 columns a dependent pair of loads after another). The linear after it (an act-order
-// one) reads only weights before its wait: with `early`, it is scheduled before this kernel waits, so that its
-// weight loads overlap the kernel before (launch.cuh). `vec`: cols % 8 == 0, out and columns 16-byte aligned.
+// out[r, j] = src[r, columns[j]]: a thread 8 columns, of rows blockIdx.y, + gridDim.y, ... The columns are a
+// weight's input order (never written: launch.cuh), so each thread loads its 8 indices before the PDL wait, and
+// after it only the rows' values (one round trip; Nsight Compute timed the form before at 6.6 us a launch for 4,096
+// columns, H100, 2026-12-07: 4 blocks, each thread's 4 columns a dependent pair of loads after another). The linear
+// after it (an act-order one) reads only weights before its wait: with `early`, it is scheduled before this kernel
+// waits, so that its weight loads overlap the kernel before (launch.cuh). `vec`: cols % 8 == 0, out and columns
+// 16-byte aligned.
 __global__ void gather_columns_kernel(bf16* __restrict__ out, const bf16* __restrict__ src,
-                                      const int32_t* __restrict__ columns, int cols, bool early, bool vec) {
+                                      const int32_t* __restrict__ columns, int rows, int cols, bool early, bool vec) {
   const int j0 = (static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * kVec;
   const bool active = j0 < cols;
   int4 lo = make_int4(0, 0, 0, 0), hi = lo;
@@ -195,15 +196,17 @@ __global__ void gather_columns_kernel(bf16* __restrict__ out, const bf16* __rest
     pdl_grid_sync();  // before any access to what a kernel writes (launch.cuh)
   }
   if (!active) return;
-  const int64_t base = static_cast<int64_t>(blockIdx.y) * cols;
-  if (vec) {
-    store_gathered8(out + base + j0, src + base, lo, hi);
-    return;
-  }
   const int idx[kVec] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t base = r * cols;
+    if (vec) {
+      store_gathered8(out + base + j0, src + base, lo, hi);
+      continue;
+    }
 #pragma unroll
-  for (int e = 0; e < kVec; ++e)
-    if (j0 + e < cols) out[base + j0 + e] = src[base + idx[e]];
+    for (int e = 0; e < kVec; ++e)
+      if (j0 + e < cols) out[base + j0 + e] = src[base + idx[e]];
+  }
 }
 
 // ---- RMSNorm ----
@@ -637,8 +640,9 @@ void gather_columns(bf16* out, const bf16* x, const int32_t* columns, int rows, 
   const bool vec = cols % kVec == 0 && aligned16(out) && aligned16(columns);
   const int threads_needed = (cols + kVec - 1) / kVec;
   const unsigned threads = static_cast<unsigned>(std::min(256, (threads_needed + 31) / 32 * 32));
-  const dim3 grid((threads_needed + threads - 1) / threads, rows);
-  launch_kernel("gather_columns", gather_columns_kernel, grid, threads, 0, stream, out, x, columns, cols, early, vec);
+  const dim3 grid((threads_needed + threads - 1) / threads, std::min(rows, 65535));  // (grid.y's limit)
+  launch_kernel("gather_columns", gather_columns_kernel, grid, threads, 0, stream, out, x, columns, rows, cols, early,
+                vec);
 }
 
 void rms_norm(bf16* out, const bf16* x, const bf16* w, int rows, int hidden, float eps, cudaStream_t stream,
