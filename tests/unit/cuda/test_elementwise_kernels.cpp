@@ -171,11 +171,12 @@ TEST(ElementwiseKernels, AddRmsNormStoresRoundedResidualAndNormalisesIt) {
 }
 
 // An act-order linear's input (kernels::gather_columns): out[r, j] = x[r, columns[j]] exactly, for rows of a multiple
-// of 8 columns (a thread 8 of them, one 16-byte store) and of others (column by column), 1 to 33 rows.
+// of 8 columns (a thread 8 of them, one 16-byte store) and of others (column by column), 1 to 70,000 rows (more
+// than a grid's 65,535 in y).
 TEST(ElementwiseKernels, GatherColumnsPermutesEveryRow) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const int cols : {4096, 1040, 172, 13}) {
-    for (const int rows : {1, 33}) {
+    for (const int rows : {1, 33, cols < 100 ? 70000 : 2}) {
       SCOPED_TRACE(::testing::Message() << "cols " << cols << " rows " << rows);
       std::vector<int32_t> order(cols);
       std::iota(order.begin(), order.end(), 0);
