@@ -170,11 +170,11 @@ __device__ __forceinline__ void store_gathered8(bf16* dst, const bf16* row, cons
 
 // out[r, j] = src[r, columns[j]]: a thread 8 columns, of rows blockIdx.y, + gridDim.y, ... The columns are a
 // weight's input order (never written: launch.cuh), so each thread loads its 8 indices before the PDL wait, and
-// after it only the rows' values (one round trip; Nsight Compute timed the form before at 6.6 us a launch for 4,096
-// columns, H100, 2026-12-07: 4 blocks, each thread's 4 columns a dependent pair of loads after another). The linear
-// after it (an act-order one) reads only weights before its wait: with `early`, it is scheduled before this kernel
-// waits, so that its weight loads overlap the kernel before (launch.cuh). `vec`: cols % 8 == 0, out and columns
-// 16-byte aligned.
+// after it only the rows' values (one round trip). Nsight Compute timed the form before at 6.6 us a launch (the mean
+// of a W4 run's prefill and decode launches, H100, 2026-12-07): 4 blocks for 4,096 columns, each thread's 4 columns
+// a dependent pair of loads after another. The linear after it (an act-order one) reads only weights before its
+// wait: with `early`, it is scheduled before this kernel waits, so that its weight loads overlap the kernel before
+// (launch.cuh). `vec`: cols % 8 == 0, out and columns 16-byte aligned.
 __global__ void gather_columns_kernel(bf16* __restrict__ out, const bf16* __restrict__ src,
                                       const int32_t* __restrict__ columns, int rows, int cols, bool early, bool vec) {
   const int j0 = (static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * kVec;
@@ -264,7 +264,8 @@ __device__ __forceinline__ void store_codes8(uint8_t* dst, const F8& v, float in
 // row's column order[j]. The row is normalised into shared memory [hidden] first, then written in that order, 8
 // columns a thread where the row is vectorised (order 16-byte aligned; the one-vector-a-thread path has loaded its
 // 8 indices before the PDL wait: the order is a weight, launch.cuh). Nsight Compute timed the first form, a column
-// a thread with its index loaded after the wait, at 10.3 us a launch against 6.8 unordered (H100, 2026-12-07).
+// a thread with its index loaded after the wait, at 10.3 us a launch against 6.8 unordered (means of a W4 run's
+// prefill and decode launches, H100, 2026-12-07).
 __device__ __forceinline__ void store_row_in_order(bf16* __restrict__ orow, const bf16* row,
                                                    const int32_t* __restrict__ order, int hidden, bool vec) {
   __syncthreads();

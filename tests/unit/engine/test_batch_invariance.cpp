@@ -4,7 +4,8 @@
 // caching changes no output while its counters show the sharing. With an FP8 KV cache (stories260K) the
 // same holds: a token's codes depend on nothing but its own K and V, so preemption's recomputation and
 // shared prefix blocks give the same values (the references, from fp32 caches, are not compared there).
-// The same outputs under the adaptive batch controller, the slo and fair scheduling policies and a host KV tier.
+// The same outputs under the adaptive batch controller, the slo and fair scheduling policies, a prefill chunk limit
+// (--long-prefill-token-threshold) and a host KV tier.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -168,6 +169,23 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
       EXPECT_EQ(together[i].finish_reason, solo[i].finish_reason) << "request " << i;
     }
     EXPECT_GT(fair.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
+  }
+  {
+    // --long-prefill-token-threshold: no sequence computes more than 8 prompt tokens a step. The outputs stay those
+    // of the requests alone, and a lone 100-token prompt takes 13 steps to its first token, not the 48-token
+    // budget's 3.
+    SCOPED_TRACE("long prefill token threshold");
+    const LlmOptions capped{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48,
+                            .long_prefill_token_threshold = 8, .max_model_len = 512,
+                            .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype};
+    LLM chunked(capped);
+    const std::vector<CompletionOutput> together = chunked.generate(requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
+    LLM lone(capped);
+    std::vector<TokenId> prompt(100);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(3 + i % (vocab - 3));
+    lone.generate({testing::greedy_request(prompt, 1)});
+    EXPECT_EQ(lone.engine().stats().num_steps, 13u);
   }
   for (EvictionPolicyKind eviction : {EvictionPolicyKind::kLru, EvictionPolicyKind::kLruK}) {
     // A host KV tier under the same pressure: evicted blocks (preempted sequences' among them) are copied out
