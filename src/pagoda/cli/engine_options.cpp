@@ -20,6 +20,11 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "this many and the rest of the step's budget goes to other requests, so one long prompt does not "
                  "fill a step while short ones wait (default 0: off)")
       ->check(kNonNegative);
+  cmd.add_option("--max-long-partial-prefills", max_long_partial_prefills,
+                 "with --long-prefill-token-threshold, the most requests a step gives a chunk to while more than that "
+                 "threshold of their prompt is left, as vLLM's: the others wait and shorter prompts go ahead of them "
+                 "(default 0: no limit)")
+      ->check(kNonNegative);
   cmd.add_option("--max-model-len", max_model_len, "context length, at most the model's (default: the model's)")
       ->check(kPositive);
   cmd.add_option("--block-size", block_size, "KV cache block size in tokens, 1 to 1024 (default 16)")
@@ -117,6 +122,7 @@ LlmOptions EngineCliOptions::llm_options() const {
   o.max_num_seqs = max_num_seqs;
   o.max_num_batched_tokens = max_num_batched_tokens;
   o.long_prefill_token_threshold = long_prefill_token_threshold;
+  o.max_long_partial_prefills = max_long_partial_prefills;
   o.max_model_len = max_model_len;
   o.block_size = block_size;
   o.kv_cache_memory = kv_cache_memory.empty() ? 0 : parse_memory_size(kv_cache_memory);

@@ -16,6 +16,7 @@ struct EngineCliOptions {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   int long_prefill_token_threshold = 0;
+  int max_long_partial_prefills = 0;
   int max_model_len = 0;
   int block_size = 16;
   std::string kv_cache_memory;  // e.g. "4MiB"; empty: sized automatically

@@ -175,7 +175,8 @@ LLM::LLM(const LlmOptions& o)
                                  .slo = o.preemption_slo.value_or(o.slo.value_or(SloTargets{})),
                                  .batch_wait_seconds = o.batch_wait_ms / 1000.0,
                                  .batch_wait_ttft_seconds = o.batch_wait_ttft_ms / 1000.0,
-                                 .long_prefill_token_threshold = o.long_prefill_token_threshold};
+                                 .long_prefill_token_threshold = o.long_prefill_token_threshold,
+                                 .max_long_partial_prefills = o.max_long_partial_prefills};
   if (o.batch_wait_ms > 0)
     spdlog::info("batching window: new requests wait up to {:g} ms for company while the engine is idle or decoding{}",
                  o.batch_wait_ms,

@@ -30,6 +30,7 @@ struct LlmOptions {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   int long_prefill_token_threshold = 0;  // SchedulerConfig's: the most prompt tokens a sequence computes a step
+  int max_long_partial_prefills = 0;     // SchedulerConfig's: the most long prefills a step (0: no limit)
   int max_model_len = 0;           // 0: the model's context; more than it is refused, unless:
   bool max_model_len_at_most = false;  // max_model_len is a bound: the model's context where that is less
   int block_size = 16;

@@ -25,6 +25,10 @@ void validate(const SchedulerConfig& config) {
   }
   if (config.long_prefill_token_threshold < 0)
     throw Error(fmt::format("long_prefill_token_threshold must be >= 0, got {}", config.long_prefill_token_threshold));
+  if (config.max_long_partial_prefills < 0)
+    throw Error(fmt::format("max_long_partial_prefills must be >= 0, got {}", config.max_long_partial_prefills));
+  if (config.max_long_partial_prefills > 0 && config.long_prefill_token_threshold == 0)
+    throw Error("max_long_partial_prefills needs long_prefill_token_threshold (what makes a prefill long)");
   for (const double seconds : {config.batch_wait_seconds, config.batch_wait_ttft_seconds})
     if (!(seconds >= 0 && seconds <= 3600))
       throw Error(fmt::format("the batching window and its TTFT bound must be 0 to 3600 seconds, got {}", seconds));
@@ -147,7 +151,8 @@ StepPlan Scheduler::schedule(int token_budget) {
   StepPlan plan;
   plan.finished = std::move(finished_since_plan_);
   finished_since_plan_.clear();
-  TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens), config_.long_prefill_token_threshold);
+  TokenBudget budget(std::min(token_budget, config_.max_num_batched_tokens), config_.long_prefill_token_threshold,
+                     config_.max_long_partial_prefills);
   held_until_.reset();
   const size_t reclaimed = static_cast<size_t>(reclaim_for_share(budget, plan));
   if (fair_) {
@@ -179,6 +184,7 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan, std::vecto
       continue;
     }
     const int num_new = budget.chunk_for(pending);
+    if (num_new == 0) continue;  // a long prefill past the step's limit (a decode always gets its token)
     const std::span<Sequence* const> set_aside = prompts != nullptr ? std::span<Sequence* const>(*prompts) : std::span<Sequence* const>{};
     if (!reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, std::span(order).subspan(k + 1), set_aside)) {
       // It preempted itself. Under fcfs and priority the sequences after it would have been victims first,
@@ -188,7 +194,7 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan, std::vecto
       continue;
     }
     add_to_plan(plan, seq, num_new);
-    budget.take(num_new);
+    budget.take(num_new, pending);
   }
   if (prompts != nullptr) std::erase_if(*prompts, [](const Sequence* s) { return s->status != SeqStatus::kRunning; });
 }
@@ -242,7 +248,8 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclai
       auto [it, added] = heads.try_emplace(tenant, seq);
       if (!added && schedules_before(config_.policy, *seq, *it->second)) it->second = seq;
     };
-    for (Sequence* seq : prompts) offer(seq->tenant.name, seq);
+    for (Sequence* seq : prompts)  // (but a long prefill past the step's limit; admit() tells a waiting one)
+      if (budget.chunk_for(seq->num_tokens_with_placeholders() - seq->num_computed_tokens) > 0) offer(seq->tenant.name, seq);
     if (admitting) {
       fair_->for_each_waiting_tenant([&](const std::string& tenant, const FairShare::Queue& queue) {
         if (!capped.contains(tenant)) offer(tenant, *queue.begin());
@@ -261,17 +268,19 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclai
     Sequence& seq = *next;
     if (seq.status == SeqStatus::kRunning) {
       std::erase(prompts, &seq);
-      const int num_new = budget.chunk_for(seq.num_tokens_with_placeholders() - seq.num_computed_tokens);
+      const int pending = seq.num_tokens_with_placeholders() - seq.num_computed_tokens;
+      const int num_new = budget.chunk_for(pending);
       const bool reserved = reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, prompts);
       std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
       if (!reserved) continue;
       add_to_plan(plan, seq, num_new);
-      budget.take(num_new);
+      budget.take(num_new, pending);
       continue;
     }
     switch (admit(seq, budget, plan)) {
       case Admission::kAdmitted: break;
       case Admission::kSkipped: capped.insert(seq.tenant.name); break;
+      case Admission::kLongWaits: capped.insert(seq.tenant.name); break;  // its tenant's next step
       case Admission::kNoBlocks: admitting = false; break;
     }
   }
@@ -460,7 +469,9 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   // Never the whole sequence: the last token must be computed to have logits to sample.
   const PrefixHit hit =
       seq.reads_prefix_cache ? block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt()) : PrefixHit{};
-  const int num_new = budget.chunk_for(seq.num_tokens() - hit.num_tokens);
+  const int pending = seq.num_tokens() - hit.num_tokens;
+  const int num_new = budget.chunk_for(pending);
+  if (num_new == 0) return Admission::kLongWaits;
   // Waits for its tenant's blocks; others go past it.
   if (over_tenant_cap(seq, hit.num_tokens + num_new)) return Admission::kSkipped;
   if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) return Admission::kNoBlocks;
@@ -475,7 +486,7 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   dequeue(&seq);
   insert_running(&seq);
   add_to_plan(plan, seq, num_new);
-  budget.take(num_new);
+  budget.take(num_new, pending);
   return Admission::kAdmitted;
 }
 

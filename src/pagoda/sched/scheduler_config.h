@@ -24,6 +24,10 @@ struct SchedulerConfig {
   // The most prompt tokens one sequence computes a step (--long-prefill-token-threshold, as vLLM's: a longer
   // prompt goes in chunks of this many, leaving the rest of the step's budget to other requests). 0: off.
   int long_prefill_token_threshold = 0;
+  // The most sequences one step gives a chunk to while more than long_prefill_token_threshold of their prompt is
+  // left to compute (--max-long-partial-prefills, as vLLM's): the others wait, and shorter prompts go ahead of
+  // them, so a flood of long prompts leaves each step's budget to short ones. 0: no limit. Needs the threshold.
+  int max_long_partial_prefills = 0;
 };
 
 // Throws pagoda::Error naming the bad value. max_num_batched_tokens must be >= max_num_seqs so that a

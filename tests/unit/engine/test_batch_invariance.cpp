@@ -171,14 +171,15 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
     EXPECT_GT(fair.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
   }
   {
-    // --long-prefill-token-threshold: no sequence computes more than 8 prompt tokens a step. The outputs stay those
-    // of the requests alone, and a lone 100-token prompt takes 13 steps to its first token, not the 48-token
-    // budget's 3.
+    // --long-prefill-token-threshold: no sequence computes more than 8 prompt tokens a step, and with
+    // --max-long-partial-prefills 1 only one whose prompt has more than 8 left. The outputs stay those of the requests
+    // alone, and a lone 100-token prompt takes 13 steps to its first token, not the 48-token budget's 3.
     SCOPED_TRACE("long prefill token threshold");
-    const LlmOptions capped{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48,
-                            .long_prefill_token_threshold = 8, .max_model_len = 512,
-                            .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype};
+    LlmOptions capped{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48,
+                      .long_prefill_token_threshold = 8, .max_long_partial_prefills = 1, .max_model_len = 512,
+                      .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype};
     LLM chunked(capped);
+    capped.max_long_partial_prefills = 0;
     const std::vector<CompletionOutput> together = chunked.generate(requests);
     for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].output_ids, solo[i].output_ids) << "request " << i;
     LLM lone(capped);

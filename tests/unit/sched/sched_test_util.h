@@ -34,11 +34,13 @@ struct SchedulerOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool prefix_caching = true;
   int long_prefill_token_threshold = 0;
+  int max_long_partial_prefills = 0;
 };
 
 inline Scheduler make_scheduler(const SchedulerOptions& o) {
   SchedulerConfig config{o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len, o.policy};
   config.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  config.max_long_partial_prefills = o.max_long_partial_prefills;
   return Scheduler(config, BlockManagerOptions{o.num_blocks, o.block_size, o.prefix_caching});
 }
 

@@ -124,6 +124,32 @@ TEST(FairPolicy, ALightTenantsPromptIsNotQueuedBehindAFloodsChunks) {
   }
 }
 
+// --long-prefill-token-threshold 8 with --max-long-partial-prefills 1: a flood of long prompts takes one chunk of 8 a
+// step, not the whole budget, so the step a light tenant's prompt arrives during is short; the light prompt and the
+// light tenant's next short one both go ahead of the flood's waiting ones. Without the limit the flood's three
+// prompts fill the step.
+TEST(FairPolicy, MaxLongPartialPrefillsKeepsAFloodToOneChunkAStep) {
+  for (const int max_long : {1, 0}) {
+    SCOPED_TRACE(max_long);
+    Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                        .max_num_batched_tokens = 32, .max_model_len = 256, .policy = kFair,
+                                        .long_prefill_token_threshold = 8, .max_long_partial_prefills = max_long});
+    for (SeqId id = 1; id <= 3; ++id) s.add(tenant_request(id, "noisy", 0.3f, 100, 4));
+    if (max_long == 1) {
+      EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}}));
+    } else {
+      EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}, {2, 8}, {3, 8}}));
+    }
+    s.add(tenant_request(10, "light", 0.8f, 8, 4));
+    s.add(tenant_request(11, "light", 0.8f, 6, 4));
+    if (max_long == 1) {
+      EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}, {10, 8}, {11, 6}}));
+    } else {
+      EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}, {2, 8}, {3, 2}, {10, 8}, {11, 6}}));  // a 32-token step
+    }
+  }
+}
+
 // Two tenants keep prompts waiting, weights 3 and 1, the lighter one's first: while both are backlogged, fair
 // computes their prompt tokens 3:1 (to within one chunk); fcfs serves the first arrivals only.
 TEST(FairPolicy, BackloggedTenantsGetPromptTokensInProportionToTheirWeights) {

@@ -64,12 +64,31 @@ TEST(Policy, Parse) {
 TEST(TokenBudget, ChunksWhatDoesNotFit) {
   TokenBudget budget(10);
   EXPECT_EQ(budget.chunk_for(1), 1);
-  budget.take(1);
+  budget.take(1, 1);
   EXPECT_EQ(budget.chunk_for(25), 9);  // a long prompt gets the rest as a chunk
-  budget.take(9);
+  budget.take(9, 25);
   EXPECT_TRUE(budget.exhausted());
   EXPECT_EQ(budget.chunk_for(3), 0);
   EXPECT_EQ(budget.num_used(), 10);
+}
+
+TEST(TokenBudget, LimitsLongPrefillsPerStep) {
+  TokenBudget budget(100, 8, 1);  // chunks of at most 8; one sequence with more than 8 pending a step
+  EXPECT_FALSE(budget.is_long(8));
+  EXPECT_TRUE(budget.is_long(9));
+  EXPECT_EQ(budget.chunk_for(30), 8);
+  budget.take(8, 30);
+  EXPECT_EQ(budget.chunk_for(30), 0);  // a second long prefill waits
+  EXPECT_EQ(budget.chunk_for(9), 0);
+  EXPECT_EQ(budget.chunk_for(8), 8);   // short ones go ahead
+  budget.take(8, 8);
+  EXPECT_EQ(budget.chunk_for(1), 1);
+  TokenBudget unlimited(100, 8);
+  unlimited.take(8, 30);
+  EXPECT_EQ(unlimited.chunk_for(30), 8);
+  TokenBudget no_chunks(100, 0, 1);  // without a chunk limit nothing is long
+  no_chunks.take(50, 60);
+  EXPECT_EQ(no_chunks.chunk_for(60), 50);
 }
 
 TEST(SchedulerConfig, Validation) {

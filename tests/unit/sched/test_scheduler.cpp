@@ -98,6 +98,55 @@ TEST(Scheduler, LongPrefillThresholdCapsEachSequencesChunk) {
   EXPECT_THROW(make_scheduler({.long_prefill_token_threshold = -1}), Error);
 }
 
+// --max-long-partial-prefills 1: one sequence a step with more than the threshold of its prompt left; the other long
+// ones wait while short ones go ahead. Under fair a tenant's requests keep their order (here all are one tenant's):
+// its next one waits behind its long one, and other tenants' go ahead (FairPolicy.MaxLongPartialPrefills...).
+TEST(Scheduler, MaxLongPartialPrefillsLetsShortPromptsGoAhead) {
+  for (const SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kFair}) {
+    const bool fair = policy == SchedulingPolicy::kFair;
+    SCOPED_TRACE(fair ? "fair" : "fcfs");
+    Scheduler s = make_scheduler({.max_num_seqs = 8, .max_num_batched_tokens = 64, .policy = policy,
+                                  .long_prefill_token_threshold = 8, .max_long_partial_prefills = 1});
+    s.add(make_request(1, iota_tokens(30), 2));  // long
+    s.add(make_request(2, iota_tokens(30, 100), 2));  // long
+    s.add(make_request(3, iota_tokens(6, 200), 2));  // short
+    s.add(make_request(4, iota_tokens(20, 300), 2));  // long
+    const std::vector<std::map<SeqId, int>> expected = fair ? std::vector<std::map<SeqId, int>>{
+        {{1, 8}},  // 2 waits for the one long prefill of the step, and 3 behind it
+        {{1, 8}},
+        {{1, 8}},
+        {{1, 6}, {2, 8}, {3, 6}},  // 1's last 6 are not a long prefill: 2 starts, 3 follows, 4 waits
+        {{1, 1}, {2, 8}, {3, 1}},
+        {{2, 8}},
+        {{2, 6}, {4, 8}},
+        {{2, 1}, {4, 8}},
+        {{4, 4}},
+        {{4, 1}},
+    } : std::vector<std::map<SeqId, int>>{
+        {{1, 8}, {3, 6}},  // 2 and 4 wait for the one long prefill of the step; 3 goes ahead of them
+        {{1, 8}, {3, 1}},  // 3 decodes (and finishes)
+        {{1, 8}},
+        {{1, 6}, {2, 8}},  // 1's last 6 are not a long prefill: 2 starts
+        {{1, 1}, {2, 8}},
+        {{2, 8}},
+        {{2, 6}, {4, 8}},
+        {{2, 1}, {4, 8}},
+        {{4, 4}},
+        {{4, 1}},
+    };
+    for (size_t i = 0; i < expected.size(); ++i) {
+      SCOPED_TRACE(i);
+      const StepPlan plan = step(s);
+      std::map<SeqId, int> got;
+      for (const auto& seq : plan.seqs) got[seq.seq_id] = seq.num_tokens;
+      EXPECT_EQ(got, expected[i]);
+    }
+    EXPECT_FALSE(s.has_unfinished());
+  }
+  EXPECT_THROW(make_scheduler({.max_long_partial_prefills = 1}), Error);  // without a threshold
+  EXPECT_THROW(make_scheduler({.long_prefill_token_threshold = 8, .max_long_partial_prefills = -1}), Error);
+}
+
 TEST(Scheduler, DecodesArePlannedBeforeNewPromptChunks) {
   Scheduler s = make_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 6});
   s.add(make_request(1, iota_tokens(4), 10));
