@@ -224,7 +224,7 @@ int quant_gemm_max_tokens() {
 
 bool quant_gemm_supported(const void* x, const QuantMatrix& w, int num_tokens) {
   const QuantTilesShape& s = w.shape;
-  return num_tokens >= 1 && num_tokens <= quant_gemm_max_tokens() && !s.offsets && !w.input_order && s.n > 0 && s.k > 0 &&
+  return num_tokens >= 1 && num_tokens <= quant_gemm_max_tokens() && !s.offsets && s.n > 0 && s.k > 0 &&
          s.k % kTileStepCols == 0 && (s.group_size >= s.k || s.group_size % kTileStepCols == 0) &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && s.tiles() < (int64_t{1} << 31) &&
          s.tiles() / kWarps < 65535 && static_cast<int64_t>(num_tokens) * s.k < (int64_t{1} << 31);

@@ -257,7 +257,7 @@ bool quant_gemm_wgmma_available() { return compute_capability() == 90; }  // sm_
 
 bool quant_gemm_wgmma_supported(const void* x, const QuantMatrix& w, int num_tokens) {
   const QuantTilesShape& s = w.shape;
-  return quant_gemm_wgmma_available() && num_tokens >= 1 && !w.input_order && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
+  return quant_gemm_wgmma_available() && num_tokens >= 1 && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
          (s.group_size >= s.k || s.group_size % kTileStepCols == 0) && !(s.offsets && s.codes == TileCodes::kE4M3) &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && s.tiles() < (int64_t{1} << 31) &&
          s.tiles() / kWarps < 65535 && static_cast<int64_t>(num_tokens) * s.k < (int64_t{1} << 31) &&

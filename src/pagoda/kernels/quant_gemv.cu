@@ -487,7 +487,6 @@ void run_passes(bf16* out, int64_t out_row, const bf16* x, const QuantMatrix& w,
 
 bool quant_gemv_supported(const void* x, const QuantMatrix& w, int num_tokens) {
   const QuantTilesShape& s = w.shape;
-  if (w.input_order != nullptr) return quant_gemv_few_tokens_takes(x, w, num_tokens);  // (it checks the rest)
   return num_tokens >= 1 && num_tokens <= kQuantGemvMaxTokens && s.n > 0 && s.k > 0 && s.k % kTileStepCols == 0 &&
          (s.group_size >= s.k || s.group_size % kTileStepCols == 0) && reinterpret_cast<uintptr_t>(x) % 8 == 0 &&
          w.codes && w.params && s.tiles() < (int64_t{1} << 31);

@@ -26,10 +26,6 @@ struct QuantMatrix {
   const void* codes = nullptr;   // QuantTilesShape::code_bytes(), 16-byte aligned
   const float* params = nullptr;  // QuantTilesShape::param_floats(), 16-byte aligned
   QuantTilesShape shape;
-  // Act order (Weight::input_order), [K] int32, 16-byte aligned, or null: the product is then w · x[:, input_order].
-  // Only the few-token GEMV reads x through it (quant_gemv_few_tokens_takes); every other kernel refuses such a
-  // matrix (its *_supported is false), and the caller gathers x (kernels::gather_columns) instead.
-  const int32_t* input_order = nullptr;
 };
 
 // Whether the kernels take this shape (T in range, x 8-byte aligned).

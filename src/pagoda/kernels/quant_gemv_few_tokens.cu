@@ -5,9 +5,7 @@
 // docs/PERFORMANCE.md); this one:
 //  - x lives in shared memory, loaded once per block after the PDL wait, permuted by chunk so that a lane reads
 //    its 16 activations of a chunk as two 16-byte words; the block also sums x over each segment of columns
-//    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row), per token. An act-order
-//    matrix (QuantMatrix::input_order) is staged as x[:, order]: each lane loads its vectors' indices (before the
-//    PDL wait for the first pass: the order is a weight) and 8 values a vector, so no gather kernel runs before it;
+//    (a params group of 32, 64 or 128 columns, or 128 columns when the params are per row), per token;
 //  - a 4-bit code becomes bf16 as 128 + q in one LOP3 per pair (no subtraction), a signed 8-bit one as the two
 //    nibbles of q + 128 in two MMAs (kCodeBias): the group's constant comes out at the segment's end, acc +=
 //    s * S - m' * sum(x), with m' = s (B + z) in the zeros form and m + B s in the offsets form (quant_tiles.h;
@@ -94,8 +92,8 @@ __device__ __forceinline__ void fragment_nibbles(uint32_t (&a_lo)[4], uint32_t (
 // cut into `splits` slices.
 template <TileCodes C, int SEG, int NT, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
-    few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const int32_t* __restrict__ x_order,
-                      const Tiles w, int num_tokens, int splits, int segments, int param_stride, const QkvRopeOutput rope) {
+    few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
+                      int segments, int param_stride, const QkvRopeOutput rope) {
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
   constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
   constexpr int V = tile_vectors_per_chunk(C);        // code vectors a chunk
@@ -141,29 +139,10 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     for (int v = 0; v < V; ++v)
       buf[i * V + v] = load_weights(codes + (static_cast<int64_t>(min(chunk, c_end - 1)) * V + v) * 32);
   };
-  // x's staging below reads kBatch 16-byte vectors a lane per pass. With an input order (act order), vector u of a
-  // token's row is x[order[8 u]] .. x[order[8 u + 7]]: the pass first loads those 8 indices (two 16-byte loads),
-  // then 8 values, all of the pass's loads in flight together.
-  constexpr int kBatch = 4;
-  const int row_vectors = w.k / 8, vectors = NT * row_vectors;
-  const int first_base = warp * 32;
-  int4 order_of[kBatch][2];
-  auto load_order = [&](int base) {
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int v = base + lane + b * warps * 32, token = v / row_vectors;
-      const int4* o = reinterpret_cast<const int4*>(x_order) + 2 * (v < vectors ? v - token * row_vectors : 0);
-      order_of[b][0] = __ldg(o);
-      order_of[b][1] = __ldg(o + 1);
-    }
-  };
-
-  // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0), and the input
-  // order of the first pass of x (a weight too).
+  // Weights only before the PDL wait: the first round's codes (registers) and params (ring slot 0).
 #pragma unroll
   for (int i = 0; i < kDepth; ++i) load_chunk(i, c_begin + i);
   issue_params(seg_begin, 0);
-  if (x_order != nullptr) load_order(first_base);
   pdl_grid_sync();
 
   // x into shared memory, permuted by chunk so that lane t's columns of a chunk are contiguous: columns 16 s +
@@ -171,33 +150,17 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   // token's row. Lane l of a warp reads 8 columns (16 bytes), a warp 256 (within one row: a row is a multiple of
   // a segment), and kBatch reads are in flight before any is used (each is an L2 round trip); the 2 SEG lanes of
   // a segment then sum it.
-  for (int base = first_base; base < vectors; base += warps * 32 * kBatch) {  // warp-uniform (the shuffles)
+  constexpr int kBatch = 4;
+  const int row_vectors = w.k / 8, vectors = NT * row_vectors;
+  for (int base = warp * 32; base < vectors; base += warps * 32 * kBatch) {  // warp-uniform (the shuffles)
     const int v0 = base + lane;
     uint4 xv[kBatch];
-    if (x_order == nullptr) {
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int v = v0 + b * warps * 32, token = v / row_vectors;
-        xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k) +
-                                    (v - token * row_vectors))
-                            : uint4{};
-      }
-    } else {
-      if (base != first_base) load_order(base);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int v = v0 + b * warps * 32, token = v / row_vectors;
-        const unsigned short* row =
-            reinterpret_cast<const unsigned short*>(x) + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k;
-        uint32_t h[8] = {};
-        if (v < vectors) {
-          const int4 i0 = order_of[b][0], i1 = order_of[b][1];
-          const int cols[8] = {i0.x, i0.y, i0.z, i0.w, i1.x, i1.y, i1.z, i1.w};
-#pragma unroll
-          for (int e = 0; e < 8; ++e) h[e] = __ldg(row + cols[e]);
-        }
-        xv[b] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-      }
+    for (int b = 0; b < kBatch; ++b) {
+      const int v = v0 + b * warps * 32, token = v / row_vectors;
+      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k) +
+                                  (v - token * row_vectors))
+                          : uint4{};
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -382,8 +345,8 @@ void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatr
   const int64_t blocks = (w.tiles + tiles_per_block - 1) / tiles_per_block;
   const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
   launch_kernel("quant_gemv_few_tokens", kernel, static_cast<unsigned>(blocks), kWarps * 32,
-                shared_bytes(C, w.k, SEG, NT), stream, out, x, m.input_order, w, num_tokens, splits, segments,
-                param_stride, rope);
+                shared_bytes(C, w.k, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
+                rope);
 }
 
 template <TileCodes C, int SEG, Epilogue E>
@@ -421,8 +384,7 @@ bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_to
   static const bool enabled = env_flag("PAGODA_QUANT_FEW_TOKENS", true);
   const int steps = segment_steps(w.shape);
   return enabled && num_tokens >= 1 && num_tokens <= kQuantGemvFewTokensMax && steps > 0 &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w.input_order) % 16 == 0 && w.codes &&
-         w.params && w.shape.tiles() < (int64_t{1} << 31) &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && w.codes && w.params && w.shape.tiles() < (int64_t{1} << 31) &&
          shared_bytes(w.shape.codes, w.shape.k, steps, token_slots(num_tokens)) <= block_shared_limit();
 }
 

@@ -14,7 +14,6 @@ constexpr int kQuantGemvFewTokensMax = 8;
 
 // 1 to 8 tokens, 4- or 8-bit integer codes, K a multiple of 64, groups of 32, 64 or 128 columns or one per row, x 16-byte
 // aligned, and x [T, K] fits the shared memory of a block beside another (K = 4,096 takes up to 8 tokens, 14,336 up to 2).
-// It is the one kernel that takes a QuantMatrix::input_order (act order: x read as x[:, input_order]).
 // PAGODA_QUANT_FEW_TOKENS=0 turns the kernel off (for A/B runs).
 bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_tokens);
 

@@ -26,7 +26,6 @@
 #include "pagoda/kernels/quant_embedding.h"
 #include "pagoda/kernels/quant_gemm.h"
 #include "pagoda/kernels/quant_gemv.h"
-#include "pagoda/kernels/quant_gemv_few_tokens.h"
 
 namespace pagoda {
 
@@ -231,17 +230,6 @@ Tensor CudaOps::Impl::ordered_input(const Tensor& x, const Weight& w) {
   return ordered;
 }
 
-kernels::QuantMatrix CudaOps::Impl::matrix_for_input(Tensor& x, const Weight& w) {
-  static const bool in_gemv = env_flag("PAGODA_ORDER_IN_GEMV", true);
-  kernels::QuantMatrix m = quant_matrix(w);
-  if (w.input_order.empty()) return m;
-  m.input_order = i32(w.input_order);
-  if (in_gemv && kernels::quant_gemv_few_tokens_takes(x.data, m, rows_of(x))) return m;
-  m.input_order = nullptr;
-  x = ordered_input(x, w);
-  return m;
-}
-
 kernels::Fp8Activations CudaOps::Impl::quantize_input(const Tensor& x, const Weight& w) {
   const int T = rows_of(x), K = row_elems(x);
   if (normed_fp8.source == x.data && normed_fp8.rows == T && normed_fp8.cols == K &&
@@ -353,8 +341,7 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
                w.data.shape_string(), out.shape_string());
   if (T == 0) return;
-  // (qkv_rope_store and gate_up_silu come here with x as it was.) Act order is on tiled weights only.
-  if (!w.tiled) x = impl_->ordered_input(x, w);
+  x = impl_->ordered_input(x, w);  // (qkv_rope_store and gate_up_silu come here with x as it was)
   if (is_fp8_rows(w)) {
     const kernels::Fp8Activations q = impl_->quantize_input(x, w);
     const kernels::Fp8Rows rows = fp8_rows(w);
@@ -371,7 +358,7 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   }
   const bf16* weights = nullptr;  // bf16 [N, K]
   if (w.tiled) {
-    const kernels::QuantMatrix m = impl_->matrix_for_input(x, w);  // (x gathered unless the GEMV reads it in order)
+    const kernels::QuantMatrix m = quant_matrix(w);
     if (kernels::quant_gemv_supported(x.data, m, T)) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
@@ -463,10 +450,9 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
       return;
     }
     if (wqkv.tiled) {
-      Tensor xq = x;
-      const kernels::QuantMatrix m = impl_->matrix_for_input(xq, wqkv);
-      if (kernels::quant_gemv_supported(xq.data, m, T)) {
-        kernels::quant_gemv_qkv_rope(o, bf(xq), m, T, impl_->stream);
+      const kernels::QuantMatrix m = quant_matrix(wqkv);
+      if (kernels::quant_gemv_supported(x.data, m, T)) {
+        kernels::quant_gemv_qkv_rope(o, bf(impl_->ordered_input(x, wqkv)), m, T, impl_->stream);
         return;
       }
     }
@@ -567,10 +553,9 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
     return;
   }
   if (w_gate_up.tiled) {
-    Tensor xq = x;
-    const kernels::QuantMatrix m = impl_->matrix_for_input(xq, w_gate_up);
-    if (kernels::quant_gemv_supported(xq.data, m, T)) {
-      kernels::quant_gemv_silu(bf(out), bf(xq), m, T, impl_->stream);
+    const kernels::QuantMatrix m = quant_matrix(w_gate_up);
+    if (kernels::quant_gemv_supported(x.data, m, T)) {
+      kernels::quant_gemv_silu(bf(out), bf(impl_->ordered_input(x, w_gate_up)), m, T, impl_->stream);
       return;
     }
   }

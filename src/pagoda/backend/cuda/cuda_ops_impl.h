@@ -15,7 +15,6 @@
 #include "pagoda/backend/cuda/step_inputs.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
-#include "pagoda/kernels/quant_gemv.h"
 #include "pagoda/kernels/sampling.h"
 
 namespace pagoda {
@@ -92,10 +91,6 @@ struct CudaOps::Impl {
   // x [T, K] as w reads it: x itself, or for an act-order weight with its columns sorted by group
   // (Weight::input_order), x[:, input_order] in the workspace.
   Tensor ordered_input(const Tensor& x, const Weight& w);
-  // The device view of tiled weight w for the input x [T, K]. An act-order weight multiplies x[:, input_order]: the
-  // few-token GEMV reads x through the order itself (the matrix carries it), else x becomes ordered_input(x, w).
-  // PAGODA_ORDER_IN_GEMV=0: always the gather (A/B runs).
-  kernels::QuantMatrix matrix_for_input(Tensor& x, const Weight& w);
   void arena_reset();
   const float* device_inv_freq(const RopeParams& params);
   void drop_graphs();
