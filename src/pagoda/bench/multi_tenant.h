@@ -25,6 +25,7 @@ struct MultiTenantOptions {
   int periodic_requests = 0;          // 0: one per T within the other requests' arrival span (at least 1)
   double noisy_share = 0.2;           // of --num-prompts, the noisy tenant's, in [0, 1)
   int noisy_input_len = 0;            // tokens of a noisy prompt; 0: 2 * (--prefix-len + --random-input-len)
+  int noisy_prompt_tokens_per_step = 0;  // the tenants file's bound on the noisy tenant's prompt tokens a step
 
   // Throws pagoda::InvalidRequest naming the flag.
   void validate() const;

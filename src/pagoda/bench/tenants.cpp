@@ -32,6 +32,7 @@ nlohmann::ordered_json tenants_file_json(const std::vector<BenchTenant>& tenants
   nlohmann::ordered_json out = nlohmann::ordered_json::object();  // in the tenants' order
   for (const BenchTenant& t : tenants) {
     out[t.name] = {{"keys", {t.key}}, {"weight", t.weight}, {"share_prefixes", false}, {"priority", t.priority}};
+    if (t.prompt_tokens_per_step > 0) out[t.name]["prompt_tokens_per_step"] = t.prompt_tokens_per_step;
   }
   return nlohmann::ordered_json{{"tenants", std::move(out)}};
 }

@@ -21,6 +21,7 @@ struct BenchTenant {
   TenantKind kind = TenantKind::kOrdinary;
   double weight = 0.5;  // in LRU-K eviction (the tenants file's "weight")
   int priority = 0;     // the tenants file's "priority": with --scheduling-policy priority, lower is admitted first
+  int prompt_tokens_per_step = 0;  // the tenants file's "prompt_tokens_per_step" (0: none written)
 };
 
 const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"

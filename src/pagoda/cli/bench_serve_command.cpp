@@ -70,7 +70,9 @@ std::vector<double> parse_percentiles(const std::string& text) {
 
 // --mt-write-tenants-file: the tenants file for `pagoda serve --tenants-file`, then no benchmark.
 void write_tenants_file(const BenchServeCli& c) {
-  const std::vector<bench::BenchTenant> tenants = bench::bench_tenants(c.run.multi_tenant.num_tenants);
+  std::vector<bench::BenchTenant> tenants = bench::bench_tenants(c.run.multi_tenant.num_tenants);
+  for (bench::BenchTenant& t : tenants)
+    if (t.kind == bench::TenantKind::kNoisy) t.prompt_tokens_per_step = c.run.multi_tenant.noisy_prompt_tokens_per_step;
   std::ofstream out(c.write_tenants_file);
   out << bench::tenants_file_json(tenants).dump(2) << "\n";
   if (!out) throw Error(c.write_tenants_file + ": cannot write the tenants file");
@@ -187,6 +189,10 @@ void add_bench_serve_command(CLI::App& bench) {
                   "prefix, in [0, 1) (default 0.2)");
   cmd->add_option("--mt-noisy-input-len", mt.noisy_input_len,
                   "multi-tenant: tokens of a noisy prompt (default: 2 x (--prefix-len + --random-input-len))")
+      ->check(kNonNegative);
+  cmd->add_option("--mt-noisy-prompt-tokens-per-step", mt.noisy_prompt_tokens_per_step,
+                  "multi-tenant, with --mt-write-tenants-file: the noisy tenant's prompt_tokens_per_step (the most "
+                  "prompt tokens its requests compute in one step; default 0: none)")
       ->check(kNonNegative);
   cmd->add_option("--mt-write-tenants-file", c->write_tenants_file,
                   "multi-tenant: write the tenants' keys and weights as a `pagoda serve --tenants-file` file to PATH "

@@ -183,8 +183,8 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan, std::vecto
       prompts->push_back(&seq);
       continue;
     }
-    const int num_new = budget.chunk_for(pending);
-    if (num_new == 0) continue;  // a long prefill past the step's limit (a decode always gets its token)
+    const int num_new = budget.chunk_for(pending, &seq.tenant);
+    if (num_new == 0) continue;  // a long prefill past the step's limit, or its tenant's prompt tokens are spent
     const std::span<Sequence* const> set_aside = prompts != nullptr ? std::span<Sequence* const>(*prompts) : std::span<Sequence* const>{};
     if (!reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, std::span(order).subspan(k + 1), set_aside)) {
       // It preempted itself. Under fcfs and priority the sequences after it would have been victims first,
@@ -194,7 +194,7 @@ void Scheduler::schedule_running(TokenBudget& budget, StepPlan& plan, std::vecto
       continue;
     }
     add_to_plan(plan, seq, num_new);
-    budget.take(num_new, pending);
+    budget.take(num_new, pending, &seq.tenant);
   }
   if (prompts != nullptr) std::erase_if(*prompts, [](const Sequence* s) { return s->status != SeqStatus::kRunning; });
 }
@@ -249,7 +249,8 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclai
       if (!added && schedules_before(config_.policy, *seq, *it->second)) it->second = seq;
     };
     for (Sequence* seq : prompts)  // (but a long prefill past the step's limit; admit() tells a waiting one)
-      if (budget.chunk_for(seq->num_tokens_with_placeholders() - seq->num_computed_tokens) > 0) offer(seq->tenant.name, seq);
+      if (budget.chunk_for(seq->num_tokens_with_placeholders() - seq->num_computed_tokens, &seq->tenant) > 0)
+        offer(seq->tenant.name, seq);
     if (admitting) {
       fair_->for_each_waiting_tenant([&](const std::string& tenant, const FairShare::Queue& queue) {
         if (!capped.contains(tenant)) offer(tenant, *queue.begin());
@@ -258,7 +259,7 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclai
     // Weighted fair queueing's finish tag: the tenant's service once this chunk is computed.
     Sequence* next = nullptr;
     const auto key = [&](const Sequence* s) {
-      const int chunk = budget.chunk_for(s->num_tokens_with_placeholders() - s->num_computed_tokens);
+      const int chunk = budget.chunk_for(s->num_tokens_with_placeholders() - s->num_computed_tokens, &s->tenant);
       return std::make_tuple(s->rank(), fair_->service(s->tenant.name) + chunk / static_cast<double>(s->tenant.weight),
                              s->arrival_index);
     };
@@ -269,18 +270,18 @@ void Scheduler::schedule_fair(TokenBudget& budget, StepPlan& plan, size_t reclai
     if (seq.status == SeqStatus::kRunning) {
       std::erase(prompts, &seq);
       const int pending = seq.num_tokens_with_placeholders() - seq.num_computed_tokens;
-      const int num_new = budget.chunk_for(pending);
+      const int num_new = budget.chunk_for(pending, &seq.tenant);
       const bool reserved = reserve_blocks(seq, seq.num_computed_tokens + num_new, plan, prompts);
       std::erase_if(prompts, [&](const Sequence* s) { return !still_running(s); });
       if (!reserved) continue;
       add_to_plan(plan, seq, num_new);
-      budget.take(num_new, pending);
+      budget.take(num_new, pending, &seq.tenant);
       continue;
     }
     switch (admit(seq, budget, plan)) {
       case Admission::kAdmitted: break;
       case Admission::kSkipped: capped.insert(seq.tenant.name); break;
-      case Admission::kLongWaits: capped.insert(seq.tenant.name); break;  // its tenant's next step
+      case Admission::kWaitsForStep: capped.insert(seq.tenant.name); break;  // its tenant's next step
       case Admission::kNoBlocks: admitting = false; break;
     }
   }
@@ -470,8 +471,8 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   const PrefixHit hit =
       seq.reads_prefix_cache ? block_manager_.match_prefix(tokens.first(tokens.size() - 1), seq.blocks.salt()) : PrefixHit{};
   const int pending = seq.num_tokens() - hit.num_tokens;
-  const int num_new = budget.chunk_for(pending);
-  if (num_new == 0) return Admission::kLongWaits;
+  const int num_new = budget.chunk_for(pending, &seq.tenant);
+  if (num_new == 0) return Admission::kWaitsForStep;
   // Waits for its tenant's blocks; others go past it.
   if (over_tenant_cap(seq, hit.num_tokens + num_new)) return Admission::kSkipped;
   if (!block_manager_.allocate(seq.blocks, hit.num_tokens + num_new, hit)) return Admission::kNoBlocks;
@@ -486,7 +487,7 @@ Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPl
   dequeue(&seq);
   insert_running(&seq);
   add_to_plan(plan, seq, num_new);
-  budget.take(num_new, pending);
+  budget.take(num_new, pending, &seq.tenant);
   return Admission::kAdmitted;
 }
 

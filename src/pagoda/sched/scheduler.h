@@ -179,8 +179,9 @@ class Scheduler {
   // short of the free sequence slots), and the oldest is still within the window: its submission plus
   // batch_wait_seconds, or, with a TTFT target, plus that target less the first-token estimate if earlier.
   bool hold_new_requests(const TokenBudget& budget, const StepPlan& plan);
-  // kSkipped: its tenant is at its KV cap; kLongWaits: a long prefill (after its prefix hit) past the step's limit.
-  enum class Admission { kAdmitted, kSkipped, kLongWaits, kNoBlocks };
+  // kSkipped: its tenant is at its KV cap; kWaitsForStep: a long prefill (after its prefix hit) past the step's
+  // limit, or its tenant's prompt tokens for the step are spent (TokenBudget).
+  enum class Admission { kAdmitted, kSkipped, kWaitsForStep, kNoBlocks };
   Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
   // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within
   // each priority, those that can still make their SLO first (newest first while any request is late, else in

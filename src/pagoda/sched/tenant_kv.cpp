@@ -24,6 +24,9 @@ void validate(const TenantKv& t, const std::string& where) {
       throw Error(fmt::format("{}: tenant '{}': {} must be a fraction of the pool (<= 1) or a token count, got {}",
                               where, t.name, name, v));
   }
+  if (t.prompt_tokens_per_step < 0)
+    throw Error(fmt::format("{}: tenant '{}': prompt_tokens_per_step must be >= 0, got {}", where, t.name,
+                            t.prompt_tokens_per_step));
   // Comparable only in the same unit.
   if (t.kv_share > 0 && t.kv_cap > 0 && (t.kv_share <= 1) == (t.kv_cap <= 1) && t.kv_share > t.kv_cap)
     throw Error(fmt::format("{}: tenant '{}': kv_share ({}) is larger than kv_cap ({})", where, t.name, t.kv_share,

@@ -8,6 +8,8 @@
 //   share: when blocks run short, sequences of tenants holding more than their share are preempted
 //          before those of tenants within theirs.
 // A sequence's blocks count for its tenant whether or not other sequences share them (prefix hits).
+// prompt_tokens_per_step bounds what the tenant's prompts compute in one step, together (TokenBudget), so that
+// a tenant sending long prompts never fills a step that another tenant's request then waits behind.
 #pragma once
 
 #include <string>
@@ -23,6 +25,7 @@ struct TenantKv {
   // Under the priority, slo and fair policies: ordered before each request's own priority (lower first), so a
   // tenant's requests never run ahead of a tenant at a lower value, whatever priority they ask for.
   int priority = 0;
+  int prompt_tokens_per_step = 0;  // the most prompt tokens its requests compute in one step together; 0: no limit
 
   bool has_quota() const { return !name.empty() && (kv_share > 0 || kv_cap > 0); }
 };

@@ -161,7 +161,8 @@ void ApiKeys::load_tenants_file(const std::string& path) {
       throw Error(fmt::format("{}: unknown field \"{}\" (the file holds \"tenants\")", path, field));
   if (j["tenants"].empty()) throw Error(path + ": holds no tenants (authentication would be off)");
   static const char* const kFields[] = {"keys",     "weight",  "kv_share", "kv_cap", "max_concurrent_requests",
-                                        "max_requests_per_second", "share_prefixes", "priority"};
+                                        "max_requests_per_second", "share_prefixes", "priority",
+                                        "prompt_tokens_per_step"};
   double shares = 0;  // the tenants' guaranteed fractions of the pool together
   for (const auto& item : j["tenants"].items()) {
     // Named references, not a structured binding: the lambda below captures v (clang before 16 cannot).
@@ -194,6 +195,10 @@ void ApiKeys::load_tenants_file(const std::string& path) {
     if (priority != static_cast<double>(static_cast<int>(std::clamp(priority, -1e6, 1e6))))
       throw Error(where + ": priority must be an integer in [-1000000, 1000000]");
     t.priority = static_cast<int>(priority);
+    const double prompt_tokens = number("prompt_tokens_per_step", 0);
+    if (!(prompt_tokens >= 0 && prompt_tokens <= 1e9) || prompt_tokens != static_cast<int>(prompt_tokens))
+      throw Error(where + ": prompt_tokens_per_step must be a non-negative integer");
+    t.prompt_tokens_per_step = static_cast<int>(prompt_tokens);
     if (v.contains("share_prefixes")) {
       if (!v["share_prefixes"].is_boolean()) throw Error(where + ": share_prefixes must be true or false");
       t.share_prefixes = v["share_prefixes"].get<bool>();

@@ -25,8 +25,9 @@ struct Tenant {
   double kv_share = 0, kv_cap = 0;     // fractions of the KV pool (<= 1) or tokens; 0: none
   bool share_prefixes = false;         // prefix-cache hits across tenants that all set it
   int priority = 0;                    // added to each request's priority (--scheduling-policy priority: lower first)
+  int prompt_tokens_per_step = 0;      // the most prompt tokens its requests compute in one step; 0: no limit
 
-  TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap, priority}; }
+  TenantKv kv() const { return TenantKv{name, weight, kv_share, kv_cap, priority, prompt_tokens_per_step}; }
   // The prefix-cache salt of a request with the client's cache_salt: the tenant's name, or one salt common
   // to every tenant that shares prefixes.
   std::string cache_salt(const std::string& request_salt) const;
@@ -43,7 +44,8 @@ class ApiKeys {
   // naming the file, also for a file that holds no keys (it would leave the server open) and unknown fields.
   void load_file(const std::string& path);
   // --tenants-file: {"tenants": {"NAME": {"keys": ["sk-..."], "weight": 0.8, "kv_share": 0.2, "kv_cap": 0.5,
-  // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false, "priority": 0}}}, all but
+  // "max_concurrent_requests": 16, "max_requests_per_second": 10, "share_prefixes": false, "priority": 0,
+  // "prompt_tokens_per_step": 256}}}, all but
   // "keys" optional. Throws pagoda::Error naming the file and the tenant (also for a tenant named twice, or none).
   void load_tenants_file(const std::string& path);
 

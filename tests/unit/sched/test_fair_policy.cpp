@@ -150,6 +150,25 @@ TEST(FairPolicy, MaxLongPartialPrefillsKeepsAFloodToOneChunkAStep) {
   }
 }
 
+// A flooding tenant with prompt_tokens_per_step 8: its prompts compute 8 tokens a step together, under fair and fcfs,
+// and a light tenant's prompt goes whole in the step it arrives for.
+TEST(FairPolicy, ATenantsPromptTokensPerStepBoundItsChunksTogether) {
+  for (const SchedulingPolicy policy : {kFair, SchedulingPolicy::kFcfs}) {
+    SCOPED_TRACE(to_string(policy));
+    Scheduler s = test::make_scheduler({.num_blocks = 256, .block_size = 4, .max_num_seqs = 8,
+                                        .max_num_batched_tokens = 32, .max_model_len = 256, .policy = policy});
+    for (SeqId id = 1; id <= 3; ++id) {
+      SequenceRequest r = tenant_request(id, "noisy", 0.3f, 100, 4);
+      r.tenant.prompt_tokens_per_step = 8;
+      s.add(std::move(r));
+    }
+    EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}}));
+    s.add(tenant_request(10, "light", 0.8f, 20, 4));
+    EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}, {10, 20}}));
+    EXPECT_EQ(step(s), (std::map<SeqId, int>{{1, 8}, {10, 1}}));
+  }
+}
+
 // Two tenants keep prompts waiting, weights 3 and 1, the lighter one's first: while both are backlogged, fair
 // computes their prompt tokens 3:1 (to within one chunk); fcfs serves the first arrivals only.
 TEST(FairPolicy, BackloggedTenantsGetPromptTokensInProportionToTheirWeights) {

@@ -91,6 +91,23 @@ TEST(TokenBudget, LimitsLongPrefillsPerStep) {
   EXPECT_EQ(no_chunks.chunk_for(60), 50);
 }
 
+TEST(TokenBudget, BoundsATenantsPromptTokensTogether) {
+  TokenBudget budget(100);
+  TenantKv noisy{.name = "noisy"};
+  noisy.prompt_tokens_per_step = 12;
+  const TenantKv other{.name = "other"};
+  EXPECT_EQ(budget.chunk_for(30, &noisy), 12);
+  budget.take(10, 30, &noisy);
+  EXPECT_EQ(budget.chunk_for(30, &noisy), 2);  // its sequences together
+  EXPECT_EQ(budget.chunk_for(95, &other), 90);
+  EXPECT_EQ(budget.chunk_for(1, &noisy), 1);   // a decode is not prompt work
+  budget.take(2, 30, &noisy);
+  EXPECT_EQ(budget.chunk_for(30, &noisy), 0);
+  budget.take(1, 1, &noisy);
+  EXPECT_EQ(budget.chunk_for(1, &noisy), 1);
+  EXPECT_EQ(budget.num_used(), 13);
+}
+
 TEST(SchedulerConfig, Validation) {
   SchedulerConfig config;
   EXPECT_NO_THROW(validate(config));

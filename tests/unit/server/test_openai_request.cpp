@@ -383,6 +383,10 @@ TEST(ApiKeys, FilesThatWouldWeakenAuthenticationAreRefused) {
   refused("", file(R"({"tenants": {"a": {"keys": ["k1"]}}, "tenant": {}})"), "unknown field \"tenant\"");
   refused("", file(R"({"tenants": {"a": {"keys": ["k1"], "kv_share": 0.9}, "b": {"keys": ["k2"], "kv_share": 0.9}}})"),
           "add up to 1.8");
+  refused("", file(R"({"tenants": {"a": {"keys": ["k1"], "prompt_tokens_per_step": -1}}})"),
+          "prompt_tokens_per_step must be a non-negative integer");
+  refused("", file(R"({"tenants": {"a": {"keys": ["k1"], "prompt_tokens_per_step": 2.5}}})"),
+          "prompt_tokens_per_step must be a non-negative integer");
   refused(file("k1 alice 4abc\n"), "", "MAX_CONCURRENT must be an integer");
   refused(file("k1 alice 4 2x\n"), "", "MAX_PER_SECOND must be a number");
   {  // a BOM before a JSON keys file: read as JSON, not as the key `\ufeff{"k1":`
@@ -400,7 +404,9 @@ TEST(ApiKeys, FilesThatWouldWeakenAuthenticationAreRefused) {
   // What is well-formed still loads: two tenants in two files, a JSON keys file with its limits.
   ApiKeys good;
   good.load_file(file(R"({"k1": {"tenant": "a", "max_concurrent_requests": 2, "max_requests_per_second": 0.5}})"));
-  good.load_tenants_file(file(R"({"tenants": {"b": {"keys": ["k2"]}, "c": {"keys": ["k3"]}}})"));
+  good.load_tenants_file(file(R"({"tenants": {"b": {"keys": ["k2"]}, "c": {"keys": ["k3"], "prompt_tokens_per_step": 256}}})"));
+  EXPECT_EQ(good.authenticate("Bearer k3")->kv().prompt_tokens_per_step, 256);
+  EXPECT_EQ(good.authenticate("Bearer k2")->kv().prompt_tokens_per_step, 0);
   ASSERT_NE(good.authenticate("Bearer k1"), nullptr);
   EXPECT_EQ(good.authenticate("Bearer k1")->max_concurrent_requests, 2);
   EXPECT_EQ(good.authenticate("Bearer k3")->name, "c");
