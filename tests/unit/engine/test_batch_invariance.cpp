@@ -151,8 +151,9 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
     EXPECT_GT(slo.engine().stats().num_preemptions, 0u) << "the KV pool was meant to force preemption";
   }
   {
-    // The fair policy reorders prompt work by tenant (three tenants, weights 2, 1 and 0.25) and preempts from the
-    // tenant with the most service; each request keeps the outputs it has alone.
+    // The fair policy reorders prompt work by tenant (three tenants, weights 2, 1 and 0.25, the last with
+    // prompt_tokens_per_step 8) and preempts from the tenant with the most service; each request keeps the outputs
+    // it has alone.
     SCOPED_TRACE("fair scheduling policy");
     LLM fair(LlmOptions{.load = load, .max_num_seqs = 16, .max_num_batched_tokens = 48, .max_model_len = 512,
                         .kv_cache_memory = parse_memory_size(c.kv_cache_memory), .kv_cache_dtype = kv_dtype,
@@ -162,6 +163,7 @@ TEST_P(BatchInvariance, OutputsDoNotDependOnTheBatch) {
       const int t = static_cast<int>(i % 3);
       tenanted[i].tenant.name = std::vector<std::string>{"a", "b", "c"}[t];
       tenanted[i].tenant.weight = std::vector<float>{2.0f, 1.0f, 0.25f}[t];
+      tenanted[i].tenant.prompt_tokens_per_step = t == 2 ? 8 : 0;  // tenant c: 8 prompt tokens a step, together
     }
     const std::vector<CompletionOutput> together = fair.generate(tenanted);
     for (size_t i = 0; i < requests.size(); ++i) {

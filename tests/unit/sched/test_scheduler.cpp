@@ -31,6 +31,17 @@ StepPlan step(Scheduler& s, std::vector<SequenceOutput>* outputs = nullptr, cons
   return plan;
 }
 
+// Runs expected.size() steps; step i must plan expected[i] (tokens by sequence).
+void expect_steps(Scheduler& s, const std::vector<std::map<SeqId, int>>& expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(i);
+    const StepPlan plan = step(s);
+    std::map<SeqId, int> got;
+    for (const auto& seq : plan.seqs) got[seq.seq_id] = seq.num_tokens;
+    EXPECT_EQ(got, expected[i]);
+  }
+}
+
 TEST(Scheduler, ChunkedPrefillThenDecodeUntilMaxTokens) {
   Scheduler s = make_scheduler({.max_num_seqs = 4, .max_num_batched_tokens = 4});
   s.add(make_request(1, iota_tokens(10), 3));
@@ -88,13 +99,7 @@ TEST(Scheduler, LongPrefillThresholdCapsEachSequencesChunk) {
       {{1, 4}, {3, 8}},          // 1's last chunk
       {{1, 1}, {3, 6}},          // 1 decodes; 3's last chunk
   };
-  for (size_t i = 0; i < expected.size(); ++i) {
-    SCOPED_TRACE(i);
-    const StepPlan plan = step(s);
-    std::map<SeqId, int> got;
-    for (const auto& seq : plan.seqs) got[seq.seq_id] = seq.num_tokens;
-    EXPECT_EQ(got, expected[i]);
-  }
+  expect_steps(s, expected);
   EXPECT_THROW(make_scheduler({.long_prefill_token_threshold = -1}), Error);
 }
 
@@ -134,13 +139,7 @@ TEST(Scheduler, MaxLongPartialPrefillsLetsShortPromptsGoAhead) {
         {{4, 4}},
         {{4, 1}},
     };
-    for (size_t i = 0; i < expected.size(); ++i) {
-      SCOPED_TRACE(i);
-      const StepPlan plan = step(s);
-      std::map<SeqId, int> got;
-      for (const auto& seq : plan.seqs) got[seq.seq_id] = seq.num_tokens;
-      EXPECT_EQ(got, expected[i]);
-    }
+    expect_steps(s, expected);
     EXPECT_FALSE(s.has_unfinished());
   }
   EXPECT_THROW(make_scheduler({.max_long_partial_prefills = 1}), Error);  // without a threshold
