@@ -49,6 +49,14 @@ static const LlmOptions& checked_kv_options(const LlmOptions& o) {
   return o;
 }
 
+// Scheduler options that are wrong whatever the model: refused, with the flags to change, before the weights are
+// loaded (SchedulerConfig's validate() sees them again, after the KV pool is sized).
+static const LlmOptions& checked_scheduler_options(const LlmOptions& o) {
+  if (o.max_long_partial_prefills > 0 && o.long_prefill_token_threshold <= 0)
+    throw Error("--max-long-partial-prefills needs --long-prefill-token-threshold (what makes a prefill long)");
+  return o;
+}
+
 // --quantize-lm-head / --quantize-embeddings: one part of the loaded weights quantized at start-up to `form` (none
 // when empty), or kept with a warning when the checkpoint already stores it quantized (a GGUF file's).
 template <typename Quantize>
@@ -81,7 +89,8 @@ static const LlmOptions& checked_fallback_options(const LlmOptions& o) {
 }
 
 LLM::LLM(const LlmOptions& o)
-    : loaded_(load_model(checked_fallback_options(checked_kv_options(o)).load)), block_size_(o.block_size) {
+    : loaded_(load_model(checked_fallback_options(checked_kv_options(checked_scheduler_options(o))).load)),
+      block_size_(o.block_size) {
   const ModelConfig& c = loaded_.config;
   quantize_part(loaded_, o.lm_head_quantization, "--quantize-lm-head", &ModelWeights::lm_head, quantizer::quantize_lm_head);
   quantize_part(loaded_, o.embedding_quantization, "--quantize-embeddings", &ModelWeights::embed_tokens,

@@ -214,6 +214,26 @@ TEST(EngineStartup, KvPoolSmallerThanOneSequenceIsRefused) {
   EXPECT_NO_THROW(LLM{o});
 }
 
+// --max-long-partial-prefills without --long-prefill-token-threshold is refused with both flags named, before the
+// weights load (a model that does not exist shows it: the error is not the load's).
+TEST(EngineStartup, MaxLongPartialPrefillsNeedsTheThreshold) {
+  LlmOptions o = stories_options();
+  o.max_long_partial_prefills = 1;
+  o.load.model_path = "/nonexistent/model";
+  try {
+    LLM llm(o);
+    FAIL() << "started with --max-long-partial-prefills and no threshold";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-long-partial-prefills needs --long-prefill-token-threshold"),
+              std::string::npos)
+        << e.what();
+  }
+  o = stories_options();
+  o.max_long_partial_prefills = 1;
+  o.long_prefill_token_threshold = 16;
+  EXPECT_NO_THROW(LLM{o});
+}
+
 // --calculate-kv-scales is a mode of the FP8 cache on the CPU backend: without fp8 it is refused at start-up
 // with the flag to add; with fp8 the engine starts and serves.
 TEST(EngineStartup, CalculateKvScalesNeedsAnFp8Cache) {
