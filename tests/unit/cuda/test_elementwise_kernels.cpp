@@ -175,7 +175,7 @@ TEST(ElementwiseKernels, AddRmsNormStoresRoundedResidualAndNormalisesIt) {
 // than a grid's 65,535 in y).
 TEST(ElementwiseKernels, GatherColumnsPermutesEveryRow) {
   PAGODA_SKIP_WITHOUT_GPU();
-  for (const int cols : {4096, 1040, 172, 13}) {
+  for (const int cols : {4096, 1040, 172, 13, 8}) {  // 70,000 rows for 13 and 8: both paths past grid.y's limit
     for (const int rows : {1, 33, cols < 100 ? 70000 : 2}) {
       SCOPED_TRACE(::testing::Message() << "cols " << cols << " rows " << rows);
       std::vector<int32_t> order(cols);
