@@ -118,6 +118,23 @@ double Engine::first_token_estimate() const {
   return static_cast<double>(steps) * std::max(step, 0.0);
 }
 
+std::optional<Engine::Clock::time_point> Engine::late_plan_time() const {
+  // Only a step that still runs on the device (its tokens sampled there) is worth waiting for.
+  if (!options_.late_planning || !in_flight_ || !in_flight_->run.device_sample) return std::nullopt;
+  const StepRecord& r = in_flight_->record;
+  const StepTimeModel& model = r.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
+  const StepTimeModel::Snapshot snap = model.snapshot();
+  if (snap.num_steps < BatchController::kMinModelSteps) return std::nullopt;
+  const std::optional<double> after = LatePlanning::plan_after(
+      {.predicted_seconds = model.predict(StepShape{r.prefill_tokens, r.decode_seqs, r.decode_kv_tokens, r.prefill_pairs}),
+       .relative_error = snap.relative_error,
+       .plan_launch_seconds = plan_launch_time_.seconds()});
+  if (!after) return std::nullopt;
+  // It started on the device when the step before it was done (or when launched, if that was later).
+  const Clock::time_point started = std::max(in_flight_->launched_at, last_step_done_);
+  return started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*after));
+}
+
 const StepTimeModel& Engine::current_step_model() const {
   return next_weights_ == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
 }
@@ -131,9 +148,12 @@ void Engine::run() {
       const auto news = [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); };
       if (held_until_ && !in_flight_) {  // only requests held in the batching window: until it ends or more arrive
         wake_.wait_until(lock, *held_until_, news);
+      } else if (const std::optional<Clock::time_point> plan_at = late_plan_time()) {
+        wake_.wait_until(lock, *plan_at, [&] { return stopping_; });  // arrivals meanwhile join the next step
       } else {
         wake_.wait(lock, [&] { return news() || scheduler_.has_unfinished() || in_flight_; });
       }
+      woke_at_ = Clock::now();
       if (stopping_) break;
       inbox.swap(inbox_);
       cancels.swap(cancels_);
@@ -311,6 +331,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
       throw Error(fmt::format("injected failure of step {} (PAGODA_INJECT_STEP_FAILURE)", num_launched_));
     step.run = runner_.launch(step.plan, record.weights);
     step.launch_returned_at = Clock::now();
+    plan_launch_time_.observe(seconds_between(woke_at_, step.launch_returned_at));
   } catch (const std::exception& e) {
     fail_step(step.plan, e);
     record.execute_seconds = record.total_seconds = seconds_between(step.launched_at, Clock::now());

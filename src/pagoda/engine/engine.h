@@ -24,6 +24,7 @@
 #include "pagoda/sched/scheduler.h"
 #include "pagoda/sched/arrival_rate.h"
 #include "pagoda/sched/batch_controller.h"
+#include "pagoda/sched/late_planning.h"
 #include "pagoda/sched/precision_fallback.h"
 #include "pagoda/sched/step_time_model.h"
 
@@ -49,6 +50,10 @@ struct EngineOptions {
   // Plan and launch each step before collecting the previous one's tokens (outputs are the same; see
   // docs/ARCHITECTURE.md). Steps of requests with penalties or logprobs run one at a time regardless.
   bool async_scheduling = true;
+  // Under async scheduling, plan the next step shortly before the step in flight is predicted to end instead of
+  // as soon as it is launched (sched/late_planning.h), so that requests arriving meanwhile join the next step.
+  // LLM turns it off with PAGODA_LATE_PLANNING=0 (a measurement knob).
+  bool late_planning = true;
   // Fault injection for the reliability tests: every Nth step fails as if its forward had thrown (0: off;
   // LLM sets it from the environment variable PAGODA_INJECT_STEP_FAILURE).
   int fail_every_nth_step = 0;
@@ -212,6 +217,8 @@ class Engine {
   void update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now);
   // The step-time model of the weight set steps run on now.
   const StepTimeModel& current_step_model() const;
+  // With late planning: when to plan the next step while one is in flight; empty: at once.
+  std::optional<Clock::time_point> late_plan_time() const;
   // Seconds from admission to the first token of a prompt of the recent mean length (Scheduler's deadline-first
   // admission).
   double first_token_estimate() const;
@@ -226,6 +233,8 @@ class Engine {
   // Set when the last plan was empty because the batching window held new requests: when they go.
   std::optional<Clock::time_point> held_until_;   // engine thread only
   Clock::time_point last_step_done_;              // when the backend finished the latest completed step
+  Clock::time_point woke_at_;                     // when the loop last stopped waiting (engine thread only)
+  PlanLaunchTime plan_launch_time_;               // from woke_at_ to a launch returning (late planning's lead)
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

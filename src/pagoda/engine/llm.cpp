@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "pagoda/core/env_knob.h"
 #include "pagoda/core/error.h"
 #include "pagoda/core/logging.h"
 #include "pagoda/core/memory_size.h"
@@ -205,6 +206,7 @@ LLM::LLM(const LlmOptions& o)
   eo.slo = o.slo;
   eo.fallback = o.fallback;
   eo.async_scheduling = o.async_scheduling.value_or(o.device == "cuda");
+  eo.late_planning = env_flag("PAGODA_LATE_PLANNING", true);
   if (const char* fail = std::getenv("PAGODA_INJECT_STEP_FAILURE")) {
     eo.fail_every_nth_step = std::atoi(fail);
     spdlog::warn("fault injection: every {}th engine step fails (PAGODA_INJECT_STEP_FAILURE)", eo.fail_every_nth_step);
