@@ -22,6 +22,7 @@ struct BenchTenant {
   double weight = 0.5;  // in LRU-K eviction (the tenants file's "weight")
   int priority = 0;     // the tenants file's "priority": with --scheduling-policy priority, lower is admitted first
   int prompt_tokens_per_step = 0;  // the tenants file's "prompt_tokens_per_step" (0: none written)
+  double kv_cap = 0;               // the tenants file's "kv_cap": a fraction of the pool or tokens (0: none written)
 };
 
 const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"
@@ -30,7 +31,8 @@ const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"
 // Throws pagoda::InvalidRequest for num_ordinary < 1.
 std::vector<BenchTenant> bench_tenants(int num_ordinary);
 
-// {"tenants": {"NAME": {"keys": [KEY], "weight": W, "share_prefixes": false}}}, in the tenants' order.
+// {"tenants": {"NAME": {"keys": [KEY], "weight": W, "share_prefixes": false, "priority": P}}}, in the tenants' order,
+// with "prompt_tokens_per_step" and "kv_cap" where set.
 nlohmann::ordered_json tenants_file_json(const std::vector<BenchTenant>& tenants);
 
 }  // namespace pagoda::bench

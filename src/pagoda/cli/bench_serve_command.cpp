@@ -72,7 +72,10 @@ std::vector<double> parse_percentiles(const std::string& text) {
 void write_tenants_file(const BenchServeCli& c) {
   std::vector<bench::BenchTenant> tenants = bench::bench_tenants(c.run.multi_tenant.num_tenants);
   for (bench::BenchTenant& t : tenants)
-    if (t.kind == bench::TenantKind::kNoisy) t.prompt_tokens_per_step = c.run.multi_tenant.noisy_prompt_tokens_per_step;
+    if (t.kind == bench::TenantKind::kNoisy) {
+      t.prompt_tokens_per_step = c.run.multi_tenant.noisy_prompt_tokens_per_step;
+      t.kv_cap = c.run.multi_tenant.noisy_kv_cap;
+    }
   std::ofstream out(c.write_tenants_file);
   out << bench::tenants_file_json(tenants).dump(2) << "\n";
   if (!out) throw Error(c.write_tenants_file + ": cannot write the tenants file");
@@ -193,6 +196,10 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--mt-noisy-prompt-tokens-per-step", mt.noisy_prompt_tokens_per_step,
                   "multi-tenant, with --mt-write-tenants-file: the noisy tenant's prompt_tokens_per_step (the most "
                   "prompt tokens its requests compute in one step; default 0: none)")
+      ->check(kNonNegative);
+  cmd->add_option("--mt-noisy-kv-cap", mt.noisy_kv_cap,
+                  "multi-tenant, with --mt-write-tenants-file: the noisy tenant's kv_cap, the most KV its running "
+                  "requests hold, a fraction of the pool (<= 1) or tokens (default 0: none)")
       ->check(kNonNegative);
   cmd->add_option("--mt-write-tenants-file", c->write_tenants_file,
                   "multi-tenant: write the tenants' keys and weights as a `pagoda serve --tenants-file` file to PATH "

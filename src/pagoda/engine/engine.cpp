@@ -301,12 +301,14 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
     return std::nullopt;
   }
   ++num_steps_;
+  step.number = num_steps_;
   record.weights = next_weights_;
   if (record.weights == WeightSet::kFallback) ++fallback_steps_;
   step.launched_at = Clock::now();
   record.schedule_seconds = seconds_between(record.start, step.launched_at);
   record.num_seqs = static_cast<int>(step.plan.seqs.size());
   record.num_preempted = static_cast<int>(step.plan.preempted.size());
+  const bool log_steps = spdlog::should_log(spdlog::level::debug);  // each step's composition, when it completes
   for (const ScheduledSequence& s : step.plan.seqs) {
     Active& a = active_.at(s.seq_id);
     if (a.queue_seconds < 0) {
@@ -317,6 +319,9 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
       ++record.decode_seqs;
       record.decode_kv_tokens += s.start_position + 1;
     } else {
+      if (log_steps) step.prompt_chunks += fmt::format("{}{} {}@{}", step.prompt_chunks.empty() ? "" : ", ",
+                                                       s.seq->tenant.name.empty() ? "-" : s.seq->tenant.name,
+                                                       s.num_tokens, s.start_position);
       record.prefill_tokens += s.num_tokens;
       record.prefill_pairs += static_cast<int64_t>(s.num_tokens) * s.start_position +
                               static_cast<int64_t>(s.num_tokens) * (s.num_tokens + 1) / 2;
@@ -451,6 +456,10 @@ void Engine::complete(LaunchedStep& step) {
   }
   record.total_seconds = seconds_between(record.start, Clock::now());
   record_step(record);
+  if (spdlog::should_log(spdlog::level::debug))  // a scheduling trace: prompt chunks as tenant tokens@start
+    spdlog::debug("step {}: launched {:.1f} ms before it ran, ran {:.1f} ms; {} decodes, {} prompt tokens [{}]", step.number,
+                  record.queued_seconds * 1e3, record.execute_seconds * 1e3, record.decode_seqs, record.prefill_tokens,
+                  step.prompt_chunks);
 }
 
 void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now) {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -191,6 +192,8 @@ class Engine {
     StepRecord record;
     Clock::time_point launched_at;  // planning done, launch began
     Clock::time_point launch_returned_at;
+    uint64_t number = 0;            // steps planned before it, this one included
+    std::string prompt_chunks;      // with --log-level debug: its prompt chunks, logged when it completes
   };
 
   void run();

@@ -42,5 +42,22 @@ TEST(TenantsFile, LoadsInTheServer) {
   std::filesystem::remove(path);
 }
 
+TEST(TenantsFile, TheNoisyTenantsLimitsLoadInTheServer) {
+  std::vector<BenchTenant> tenants = bench_tenants(2);
+  ASSERT_EQ(tenants.back().kind, TenantKind::kNoisy);
+  tenants.back().prompt_tokens_per_step = 256;  // --mt-noisy-prompt-tokens-per-step
+  tenants.back().kv_cap = 0.4;                 // --mt-noisy-kv-cap
+  const auto path = std::filesystem::temp_directory_path() / "pagoda_bench_tenants_noisy.json";
+  std::ofstream(path) << tenants_file_json(tenants).dump(2);
+  server::ApiKeys keys;
+  keys.load_tenants_file(path.string());
+  const server::Tenant* noisy = keys.authenticate("Bearer sk-bench-noisy");
+  ASSERT_NE(noisy, nullptr);
+  EXPECT_DOUBLE_EQ(noisy->kv().kv_cap, 0.4);
+  EXPECT_EQ(noisy->kv().prompt_tokens_per_step, 256);
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->kv().kv_cap, 0);  // the others unlimited
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace pagoda::bench
