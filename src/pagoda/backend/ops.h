@@ -132,7 +132,8 @@ class Ops {
   // In two halves, so that the host can plan the next step meanwhile: enqueue_sample() queues the draw
   // after the step's work and returns at once; wait_sample() blocks until those tokens reach the host.
   // The tokens also stay on the device for the next run_step's token_from_prev_sample, until the next
-  // enqueue_sample. At most two samples may be outstanding (one waited for, the next enqueued).
+  // enqueue_sample that draws any. With no rows, enqueue_sample marks the end of the step's work, which
+  // wait_sample waits for. At most two samples may be outstanding (one waited for, the next enqueued).
   virtual bool can_sample() const { return false; }
   virtual PendingSample enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) {
     PAGODA_CHECK(false, "this backend does not sample on the device");

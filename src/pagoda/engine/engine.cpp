@@ -457,9 +457,10 @@ void Engine::complete(LaunchedStep& step) {
   record.total_seconds = seconds_between(record.start, Clock::now());
   record_step(record);
   if (spdlog::should_log(spdlog::level::debug))  // a scheduling trace: prompt chunks as tenant tokens@start
-    spdlog::debug("step {}: launched {:.1f} ms before it ran, ran {:.1f} ms; {} decodes, {} prompt tokens [{}]", step.number,
-                  record.queued_seconds * 1e3, record.execute_seconds * 1e3, record.decode_seqs, record.prefill_tokens,
-                  step.prompt_chunks);
+    spdlog::debug("step {}: planned in {:.2f} ms, launched in {:.2f} ms, {:.1f} ms before it ran, ran {:.1f} ms; {} decodes, "
+                  "{} prompt tokens [{}]", step.number, record.schedule_seconds * 1e3,
+                  seconds_between(step.launched_at, step.launch_returned_at) * 1e3, record.queued_seconds * 1e3,
+                  record.execute_seconds * 1e3, record.decode_seqs, record.prefill_tokens, step.prompt_chunks);
 }
 
 void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now) {

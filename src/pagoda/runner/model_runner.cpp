@@ -198,7 +198,8 @@ void ModelRunner::sample_on_device(const StepPlan& plan, Tensor logits, InFlight
   }
   previous_samples_.host_ids.clear();
   previous_samples_.on_device = !device_rows_.empty();
-  if (!device_rows_.empty()) step.device_sample = ops_.enqueue_sample(logits, device_rows_);
+  // With no rows this marks the step's end, which collect() waits for: the engine then knows when it ran.
+  step.device_sample = ops_.enqueue_sample(logits, device_rows_);
 }
 
 void ModelRunner::sample_on_host(const StepPlan& plan, Tensor logits, const std::vector<int>& first_row,

@@ -34,21 +34,21 @@ TEST(PlaceholderTokens, ReadTheMarkedRowsOfThePreviousSamples) {
 
 std::string stories_path() { return test::test_data_dir() + "/../../models/stories260K.gguf"; }
 
-LlmOptions gpu_options(bool async_scheduling, bool eager) {
+LlmOptions gpu_options(bool async_scheduling, bool eager, int max_num_batched_tokens = 1024) {
   return LlmOptions{.load = {.model_path = stories_path(), .show_progress = false},
                     .device = "cuda",
                     .enforce_eager = eager,
                     .async_scheduling = async_scheduling,
                     .max_num_seqs = 16,
-                    .max_num_batched_tokens = 1024,
+                    .max_num_batched_tokens = max_num_batched_tokens,
                     .max_model_len = 512,
                     .kv_cache_memory = int64_t{64} << 20,
                     .seed = 11};
 }
 
 std::vector<CompletionOutput> run(bool async_scheduling, bool eager, const std::vector<GenerateRequest>& requests,
-                                  bool one_at_a_time = false) {
-  LLM llm(gpu_options(async_scheduling, eager));
+                                  bool one_at_a_time = false, int max_num_batched_tokens = 1024) {
+  LLM llm(gpu_options(async_scheduling, eager, max_num_batched_tokens));
   if (!one_at_a_time) return llm.generate(requests);
   std::vector<CompletionOutput> out;
   for (const GenerateRequest& r : requests) out.push_back(llm.generate({r})[0]);
@@ -106,6 +106,26 @@ TEST(AsyncSchedulingGpu, StopTokensMidStream) {
     if (i >= 2) {
       EXPECT_EQ(sync[i].finish_reason, FinishReason::kStop) << "request " << i;
     }
+  }
+}
+
+// Prompts of 100 to 300 tokens in chunks of 32, one request at a time: most steps compute a chunk and sample
+// nothing, so the engine waits for their end marker (Ops::enqueue_sample with no rows) instead of a draw.
+TEST(AsyncSchedulingGpu, StepsThatSampleNothingEndBeforeTheirTokensAreUsed) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  std::vector<GenerateRequest> requests = batch_requests();
+  requests.resize(6);
+  std::mt19937 rng(9);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt_ids.resize(100 + 40 * i, 1);
+    for (size_t j = 1; j < requests[i].prompt_ids.size(); ++j) requests[i].prompt_ids[j] = static_cast<TokenId>(3 + rng() % 500);
+    requests[i].params.max_tokens = 12;
+  }
+  const std::vector<CompletionOutput> sync = run(false, false, requests, true, 32);
+  const std::vector<CompletionOutput> async = run(true, false, requests, true, 32);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(async[i].output_ids, sync[i].output_ids) << "request " << i;
+    EXPECT_EQ(async[i].output_ids.size(), 12u) << "request " << i;
   }
 }
 

@@ -187,6 +187,8 @@ void* CudaOps::Impl::arena_alloc(size_t bytes) {
     // Growing needs cudaMalloc, which a capture forbids: the caller falls back to an eager step.
     if (capturing) throw Error("the GPU workspace would have to grow during CUDA graph capture");
     const size_t last = chunks.empty() ? 0 : chunks.back().size();
+    spdlog::debug("GPU workspace grows: {} MiB more for a step of {} MiB so far", std::max({bytes, 2 * last, size_t{64} << 20}) >> 20,
+                  step_bytes >> 20);
     chunks.emplace_back(std::max({bytes, 2 * last, size_t{64} << 20}));
     chunk_used = 0;
   }
@@ -200,6 +202,7 @@ void CudaOps::Impl::arena_reset() {
   // exactly from step to step (graphs captured before the move are dropped).
   if (chunks.size() > 1 && !capturing) {
     const size_t total = step_bytes;
+    spdlog::debug("GPU workspace made one chunk of {} MiB; CUDA graphs dropped", total >> 20);
     chunks.clear();
     chunks.emplace_back(total);
     drop_graphs();
@@ -662,6 +665,7 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward, int
   const GraphKey key{graph_set, size};
   auto it = m.graphs.find(key);
   if (it == m.graphs.end() && !m.uncapturable.contains(key)) {
+    spdlog::debug("capturing the CUDA graph of decode batch size {} (graph set {})", size, graph_set);
     try {
       m.capture(key, forward, batch);
       it = m.graphs.find(key);

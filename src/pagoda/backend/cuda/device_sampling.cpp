@@ -10,6 +10,7 @@
 
 #include "pagoda/backend/cuda/cuda_ops.h"
 #include "pagoda/backend/cuda/cuda_ops_impl.h"
+#include "pagoda/core/logging.h"
 #include "pagoda/kernels/sampling.h"
 
 namespace pagoda {
@@ -26,6 +27,7 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   Impl& m = *impl_;
   DeviceSampling& ds = m.sampling;
   const int n = static_cast<int>(rows.size());
+  if (n == 0) return enqueue_step_end();
   const int vocab = static_cast<int>(logits.numel() / std::max<int64_t>(logits.dim(0), 1));
   PAGODA_CHECK(logits.dtype == DType::kBF16 && logits.device == Device::kCuda && logits.dim(0) == n,
                "sampling {} rows from logits {}", n, logits.shape_string());
@@ -42,6 +44,9 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
     PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
     PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
   }
+  if (slot.host.size() < rows_bytes + ids_bytes || slot.ids.size() < ids_bytes || ds.rows.size() < rows_bytes ||
+      ds.workspace.size() < workspace_bytes)
+    spdlog::debug("device sampling buffers grow for {} rows", n);
   if (slot.host.size() < rows_bytes + ids_bytes) slot.host = cuda::PinnedBuffer(2 * (rows_bytes + ids_bytes));
   // Buffers that grow are freed with cudaFree, which waits for the device. This slot's ids are not the
   // placeholders' source (the other slot's are), and its last copy was waited for.
@@ -82,6 +87,25 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   return PendingSample{slot_index, n};
 }
 
+// A step that samples nothing: a slot's `done` event after its work, which wait_sample() waits for, so that the
+// engine knows when the step ended. The latest samples (the placeholders' source) stay those of the last step
+// that drew any: such a step's successor has no placeholders.
+PendingSample CudaOps::enqueue_step_end() {
+  Impl& m = *impl_;
+  DeviceSampling& ds = m.sampling;
+  const int slot_index = ds.next_slot;
+  DeviceSampling::Slot& slot = ds.slots[slot_index];
+  PAGODA_CHECK(!slot.outstanding, "more than two device samples outstanding");
+  ds.next_slot ^= 1;
+  if (!slot.done) {
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  }
+  PAGODA_CUDA_CHECK(cudaEventRecord(slot.done, m.stream));
+  slot.outstanding = true;
+  return PendingSample{slot_index, 0};
+}
+
 void CudaOps::wait_sample(const PendingSample& pending, std::span<TokenId> out) {
   DeviceSampling& ds = impl_->sampling;
   PAGODA_CHECK(pending.slot >= 0 && pending.slot < 2 && ds.slots[pending.slot].outstanding,
@@ -90,6 +114,7 @@ void CudaOps::wait_sample(const PendingSample& pending, std::span<TokenId> out) 
   DeviceSampling::Slot& slot = ds.slots[pending.slot];
   slot.outstanding = false;
   PAGODA_CUDA_CHECK(cudaEventSynchronize(slot.done));
+  if (pending.num_rows == 0) return;  // enqueue_step_end()
   const size_t rows_bytes = pending.num_rows * sizeof(kernels::SamplingRow);
   const auto* host_ids = reinterpret_cast<const int32_t*>(static_cast<const char*>(slot.host.data()) + rows_bytes);
   std::copy(host_ids, host_ids + pending.num_rows, out.begin());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pagoda/core/logging.h"
 #include "pagoda/kernels/cuda_check.h"
 
 namespace pagoda::cuda {
@@ -27,6 +28,9 @@ size_t StepInputs::offset_of_pages() const {
 
 void StepInputs::reserve(int tokens, int seqs, int pages, cudaStream_t stream, bool* moved) {
   if (tokens <= cap_tokens_ && seqs <= cap_seqs_ && pages <= cap_pages_) return;
+  // Growing waits for the device (the old buffers' copies) and moves the buffers the graphs read.
+  spdlog::debug("step inputs grow for {} tokens, {} sequences, {} pages (held {}, {}, {})", tokens, seqs, pages,
+                cap_tokens_, cap_seqs_, cap_pages_);
   cap_tokens_ = std::max({tokens, 2 * cap_tokens_, 256});
   cap_seqs_ = std::max({seqs, 2 * cap_seqs_, 256});
   cap_pages_ = std::max({pages, 2 * cap_pages_, 4096});
