@@ -27,6 +27,7 @@ struct MultiTenantOptions {
   int noisy_input_len = 0;            // tokens of a noisy prompt; 0: 2 * (--prefix-len + --random-input-len)
   int noisy_prompt_tokens_per_step = 0;  // the tenants file's bound on the noisy tenant's prompt tokens a step
   double noisy_kv_cap = 0;               // the tenants file's cap on the KV the noisy tenant's requests hold
+  double weighted_kv_share = 0;          // the tenants file's share of the KV pool guaranteed to tenant-0
 
   // Throws pagoda::InvalidRequest naming the flag.
   void validate() const;

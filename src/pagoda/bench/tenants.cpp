@@ -34,6 +34,7 @@ nlohmann::ordered_json tenants_file_json(const std::vector<BenchTenant>& tenants
     out[t.name] = {{"keys", {t.key}}, {"weight", t.weight}, {"share_prefixes", false}, {"priority", t.priority}};
     if (t.prompt_tokens_per_step > 0) out[t.name]["prompt_tokens_per_step"] = t.prompt_tokens_per_step;
     if (t.kv_cap > 0) out[t.name]["kv_cap"] = t.kv_cap;
+    if (t.kv_share > 0) out[t.name]["kv_share"] = t.kv_share;
   }
   return nlohmann::ordered_json{{"tenants", std::move(out)}};
 }

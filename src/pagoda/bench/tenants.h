@@ -23,6 +23,7 @@ struct BenchTenant {
   int priority = 0;     // the tenants file's "priority": with --scheduling-policy priority, lower is admitted first
   int prompt_tokens_per_step = 0;  // the tenants file's "prompt_tokens_per_step" (0: none written)
   double kv_cap = 0;               // the tenants file's "kv_cap": a fraction of the pool or tokens (0: none written)
+  double kv_share = 0;             // the tenants file's "kv_share", the same way
 };
 
 const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"
@@ -32,7 +33,7 @@ const char* kind_name(TenantKind kind);  // "ordinary", "periodic", "noisy"
 std::vector<BenchTenant> bench_tenants(int num_ordinary);
 
 // {"tenants": {"NAME": {"keys": [KEY], "weight": W, "share_prefixes": false, "priority": P}}}, in the tenants' order,
-// with "prompt_tokens_per_step" and "kv_cap" where set.
+// with "prompt_tokens_per_step", "kv_cap" and "kv_share" where set.
 nlohmann::ordered_json tenants_file_json(const std::vector<BenchTenant>& tenants);
 
 }  // namespace pagoda::bench

@@ -71,11 +71,13 @@ std::vector<double> parse_percentiles(const std::string& text) {
 // --mt-write-tenants-file: the tenants file for `pagoda serve --tenants-file`, then no benchmark.
 void write_tenants_file(const BenchServeCli& c) {
   std::vector<bench::BenchTenant> tenants = bench::bench_tenants(c.run.multi_tenant.num_tenants);
-  for (bench::BenchTenant& t : tenants)
+  for (bench::BenchTenant& t : tenants) {
     if (t.kind == bench::TenantKind::kNoisy) {
       t.prompt_tokens_per_step = c.run.multi_tenant.noisy_prompt_tokens_per_step;
       t.kv_cap = c.run.multi_tenant.noisy_kv_cap;
     }
+    if (t.name == "tenant-0") t.kv_share = c.run.multi_tenant.weighted_kv_share;  // the weighted tenant
+  }
   std::ofstream out(c.write_tenants_file);
   out << bench::tenants_file_json(tenants).dump(2) << "\n";
   if (!out) throw Error(c.write_tenants_file + ": cannot write the tenants file");
@@ -200,6 +202,10 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--mt-noisy-kv-cap", mt.noisy_kv_cap,
                   "multi-tenant, with --mt-write-tenants-file: the noisy tenant's kv_cap, the most KV its running "
                   "requests hold, a fraction of the pool (<= 1) or tokens (default 0: none)")
+      ->check(kNonNegative);
+  cmd->add_option("--mt-weighted-kv-share", mt.weighted_kv_share,
+                  "multi-tenant, with --mt-write-tenants-file: tenant-0's kv_share, KV guaranteed to its requests "
+                  "against the other tenants', a fraction of the pool (<= 1) or tokens (default 0: none)")
       ->check(kNonNegative);
   cmd->add_option("--mt-write-tenants-file", c->write_tenants_file,
                   "multi-tenant: write the tenants' keys and weights as a `pagoda serve --tenants-file` file to PATH "

@@ -42,11 +42,12 @@ TEST(TenantsFile, LoadsInTheServer) {
   std::filesystem::remove(path);
 }
 
-TEST(TenantsFile, TheNoisyTenantsLimitsLoadInTheServer) {
+TEST(TenantsFile, TheNoisyTenantsLimitsAndTheWeightedTenantsShareLoadInTheServer) {
   std::vector<BenchTenant> tenants = bench_tenants(2);
   ASSERT_EQ(tenants.back().kind, TenantKind::kNoisy);
   tenants.back().prompt_tokens_per_step = 256;  // --mt-noisy-prompt-tokens-per-step
   tenants.back().kv_cap = 0.4;                 // --mt-noisy-kv-cap
+  tenants.front().kv_share = 0.2;              // --mt-weighted-kv-share
   const auto path = std::filesystem::temp_directory_path() / "pagoda_bench_tenants_noisy.json";
   std::ofstream(path) << tenants_file_json(tenants).dump(2);
   server::ApiKeys keys;
@@ -56,6 +57,8 @@ TEST(TenantsFile, TheNoisyTenantsLimitsLoadInTheServer) {
   EXPECT_DOUBLE_EQ(noisy->kv().kv_cap, 0.4);
   EXPECT_EQ(noisy->kv().prompt_tokens_per_step, 256);
   EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->kv().kv_cap, 0);  // the others unlimited
+  EXPECT_DOUBLE_EQ(keys.authenticate("Bearer sk-bench-tenant-0")->kv().kv_share, 0.2);
+  EXPECT_EQ(keys.authenticate("Bearer sk-bench-tenant-1")->kv().kv_share, 0);
   std::filesystem::remove(path);
 }
 
