@@ -47,12 +47,16 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   if (slot.host.size() < rows_bytes + ids_bytes || slot.ids.size() < ids_bytes || ds.rows.size() < rows_bytes ||
       ds.workspace.size() < workspace_bytes)
     spdlog::debug("device sampling buffers grow for {} rows", n);
-  if (slot.host.size() < rows_bytes + ids_bytes) slot.host = cuda::PinnedBuffer(2 * (rows_bytes + ids_bytes));
-  // Buffers that grow are freed with cudaFree, which waits for the device. This slot's ids are not the
-  // placeholders' source (the other slot's are), and its last copy was waited for.
-  if (slot.ids.size() < ids_bytes) slot.ids = cuda::DeviceBuffer(std::max<size_t>(2 * ids_bytes, 256 * sizeof(int32_t)));
+  // Buffers that grow are freed with cudaFree or cudaFreeHost, which wait for the device: a launch that grows them
+  // waits for the step in flight. So they are made at once for the most rows a step samples (one a sequence, at
+  // most max_num_seqs), not for the first steps' few. This slot's ids are not the placeholders' source (the other
+  // slot's are), and its last copy was waited for.
+  const size_t cap_rows = static_cast<size_t>(std::max(2 * n, m.options.max_num_seqs));
+  if (slot.host.size() < rows_bytes + ids_bytes)
+    slot.host = cuda::PinnedBuffer(cap_rows * (sizeof(kernels::SamplingRow) + sizeof(int32_t)));
+  if (slot.ids.size() < ids_bytes) slot.ids = cuda::DeviceBuffer(std::max(cap_rows, size_t{256}) * sizeof(int32_t));
   if (ds.rows.size() < rows_bytes) {
-    ds.rows = cuda::DeviceBuffer(2 * rows_bytes);
+    ds.rows = cuda::DeviceBuffer(cap_rows * sizeof(kernels::SamplingRow));
     ds.uploaded.clear();
   }
   if (ds.workspace.size() < workspace_bytes) ds.workspace = cuda::DeviceBuffer(2 * workspace_bytes);
