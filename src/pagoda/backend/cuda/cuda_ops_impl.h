@@ -121,6 +121,7 @@ struct CudaOps::Impl {
   std::vector<cuda::DeviceBuffer> weight_storage;
   cuda::DeviceBuffer dequant_scratch;  // bf16 [N, K] of the largest tiled weight (CudaOps::linear, large T)
   std::map<const void*, cuda::DeviceBuffer> kv_storage;  // by the cache's first K pointer
+  int kv_block_size = 0;  // tokens a KV block holds (the latest cache allocated)
   std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
 
   cuda::StepInputs inputs;

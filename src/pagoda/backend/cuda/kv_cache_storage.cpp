@@ -40,6 +40,7 @@ KvCache CudaOps::allocate_kv_cache(const KvCacheSpec& spec) {
     cache.v_exp.push_back(Tensor::from_span(layer + 2 * kv_bytes + exp_bytes, DType::kI8, exp_dims, Device::kCuda));
   }
   impl_->kv_storage.emplace(storage.data(), std::move(storage));
+  impl_->kv_block_size = spec.block_size;
   synchronize();
   return cache;
 }

@@ -29,6 +29,10 @@ class StepInputs {
   // The device batch a padding-only decode step of `num_seqs` sequences would use (for graph capture).
   const ForwardBatch& stage_padding(int num_seqs, cudaStream_t stream, bool* moved);
 
+  // Room for steps of up to `tokens` tokens, `seqs` sequences and `pages` block-table entries. Growing waits
+  // for the stream and moves the arrays (`*moved` set).
+  void reserve(int tokens, int seqs, int pages, cudaStream_t stream, bool* moved);
+
  private:
   // A pinned buffer and the event recorded after the last copy out of it.
   struct Staging {
@@ -36,7 +40,6 @@ class StepInputs {
     cudaEvent_t copied = nullptr;
   };
 
-  void reserve(int tokens, int seqs, int pages, cudaStream_t stream, bool* moved);
   size_t offset_of_pages() const;
 
   int cap_tokens_ = 0, cap_seqs_ = 0, cap_pages_ = 0;
