@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Session 43 probe 57: which buffer growth makes a step's launch wait for the device in issue 16's flood (probe 55:
-# launches of 10-60 ms early in the run): the same --log-level debug flood with debug lines where the step inputs,
-# the device sampler's buffers or the GPU workspace grow, and where a decode graph is captured.
+# Session 43 probe 57 (prepared, not run: no device time left): does a step's launch still wait for the device
+# in issue 16's flood (probe 55: launches of 10-60 ms early in the run) now that the sampler's buffers (f6d6455)
+# and the step inputs (efbaa35) are sized before serving? The same --log-level debug flood, whose debug lines
+# also say where the step inputs, the sampler's buffers or the GPU workspace still grow and where a decode graph
+# is captured. Run the GPU tests first: bf36167, f6d6455 and efbaa35 have not run on a GPU.
 set -u
 cd "$(dirname "$0")/.."
 source scripts/device/probe_env.sh
