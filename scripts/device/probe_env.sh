@@ -31,3 +31,19 @@ json.dump(c, open(path, "w"))
 PY
   done
 }
+# kv_flood NAME PAGODA TIMEOUT BENCH_ARGS...: issue 16's multi-tenant workload against one fresh `pagoda serve` of the
+# Llama-3-8B shape (dummy weights, 768 KV blocks of 16 tokens, 64 sequences, 8 GiB host tier; LRU-K + host tier, fair
+# policy) through scripts/kv_policy_bench.sh, into R/kv_NAME; SERVE_EXTRA adds serve arguments. PAGODA may be
+# $PAGODA_DEBUG (the binary at --log-level debug: each step's line, kept in the server's log).
+MT_ARGS="--prefix-len 1024 --random-input-len 128 --random-output-len 64 --ignore-eos"
+PAGODA_DEBUG=/tmp/pagoda-debug
+printf '#!/usr/bin/env bash\nexec %s --log-level debug "$@"\n' "$PWD/$P" >"$PAGODA_DEBUG" && chmod +x "$PAGODA_DEBUG"
+kv_flood() {
+  local name=$1 pagoda=$2 limit=$3
+  shift 3
+  OUT_DIR="$R/kv_$name" PAGODA="$pagoda" PORT=18795 HOST_MEMORY=8GiB POLICIES="lru-k+host@fair" \
+    SERVE_ARGS="--model tests/data/models/llama-3-8b --load-format dummy --device cuda --max-model-len 4096 --kv-cache-memory 1536MiB --max-num-seqs 64 ${SERVE_EXTRA:-}" \
+    BENCH_ARGS="$*" timeout "$limit" scripts/kv_policy_bench.sh >"$R/kv_$name.txt" 2>&1
+  echo "kv $name rc=$?: $(tail -1 "$R/kv_$name.txt")"
+  save
+}
