@@ -142,6 +142,8 @@ class Ops {
   virtual void wait_sample(const PendingSample& pending, std::span<TokenId> out) {
     PAGODA_CHECK(false, "this backend does not sample on the device");
   }
+  // Whether wait_sample would return at once (the step and its download are done). Does not wait.
+  virtual bool sample_ready(const PendingSample& pending) const { return true; }
   // Both halves at once.
   void sample(std::span<TokenId> out, Tensor logits, std::span<const DeviceSamplingRow> rows) {
     wait_sample(enqueue_sample(logits, rows), out);

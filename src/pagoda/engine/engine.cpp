@@ -17,6 +17,9 @@ BlockManagerOptions kv_options(const EngineOptions& o) {
                              .lru_k = o.lru_k, .num_host_blocks = o.num_host_kv_blocks, .prefetch = o.kv_prefetch};
 }
 
+// How often late planning looks whether the step in flight is done already (Engine::run).
+constexpr std::chrono::microseconds kLatePlanPoll{500};
+
 bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
 
 double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -149,7 +152,10 @@ void Engine::run() {
       if (held_until_ && !in_flight_) {  // only requests held in the batching window: until it ends or more arrive
         wake_.wait_until(lock, *held_until_, news);
       } else if (const std::optional<Clock::time_point> plan_at = late_plan_time()) {
-        wake_.wait_until(lock, *plan_at, [&] { return stopping_; });  // arrivals meanwhile join the next step
+        // Arrivals meanwhile join the next step. The wait ends early when the step in flight is done (a prediction
+        // that was too long must not leave the device idle): it looks every kLatePlanPoll.
+        while (!stopping_ && Clock::now() < *plan_at && !runner_.ready(in_flight_->run))
+          wake_.wait_until(lock, std::min(*plan_at, Clock::now() + kLatePlanPoll), [&] { return stopping_; });
       } else {
         wake_.wait(lock, [&] { return news() || scheduler_.has_unfinished() || in_flight_; });
       }

@@ -65,6 +65,8 @@ class ModelRunner {
   InFlightStep launch(const StepPlan& plan, WeightSet weights = WeightSet::kPrimary);
   // Waits for the step's tokens (a no-op when they were sampled on the host).
   StepOutput collect(InFlightStep& step);
+  // Whether collect() would return at once. Does not wait.
+  bool ready(const InFlightStep& step) const { return !step.device_sample || ops_.sample_ready(*step.device_sample); }
   // launch + collect.
   StepOutput execute(const StepPlan& plan, WeightSet weights = WeightSet::kPrimary);
   bool has_fallback() const { return fallback_ != nullptr; }

@@ -64,6 +64,7 @@ class CudaOps final : public Ops {
   bool can_sample() const override { return true; }
   PendingSample enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) override;
   void wait_sample(const PendingSample& pending, std::span<TokenId> out) override;
+  bool sample_ready(const PendingSample& pending) const override;
   PendingSample enqueue_step_end();  // enqueue_sample of no rows
 
   // Device memory now (after weights, workspace and caches), for sizing the KV pool.

@@ -110,6 +110,16 @@ PendingSample CudaOps::enqueue_step_end() {
   return PendingSample{slot_index, 0};
 }
 
+bool CudaOps::sample_ready(const PendingSample& pending) const {
+  const DeviceSampling& ds = impl_->sampling;
+  PAGODA_CHECK(pending.slot >= 0 && pending.slot < 2 && ds.slots[pending.slot].outstanding,
+               "asking after a device sample that is not outstanding");
+  const cudaError_t e = cudaEventQuery(ds.slots[pending.slot].done);
+  if (e == cudaErrorNotReady) return false;
+  PAGODA_CUDA_CHECK(e);
+  return true;
+}
+
 void CudaOps::wait_sample(const PendingSample& pending, std::span<TokenId> out) {
   DeviceSampling& ds = impl_->sampling;
   PAGODA_CHECK(pending.slot >= 0 && pending.slot < 2 && ds.slots[pending.slot].outstanding,
