@@ -7,6 +7,8 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "pagoda/backend/cuda/cuda_ops.h"
+#include "pagoda/core/error.h"
 #include "pagoda/engine/llm.h"
 #include "pagoda/kernels/placeholder_tokens.h"
 
@@ -30,6 +32,37 @@ TEST(PlaceholderTokens, ReadTheMarkedRowsOfThePreviousSamples) {
   kernels::fill_placeholder_tokens(d_many.get(), d_rows.get(), d_sampled.get(), n, nullptr);
   const std::vector<int32_t> got = d_many.download();
   for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 100 + i % 3) << "token " << i;
+}
+
+// A step that samples nothing ends with a marker (enqueue_sample of no rows): ready once the stream's work before it
+// is done, waited for like a draw, and the two slots still take turns with draws between markers.
+TEST(DeviceSampling, AStepThatSamplesNothingEndsWithAMarker) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  CudaOps ops(CudaOpsOptions{.max_num_seqs = 4, .max_model_len = 256});
+  std::vector<TokenId> none;
+  const Tensor no_logits = ops.alloc(DType::kBF16, {0, 64});
+  const PendingSample marker = ops.enqueue_sample(no_logits, {});
+  EXPECT_EQ(marker.num_rows, 0);
+  ops.synchronize();
+  EXPECT_TRUE(ops.sample_ready(marker));
+  ops.wait_sample(marker, none);
+
+  // Greedy draws of one row around markers: each draw's token is the row's argmax.
+  const int vocab = 64;
+  std::vector<uint16_t> row(vocab, 0x3f80);  // bf16 1.0
+  row[37] = 0x4000;                           // bf16 2.0: the argmax
+  test::DeviceArray<uint16_t> logits(row);
+  const Tensor one_row(logits.get(), DType::kBF16, {1, vocab}, Device::kCuda);
+  const DeviceSamplingRow greedy{.temperature = 0.0f};
+  for (int i = 0; i < 3; ++i) {
+    const PendingSample m = ops.enqueue_sample(no_logits, {});
+    const PendingSample draw = ops.enqueue_sample(one_row, std::span(&greedy, 1));
+    ops.wait_sample(m, none);
+    std::vector<TokenId> token(1, -1);
+    ops.wait_sample(draw, token);
+    EXPECT_EQ(token[0], 37) << "round " << i;
+  }
+  EXPECT_THROW((void)ops.sample_ready(marker), Error);  // waited for: not outstanding any more
 }
 
 std::string stories_path() { return test::test_data_dir() + "/../../models/stories260K.gguf"; }
