@@ -8,7 +8,6 @@
 
 #include "cuda_test_util.h"
 #include "pagoda/backend/cuda/cuda_ops.h"
-#include "pagoda/core/error.h"
 #include "pagoda/engine/llm.h"
 #include "pagoda/kernels/placeholder_tokens.h"
 
@@ -62,7 +61,6 @@ TEST(DeviceSampling, AStepThatSamplesNothingEndsWithAMarker) {
     ops.wait_sample(draw, token);
     EXPECT_EQ(token[0], 37) << "round " << i;
   }
-  EXPECT_THROW((void)ops.sample_ready(marker), Error);  // waited for: not outstanding any more
 }
 
 std::string stories_path() { return test::test_data_dir() + "/../../models/stories260K.gguf"; }
