@@ -159,7 +159,6 @@ void Engine::run() {
       } else {
         wake_.wait(lock, [&] { return news() || scheduler_.has_unfinished() || in_flight_; });
       }
-      woke_at_ = Clock::now();
       if (stopping_) break;
       inbox.swap(inbox_);
       cancels.swap(cancels_);
@@ -342,7 +341,7 @@ std::optional<Engine::LaunchedStep> Engine::launch_next() {
       throw Error(fmt::format("injected failure of step {} (PAGODA_INJECT_STEP_FAILURE)", num_launched_));
     step.run = runner_.launch(step.plan, record.weights);
     step.launch_returned_at = Clock::now();
-    plan_launch_time_.observe(seconds_between(woke_at_, step.launch_returned_at));
+    plan_launch_time_.observe(seconds_between(record.start, step.launch_returned_at));
   } catch (const std::exception& e) {
     fail_step(step.plan, e);
     record.execute_seconds = record.total_seconds = seconds_between(step.launched_at, Clock::now());

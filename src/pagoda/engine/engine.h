@@ -236,8 +236,7 @@ class Engine {
   // Set when the last plan was empty because the batching window held new requests: when they go.
   std::optional<Clock::time_point> held_until_;   // engine thread only
   Clock::time_point last_step_done_;              // when the backend finished the latest completed step
-  Clock::time_point woke_at_;                     // when the loop last stopped waiting (engine thread only)
-  PlanLaunchTime plan_launch_time_;               // from woke_at_ to a launch returning (late planning's lead)
+  PlanLaunchTime plan_launch_time_;               // from planning's start to the launch returning (late planning's lead)
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

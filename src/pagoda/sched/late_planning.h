@@ -17,7 +17,7 @@ namespace pagoda {
 struct LatePlanInputs {
   double predicted_seconds = 0;     // the step-time model's prediction for the step in flight
   double relative_error = 0;        // the model's moving |predicted - measured| / measured
-  double plan_launch_seconds = 0;   // recent time from the engine's wake to the next step's launch returning
+  double plan_launch_seconds = 0;   // recent time from planning a step to its launch returning
 };
 
 struct LatePlanning {
