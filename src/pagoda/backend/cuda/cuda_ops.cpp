@@ -684,18 +684,10 @@ Tensor CudaOps::run_step(const ForwardBatch& host, const ForwardFn& forward, int
 
 void CudaOps::warm_up_decode(const ForwardFn& forward, bool capture_graphs, int graph_set) {
   Impl& m = *impl_;
-  bool moved = false;
-  // The step inputs at their largest before any graph takes their addresses: the block tables of max_num_seqs
-  // sequences of max_model_len tokens. Growing them while serving would wait for the device and drop every graph.
-  if (m.options.max_model_len > 0 && m.kv_block_size > 0) {
-    const int64_t per_seq = (static_cast<int64_t>(m.options.max_model_len) + m.kv_block_size - 1) / m.kv_block_size;
-    const int64_t pages = std::min<int64_t>(per_seq * m.options.max_num_seqs, int64_t{1} << 22);  // 16 MiB a buffer at most
-    m.inputs.reserve(0, m.options.max_num_seqs, static_cast<int>(pages), m.stream, &moved);
-    if (moved) m.drop_graphs();
-  }
   if (m.options.enforce_eager) return;
   std::vector<int> sizes;
   for (int s = 1; s <= graph_size_for(m.options.max_num_seqs); s = graph_size_for(s + 1)) sizes.push_back(s);
+  bool moved = false;
   // The largest graph's step, eagerly: the workspace grows to what every capture will need.
   m.graph_shapes = true;
   try {

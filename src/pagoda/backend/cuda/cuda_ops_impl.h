@@ -60,6 +60,8 @@ struct DeviceSampling {
     bool outstanding = false;       // enqueued, not yet waited for
   };
   ~DeviceSampling();
+  // The next slot, in turn (it must not be outstanding), with its events made.
+  int take_slot();
 
   Slot slots[2];
   int next_slot = 0;
@@ -121,7 +123,6 @@ struct CudaOps::Impl {
   std::vector<cuda::DeviceBuffer> weight_storage;
   cuda::DeviceBuffer dequant_scratch;  // bf16 [N, K] of the largest tiled weight (CudaOps::linear, large T)
   std::map<const void*, cuda::DeviceBuffer> kv_storage;  // by the cache's first K pointer
-  int kv_block_size = 0;  // tokens a KV block holds (the latest cache allocated)
   std::map<const float*, cuda::DeviceBuffer> inv_freq;   // RoPE tables, by host address
 
   cuda::StepInputs inputs;

@@ -23,6 +23,18 @@ DeviceSampling::~DeviceSampling() {
   if (copy_stream) cudaStreamDestroy(copy_stream);
 }
 
+int DeviceSampling::take_slot() {
+  const int index = next_slot;
+  Slot& slot = slots[index];
+  PAGODA_CHECK(!slot.outstanding, "more than two device samples outstanding");
+  next_slot ^= 1;
+  if (!slot.done) {
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
+    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  }
+  return index;
+}
+
 PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSamplingRow> rows) {
   Impl& m = *impl_;
   DeviceSampling& ds = m.sampling;
@@ -31,29 +43,22 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
   const int vocab = static_cast<int>(logits.numel() / std::max<int64_t>(logits.dim(0), 1));
   PAGODA_CHECK(logits.dtype == DType::kBF16 && logits.device == Device::kCuda && logits.dim(0) == n,
                "sampling {} rows from logits {}", n, logits.shape_string());
-  const int slot_index = ds.next_slot;
+  const int slot_index = ds.take_slot();
   DeviceSampling::Slot& slot = ds.slots[slot_index];
-  PAGODA_CHECK(!slot.outstanding, "more than two device samples outstanding");
-  ds.next_slot ^= 1;
 
   const size_t rows_bytes = n * sizeof(kernels::SamplingRow);
   const size_t ids_bytes = n * sizeof(int32_t);
   const size_t workspace_bytes = kernels::sampling_workspace_bytes(n, vocab);
   if (!ds.copy_stream) PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&ds.copy_stream, cudaStreamNonBlocking));
-  if (!slot.done) {
-    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
-    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
-  }
-  if (slot.host.size() < rows_bytes + ids_bytes || slot.ids.size() < ids_bytes || ds.rows.size() < rows_bytes ||
-      ds.workspace.size() < workspace_bytes)
-    spdlog::debug("device sampling buffers grow for {} rows", n);
   // Buffers that grow are freed with cudaFree or cudaFreeHost, which wait for the device: a launch that grows them
   // waits for the step in flight. So they are made at once for the most rows a step samples (one a sequence, at
   // most max_num_seqs), not for the first steps' few. This slot's ids are not the placeholders' source (the other
   // slot's are), and its last copy was waited for.
   const size_t cap_rows = static_cast<size_t>(std::max(2 * n, m.options.max_num_seqs));
-  if (slot.host.size() < rows_bytes + ids_bytes)
+  if (slot.host.size() < rows_bytes + ids_bytes) {
+    spdlog::debug("device sampling slot {} made for {} rows ({} to draw)", slot_index, cap_rows, n);
     slot.host = cuda::PinnedBuffer(cap_rows * (sizeof(kernels::SamplingRow) + sizeof(int32_t)));
+  }
   if (slot.ids.size() < ids_bytes) slot.ids = cuda::DeviceBuffer(std::max(cap_rows, size_t{256}) * sizeof(int32_t));
   if (ds.rows.size() < rows_bytes) {
     ds.rows = cuda::DeviceBuffer(cap_rows * sizeof(kernels::SamplingRow));
@@ -95,17 +100,10 @@ PendingSample CudaOps::enqueue_sample(Tensor logits, std::span<const DeviceSampl
 // engine knows when the step ended. The latest samples (the placeholders' source) stay those of the last step
 // that drew any: such a step's successor has no placeholders.
 PendingSample CudaOps::enqueue_step_end() {
-  Impl& m = *impl_;
-  DeviceSampling& ds = m.sampling;
-  const int slot_index = ds.next_slot;
+  DeviceSampling& ds = impl_->sampling;
+  const int slot_index = ds.take_slot();
   DeviceSampling::Slot& slot = ds.slots[slot_index];
-  PAGODA_CHECK(!slot.outstanding, "more than two device samples outstanding");
-  ds.next_slot ^= 1;
-  if (!slot.done) {
-    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.sampled, cudaEventDisableTiming));
-    PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
-  }
-  PAGODA_CUDA_CHECK(cudaEventRecord(slot.done, m.stream));
+  PAGODA_CUDA_CHECK(cudaEventRecord(slot.done, impl_->stream));
   slot.outstanding = true;
   return PendingSample{slot_index, 0};
 }

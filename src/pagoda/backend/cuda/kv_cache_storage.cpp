@@ -40,7 +40,16 @@ KvCache CudaOps::allocate_kv_cache(const KvCacheSpec& spec) {
     cache.v_exp.push_back(Tensor::from_span(layer + 2 * kv_bytes + exp_bytes, DType::kI8, exp_dims, Device::kCuda));
   }
   impl_->kv_storage.emplace(storage.data(), std::move(storage));
-  impl_->kv_block_size = spec.block_size;
+  // The step inputs made for this cache's longest block tables (max_num_seqs sequences of max_model_len tokens, at
+  // most 4M entries, 16 MiB a buffer) before any graph takes their addresses: growing them while serving would wait
+  // for the device and drop every graph.
+  if (impl_->options.max_model_len > 0) {
+    const int64_t per_seq = (static_cast<int64_t>(impl_->options.max_model_len) + spec.block_size - 1) / spec.block_size;
+    const int64_t pages = std::min<int64_t>(per_seq * impl_->options.max_num_seqs, int64_t{1} << 22);
+    bool moved = false;
+    impl_->inputs.reserve(0, impl_->options.max_num_seqs, static_cast<int>(pages), impl_->stream, &moved);
+    if (moved) impl_->drop_graphs();
+  }
   synchronize();
   return cache;
 }
