@@ -17,6 +17,9 @@ BlockManagerOptions kv_options(const EngineOptions& o) {
                              .lru_k = o.lru_k, .num_host_blocks = o.num_host_kv_blocks, .prefetch = o.kv_prefetch};
 }
 
+// What the step-time model sees of a step.
+StepShape shape_of(const StepRecord& r) { return {r.prefill_tokens, r.decode_seqs, r.decode_kv_tokens, r.prefill_pairs}; }
+
 // How often late planning looks whether the step in flight is done already (Engine::run).
 constexpr std::chrono::microseconds kLatePlanPoll{500};
 
@@ -122,14 +125,14 @@ double Engine::first_token_estimate() const {
 }
 
 std::optional<Engine::Clock::time_point> Engine::late_plan_time() const {
-  // Only a step that still runs on the device (its tokens sampled there) is worth waiting for.
+  // Only a step still on the device is worth waiting for (one sampled on the host was done when its launch returned).
   if (!options_.late_planning || !in_flight_ || !in_flight_->run.device_sample) return std::nullopt;
   const StepRecord& r = in_flight_->record;
-  const StepTimeModel& model = r.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
+  const StepTimeModel& model = step_model(r.weights);
   const StepTimeModel::Snapshot snap = model.snapshot();
   if (snap.num_steps < BatchController::kMinModelSteps) return std::nullopt;
   const std::optional<double> after = LatePlanning::plan_after(
-      {.predicted_seconds = model.predict(StepShape{r.prefill_tokens, r.decode_seqs, r.decode_kv_tokens, r.prefill_pairs}),
+      {.predicted_seconds = model.predict(shape_of(r)),
        .relative_error = snap.relative_error,
        .plan_launch_seconds = plan_launch_time_.seconds()});
   if (!after) return std::nullopt;
@@ -138,9 +141,15 @@ std::optional<Engine::Clock::time_point> Engine::late_plan_time() const {
   return started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*after));
 }
 
-const StepTimeModel& Engine::current_step_model() const {
-  return next_weights_ == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
+StepTimeModel& Engine::step_model(WeightSet weights) {
+  return weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
 }
+
+const StepTimeModel& Engine::step_model(WeightSet weights) const {
+  return weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
+}
+
+const StepTimeModel& Engine::current_step_model() const { return step_model(next_weights_); }
 
 void Engine::run() {
   while (true) {
@@ -387,9 +396,7 @@ void Engine::complete(LaunchedStep& step) {
   record.execute_seconds = seconds_between(device_start, done_at);
   record.graph_batch_size = out.graph_batch_size;
   execute_seconds_ += record.execute_seconds;
-  StepTimeModel& step_model = record.weights == WeightSet::kFallback ? fallback_step_time_model_ : step_time_model_;
-  step_model.update(StepShape{record.prefill_tokens, record.decode_seqs, record.decode_kv_tokens, record.prefill_pairs},
-                    record.execute_seconds);
+  step_model(record.weights).update(shape_of(record), record.execute_seconds);
   for (auto& [id, entries] : out.prompt_logprobs) {
     const auto it = active_.find(id);
     if (it == active_.end()) continue;

@@ -218,7 +218,9 @@ class Engine {
   void record_step(const StepRecord& record);  // completes the step's stats and tells the observer
   // Feeds the step's inter-token latencies to the precision fallback and applies its rule.
   void update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now);
-  // The step-time model of the weight set steps run on now.
+  // The step-time model of a weight set's steps, and of the set steps run on now.
+  StepTimeModel& step_model(WeightSet weights);
+  const StepTimeModel& step_model(WeightSet weights) const;
   const StepTimeModel& current_step_model() const;
   // With late planning: when to plan the next step while one is in flight; empty: at once.
   std::optional<Clock::time_point> late_plan_time() const;
