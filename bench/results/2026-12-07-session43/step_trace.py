@@ -3,8 +3,8 @@
   python3 bench/results/2026-12-07-session43/step_trace.py > bench/results/2026-12-07-session43/step_trace.txt
 (1) probe 53, late planning on and off: TTFT of every request but the noisy tenant's, and tenant-0's;
 (2) each debug trace (probes 55 and 56 give plan and launch times): launches over 3 ms, eager prompt steps' launch
-    times, steps planned late, the long launches beside new highs of the rows a step may sample, the longest run of
-    steps without prompt work;
+    times, steps planned late, the long launches beside new highs of the rows a step may sample and new token counts,
+    the longest run of steps without prompt work;
 (3) probe 55's flood as the input of replay_late_planning.cpp (replay_input.txt)."""
 import glob, json, lzma, os, re, statistics
 
@@ -65,14 +65,17 @@ for log in sorted(glob.glob(os.path.join(here, "probe5*-out", "kv_*", "serve-*.l
     print(f"  launches over 3 ms: {len(long)}, {sum(1 for s in long if s['n'] <= 400)} of them in the first 400 steps")
     later = sorted(s["launch"] for s in steps if s["prompt"] > 0 and s["n"] > 500)
     print(f"  prompt steps after step 500, launch ms: median {q(later, .5):.2f}, p90 {q(later, .9):.2f}, max {later[-1]:.2f}")
-    high, marks = 0, []
+    high, counts, marks = 0, set(), []
     for s in steps:  # rows a step may sample: its decodes and its prompt chunks (an upper bound)
         rows = s["decodes"] + len(s["chunks"])
         new = rows > high
         high = max(high, rows)
+        tokens = s["decodes"] + s["prompt"]
         if s["launch"] > 3:
-            marks.append(f"{s['n']}:{s['launch']:.1f}{'*' if new else ''}")
-    print("  long launches (step:ms, * at a new high of the rows it may sample):", " ".join(marks))
+            marks.append(f"{s['n']}:{s['launch']:.1f}{'*' if new else ''}{'+' if tokens not in counts else ''}")
+        counts.add(tokens)
+    print("  long launches (step:ms, * at a new high of the rows it may sample, + at a token count not seen before):",
+          " ".join(marks))
     if run == "probe55-out/kv_flood_debug":
         with open(os.path.join(here, "replay_input.txt"), "w") as f:
             for s in steps:
