@@ -28,6 +28,11 @@ for config in ${CONFIGS:-static:1024 static:2048 static:4096 adaptive:4096}; do
   [ "$kind" = slo-static ] && flags+=(--scheduling-policy slo --slo-tpot-ms "${SLO_TPOT_MS:-50}" --slo-ttft-ms "${SLO_TTFT_MS:-200}")
   [ "$kind" = slo-adaptive ] && flags+=(--scheduling-policy slo --batch-controller adaptive --slo-tpot-ms "${SLO_TPOT_MS:-40}"
                                         --slo-ttft-ms "${SLO_TTFT_MS:-200}")
+  # slo-adaptive-fallback: slo-adaptive with the precision fallback as well (the whole adaptive system of issue 17).
+  [ "$kind" = slo-adaptive-fallback ] && flags+=(--scheduling-policy slo --batch-controller adaptive --slo-tpot-ms
+                                                 "${SLO_TPOT_MS:-40}" --slo-ttft-ms "${SLO_TTFT_MS:-200}"
+                                                 --fallback-quantization "${FALLBACK:-fp8}" --fallback-window-s
+                                                 "${FALLBACK_WINDOW_S:-10}")
   [[ "$kind" == window* ]] && flags+=(--batch-wait-ms "${kind#window}")
   [ "$kind" = fallback ] && flags+=(--fallback-quantization "${FALLBACK:-fp8}" --slo-tpot-ms "${SLO_TPOT_MS:-40}"
                                     --fallback-window-s "${FALLBACK_WINDOW_S:-10}")

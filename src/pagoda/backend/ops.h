@@ -63,8 +63,12 @@ class Ops {
   // An output projection and the residual norm after it: proj = x · w^T, then add_rms_norm(residual, proj, out,
   // norm). proj [T, H] is scratch: afterwards it holds what the backend left there (the CUDA backend's FP8 W8A8
   // path leaves the GEMM's unscaled sums, which its norm kernel scales as it reads them). The default runs the two.
+  // `reader`, if not null, is the weight of the op that reads `out` next (qkv_rope_store, gate_up_silu or linear,
+  // before anything else reads `out`): a backend may then leave the norm to that op's kernel, which normalises the
+  // residual as it loads it (the CUDA backend's few-token quantized GEMV), and not write `out` at all.
   virtual void linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out,
-                                   const Weight& norm, float eps) {
+                                   const Weight& norm, float eps, const Weight* reader) {
+    (void)reader;
     linear(proj, x, w);
     add_rms_norm(residual, proj, out, norm, eps);
   }

@@ -14,7 +14,10 @@
 //  - each lane keeps the next 8 code vectors in flight in registers (a round: 8 chunks of 4-bit codes, 4 of
 //    8-bit; no ring, no waits); the params of a round come a round ahead through a two-slot ring in shared
 //    memory (cp.async); the first ones are issued before the PDL wait;
-//  - two chains of MMA sums (even and odd k-steps; the nibbles of 8-bit codes), summed at each segment's end.
+//  - two chains of MMA sums (even and odd k-steps; the nibbles of 8-bit codes), summed at each segment's end;
+//  - the residual norm between two of these GEMVs can live in their epilogue and prologue (ResidualAdd,
+//    NormedInput): the producer adds its outputs into the residual and writes each tile's sum of squares; the
+//    reader's blocks sum those (every warp in one order), then stage the normalised residual as x.
 // A warp owns a tile of 16 rows and a slice of K (whole segments); the warps of a block that share a tile
 // add their sums in shared memory, as in quant_gemv.cu. Token p is the MMA's column p: the lanes of quads p >= NT
 // (1, 2, 4 or 8: T rounded up) multiply the last token's activations too, and rows past T repeat the last token's
@@ -87,13 +90,27 @@ __device__ __forceinline__ void fragment_nibbles(uint32_t (&a_lo)[4], uint32_t (
   }
 }
 
+// Eight bf16 residual values (r) normalised with inv and scaled by gamma (g), as add_rms_norm rounds them:
+// bf16(bf16(r inv) g) (elementwise.cu: normalised8).
+__device__ __forceinline__ uint32_t normed_pair(uint32_t r, uint32_t g, float inv) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(__uint_as_float(r << 16) * inv, __uint_as_float(r & 0xffff0000u) * inv);
+  const __nv_bfloat162 o = __floats2bfloat162_rn(__low2float(a) * __uint_as_float(g << 16),
+                                                 __high2float(a) * __uint_as_float(g & 0xffff0000u));
+  return *reinterpret_cast<const uint32_t*>(&o);
+}
+__device__ __forceinline__ uint4 normed_vector(uint4 r, uint4 g, float inv) {
+  return make_uint4(normed_pair(r.x, g.x, inv), normed_pair(r.y, g.y, inv), normed_pair(r.z, g.z, inv),
+                    normed_pair(r.w, g.w, inv));
+}
+
 // SEG: k-steps (16 columns) per segment, 2, 4 or 8; NT: token slots (1, 2, 4 or 8 >= T). param_stride: float2s
 // from one segment's params to the next (16: a group per segment; 0: per row). Block: warps / splits tiles, each
-// cut into `splits` slices.
+// cut into `splits` slices. normed.residual, add.residual: the norm between two GEMVs (quant_gemv_few_tokens.h).
 template <TileCodes C, int SEG, int NT, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
     few_tokens_kernel(bf16* __restrict__ out, const bf16* __restrict__ x, const Tiles w, int num_tokens, int splits,
-                      int segments, int param_stride, const QkvRopeOutput rope) {
+                      int segments, int param_stride, const QkvRopeOutput rope, const NormedInput normed,
+                      const ResidualAdd add) {
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;  // chunks a segment spans
   constexpr int kChunkSegs = SEG == 2 ? 2 : 1;        // segments a chunk holds
   constexpr int V = tile_vectors_per_chunk(C);        // code vectors a chunk
@@ -145,22 +162,51 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   issue_params(seg_begin, 0);
   pdl_grid_sync();
 
+  // With a normed input, each token's 1 / rms of the residual, from the producer's tile sums: summed by every warp
+  // in the same order (lane i the tiles i, i + 32, ..., then a tree to lane 0), so every block stages the same x.
+  float inv_rms[NT];
+  const bool normed_in = normed.residual != nullptr;  // uniform
+  if (normed_in) {
+#pragma unroll
+    for (int k = 0; k < NT; ++k) {
+      const float* squares = normed.tile_squares + static_cast<int64_t>(min(k, num_tokens - 1)) * normed.count;
+      float sum = 0.0f;
+      for (int i = lane; i < normed.count; i += 32) sum += squares[i];
+#pragma unroll
+      for (int offset = 16; offset >= 1; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+      inv_rms[k] = rsqrtf(__shfl_sync(0xffffffffu, sum, 0) / static_cast<float>(w.k) + normed.eps);
+    }
+  }
+
   // x into shared memory, permuted by chunk so that lane t's columns of a chunk are contiguous: columns 16 s +
   // 4 t .. + 3 of k-step s go to x_s[64 c + 16 t + 4 s] of the token's row. Token slots past T take the last
   // token's row. Lane l of a warp reads 8 columns (16 bytes), a warp 256 (within one row: a row is a multiple of
   // a segment), and kBatch reads are in flight before any is used (each is an L2 round trip); the 2 SEG lanes of
-  // a segment then sum it.
+  // a segment then sum it. With a normed input, the residual's vectors are read instead and normalised as staged.
   constexpr int kBatch = 4;
+  const bf16* source = normed_in ? normed.residual : x;
   const int row_vectors = w.k / 8, vectors = NT * row_vectors;
   for (int base = warp * 32; base < vectors; base += warps * 32 * kBatch) {  // warp-uniform (the shuffles)
     const int v0 = base + lane;
-    uint4 xv[kBatch];
+    uint4 xv[kBatch], gv[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int v = v0 + b * warps * 32, token = v / row_vectors;
-      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k) +
+      xv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(source + static_cast<int64_t>(min(token, num_tokens - 1)) * w.k) +
                                   (v - token * row_vectors))
                           : uint4{};
+      if (normed_in)
+        gv[b] = v < vectors ? __ldg(reinterpret_cast<const uint4*>(normed.gamma) + (v - token * row_vectors)) : uint4{};
+    }
+    if (normed_in) {
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int token = (v0 + b * warps * 32) / row_vectors;
+        float inv = inv_rms[0];
+#pragma unroll
+        for (int k = 1; k < NT; ++k) inv = token == k ? inv_rms[k] : inv;  // (no indexed register array)
+        xv[b] = normed_vector(xv[b], gv[b], inv);
+      }
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -286,6 +332,28 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpsPerSm / kWarps)
   if (tile_index >= w.tiles) return;
   // Lane (p, t) holds rows 2p and 2p + 1 of the tile (positions p, p + 8) for tokens 2t and 2t + 1.
   const int row = tile * kTileRows + 2 * p;
+  if (add.residual != nullptr) {  // (kPlain) r = bf16(r + bf16(product)), then the tile's sum of r^2 per token
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int token = 2 * t + j;
+      float squares = 0.0f;
+      if (token < num_tokens) {
+        bf16* r = add.residual + static_cast<int64_t>(token) * w.n + row;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          if (row + i >= w.n) continue;
+          // (the residual read here, not before the loop: held across it, its registers made the kernel spill)
+          const bf16 sum = __float2bfloat16(__bfloat162float(r[i]) + __bfloat162float(__float2bfloat16(acc[2 * i + j])));
+          r[i] = sum;
+          squares += __bfloat162float(sum) * __bfloat162float(sum);
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset >= 4; offset /= 2) squares += __shfl_down_sync(0xffffffffu, squares, offset);
+      if (p == 0 && token < num_tokens) add.tile_squares[static_cast<int64_t>(token) * w.tiles + tile] = squares;
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     const int token = 2 * t + j;
@@ -325,7 +393,7 @@ size_t block_shared_limit() {
 
 template <TileCodes C, int SEG, int NT, Epilogue E>
 void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
-            cudaStream_t stream) {
+            cudaStream_t stream, const NormedInput& normed, const ResidualAdd& add) {
   auto* kernel = few_tokens_kernel<C, SEG, NT, E>;
   constexpr int kSegChunks = SEG >= 4 ? SEG / 4 : 1;
   static const bool configured = [kernel] {  // the shared memory two blocks may have, and little L1 (x is shared)
@@ -346,36 +414,42 @@ void launch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatr
   const int param_stride = m.shape.group_size >= m.shape.k ? 0 : kTileRows;
   launch_kernel("quant_gemv_few_tokens", kernel, static_cast<unsigned>(blocks), kWarps * 32,
                 shared_bytes(C, w.k, SEG, NT), stream, out, x, w, num_tokens, splits, segments, param_stride,
-                rope);
+                rope, normed, add);
 }
+
+// The norm's two sides as the kernel takes them (quant_gemv_few_tokens.h).
+struct NormSides {
+  NormedInput normed;
+  ResidualAdd add;
+};
 
 template <TileCodes C, int SEG, Epilogue E>
 void dispatch_tokens(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const NormSides& n) {
   switch (token_slots(num_tokens)) {
-    case 1: return launch<C, SEG, 1, E>(out, rope, x, m, num_tokens, stream);
-    case 2: return launch<C, SEG, 2, E>(out, rope, x, m, num_tokens, stream);
-    case 4: return launch<C, SEG, 4, E>(out, rope, x, m, num_tokens, stream);
-    default: return launch<C, SEG, 8, E>(out, rope, x, m, num_tokens, stream);
+    case 1: return launch<C, SEG, 1, E>(out, rope, x, m, num_tokens, stream, n.normed, n.add);
+    case 2: return launch<C, SEG, 2, E>(out, rope, x, m, num_tokens, stream, n.normed, n.add);
+    case 4: return launch<C, SEG, 4, E>(out, rope, x, m, num_tokens, stream, n.normed, n.add);
+    default: return launch<C, SEG, 8, E>(out, rope, x, m, num_tokens, stream, n.normed, n.add);
   }
 }
 
 template <TileCodes C, Epilogue E>
 void dispatch_segments(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const NormSides& n) {
   switch (segment_steps(m.shape)) {
-    case 2: return dispatch_tokens<C, 2, E>(out, rope, x, m, num_tokens, stream);
-    case 4: return dispatch_tokens<C, 4, E>(out, rope, x, m, num_tokens, stream);
-    case 8: return dispatch_tokens<C, 8, E>(out, rope, x, m, num_tokens, stream);
+    case 2: return dispatch_tokens<C, 2, E>(out, rope, x, m, num_tokens, stream, n);
+    case 4: return dispatch_tokens<C, 4, E>(out, rope, x, m, num_tokens, stream, n);
+    case 8: return dispatch_tokens<C, 8, E>(out, rope, x, m, num_tokens, stream, n);
     default: throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: shape not supported", __FILE__, __LINE__);
   }
 }
 
 template <Epilogue E>
 void dispatch(bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& m, int num_tokens,
-              cudaStream_t stream) {
-  if (m.shape.codes == TileCodes::kU4) return dispatch_segments<TileCodes::kU4, E>(out, rope, x, m, num_tokens, stream);
-  return dispatch_segments<TileCodes::kI8, E>(out, rope, x, m, num_tokens, stream);
+              cudaStream_t stream, const NormSides& n) {
+  if (m.shape.codes == TileCodes::kU4) return dispatch_segments<TileCodes::kU4, E>(out, rope, x, m, num_tokens, stream, n);
+  return dispatch_segments<TileCodes::kI8, E>(out, rope, x, m, num_tokens, stream, n);
 }
 
 }  // namespace
@@ -389,11 +463,20 @@ bool quant_gemv_few_tokens_takes(const void* x, const QuantMatrix& w, int num_to
 }
 
 void quant_gemv_few_tokens(Epilogue epilogue, bf16* out, const QkvRopeOutput& rope, const bf16* x, const QuantMatrix& w,
-                           int num_tokens, cudaStream_t stream) {
+                           int num_tokens, cudaStream_t stream, const NormedInput& normed, const ResidualAdd& add) {
+  if (add.residual != nullptr && (epilogue != Epilogue::kPlain || add.tile_squares == nullptr))
+    throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: a residual add needs the plain epilogue and tile sums",
+                     __FILE__, __LINE__);
+  if (normed.residual != nullptr &&
+      (normed.tile_squares == nullptr || normed.gamma == nullptr || normed.count <= 0 ||
+       reinterpret_cast<uintptr_t>(normed.residual) % 16 != 0 || reinterpret_cast<uintptr_t>(normed.gamma) % 16 != 0))
+    throw_cuda_error(cudaErrorInvalidValue, "quant_gemv_few_tokens: a normed input needs its tile sums, count and 16-byte "
+                     "aligned residual and gamma", __FILE__, __LINE__);
+  const NormSides n{normed, add};
   switch (epilogue) {
-    case Epilogue::kPlain: return dispatch<Epilogue::kPlain>(out, rope, x, w, num_tokens, stream);
-    case Epilogue::kSilu: return dispatch<Epilogue::kSilu>(out, rope, x, w, num_tokens, stream);
-    case Epilogue::kRope: return dispatch<Epilogue::kRope>(out, rope, x, w, num_tokens, stream);
+    case Epilogue::kPlain: return dispatch<Epilogue::kPlain>(out, rope, x, w, num_tokens, stream, n);
+    case Epilogue::kSilu: return dispatch<Epilogue::kSilu>(out, rope, x, w, num_tokens, stream, n);
+    case Epilogue::kRope: return dispatch<Epilogue::kRope>(out, rope, x, w, num_tokens, stream, n);
   }
 }
 

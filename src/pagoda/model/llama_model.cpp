@@ -69,7 +69,8 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.store_kv(cache, l, k, v, batch);
     }
     ops.attention(attn, q, cache, l, batch, attn_scale_);
-    ops.linear_add_rms_norm(residual, proj, attn.reshape({T, nh * hd}), w.wo, normed, w.ffn_norm, eps);
+    ops.linear_add_rms_norm(residual, proj, attn.reshape({T, nh * hd}), w.wo, normed, w.ffn_norm, eps,
+                            fused ? &w.w_gate_up : nullptr);
     if (fused) {
       ops.gate_up_silu(gate, normed, w.w_gate_up);
     } else {
@@ -78,7 +79,8 @@ Tensor LlamaModel::forward(Ops& ops, const ForwardBatch& batch, KvCache& cache) 
       ops.silu_mul(gate, gate, up);
     }
     if (l + 1 < config_.num_layers) {  // the next layer's attention norm (the last layer's proj is read below)
-      ops.linear_add_rms_norm(residual, proj, gate, w.w_down, normed, weights_.layers[l + 1].attn_norm, eps);
+      ops.linear_add_rms_norm(residual, proj, gate, w.w_down, normed, weights_.layers[l + 1].attn_norm, eps,
+                              fused ? &weights_.layers[l + 1].wqkv : nullptr);
     } else {
       ops.linear(proj, gate, w.w_down);
     }

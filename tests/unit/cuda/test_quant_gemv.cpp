@@ -194,6 +194,82 @@ TEST(QuantGemv, EpiloguesEqualThePlainKernelThenTheUnfusedStep) {
   }
 }
 
+// The residual norm between two few-token GEMVs (quant_gemv_few_tokens.h: ResidualAdd, NormedInput), as a decode step
+// of a W4 or W8 model runs it (CudaOps::linear_add_rms_norm with a reader), against the kernels it replaces: the
+// producer's plain GEMV, add_rms_norm, then the reader's GEMV (plain and SwiGLU) on the norm's output. The residual
+// must come out bit for bit; the reader's outputs within a bf16 step of the reference (the sum of squares is added
+// in another order, so 1 / rms may differ in its last bit). Hidden sizes of 576 (tiles not a multiple of the warps a
+// block splits) and 4,096 (Llama's), 1 to 8 tokens.
+TEST(QuantGemv, NormBetweenTwoGemvsEqualsAddRmsNormThenTheGemv) {
+  PAGODA_SKIP_WITHOUT_GPU();
+  struct Case {
+    QuantForm form;
+    int hidden, inner, reader_rows, group;
+  };
+  for (const Case& c : {Case{QuantForm::kInt4Zeros, 576, 1024, 200, 64}, Case{QuantForm::kInt4Offsets, 576, 640, 96, 32},
+                        Case{QuantForm::kInt8Symmetric, 576, 1024, 128, 576}, Case{QuantForm::kInt4Zeros, 4096, 1024, 96, 128}}) {
+    RandomQuantWeight producer(c.form, c.hidden, c.inner, c.group == c.hidden ? c.inner : c.group, 11 + c.hidden);
+    RandomQuantWeight reader(c.form, c.reader_rows, c.hidden, c.group, 12 + c.hidden);
+    DeviceTiles dev_p(pack_quant_tiles(tile_rows(producer.weight))), dev_r(pack_quant_tiles(tile_rows(reader.weight)));
+    const int tiles = static_cast<int>(dev_p.m.shape.tiles());
+    const float eps = 1e-5f;
+    std::vector<uint16_t> gamma = random_bf16(c.hidden, 5);
+    for (auto& g : gamma) g = f32_to_bf16(1.0f + 0.5f * bf16_to_f32(g));
+    DeviceArray<uint16_t> d_gamma(gamma);
+    for (const int T : {1, 2, 3, 5, 8}) {
+      SCOPED_TRACE(::testing::Message() << test::quant_form_name(c.form) << " hidden " << c.hidden << " T " << T);
+      ASSERT_TRUE(k::quant_gemv_few_tokens_takes(d_gamma.get(), dev_p.m, T));
+      ASSERT_TRUE(k::quant_gemv_few_tokens_takes(d_gamma.get(), dev_r.m, T));
+      const auto x = random_bf16(static_cast<size_t>(T) * c.inner, 7 + T);
+      auto residual = random_bf16(static_cast<size_t>(T) * c.hidden, 9 + T);
+      for (auto& r : residual) r = f32_to_bf16(8.0f * bf16_to_f32(r));  // the residual stream larger than an update
+      const size_t th = static_cast<size_t>(T) * c.hidden;
+      DeviceArray<uint16_t> d_x(x), res_ref(residual), res(residual), proj(th), normed(th);
+      DeviceArray<float> squares(static_cast<size_t>(T) * tiles);
+      k::quant_gemv(bf(proj.get()), bf(d_x.get()), dev_p.m, T, nullptr);
+      k::add_rms_norm(bf(res_ref.get()), bf(proj.get()), bf(normed.get()), bf(d_gamma.get()), T, c.hidden, eps, nullptr);
+      k::quant_gemv_few_tokens(k::Epilogue::kPlain, nullptr, {}, bf(d_x.get()), dev_p.m, T, nullptr, {},
+                               k::ResidualAdd{bf(res.get()), squares.get()});
+      ASSERT_EQ(res.download(), res_ref.download()) << "the residual after the add";
+      // The tile sums against float64 over the residual's rows.
+      const auto r_host = res.download();
+      const auto sq = squares.download();
+      for (int t = 0; t < T; ++t) {
+        double want = 0.0, got = 0.0;
+        for (int i = 0; i < c.hidden; ++i) want += std::pow(static_cast<double>(bf16_to_f32(r_host[t * c.hidden + i])), 2);
+        for (int i = 0; i < tiles; ++i) got += sq[static_cast<size_t>(t) * tiles + i];
+        EXPECT_NEAR(got, want, want * 1e-5) << "token " << t;
+      }
+      const k::NormedInput input{bf(res.get()), squares.get(), bf(d_gamma.get()), tiles, eps};
+      const size_t out_n = static_cast<size_t>(T) * c.reader_rows;
+      for (const k::Epilogue e : {k::Epilogue::kPlain, k::Epilogue::kSilu}) {
+        SCOPED_TRACE(e == k::Epilogue::kPlain ? "plain" : "SwiGLU");
+        const size_t n = e == k::Epilogue::kPlain ? out_n : out_n / 2;
+        DeviceArray<uint16_t> want(n), got(n);
+        PAGODA_CUDA_CHECK(cudaMemset(got.get(), 0xff, n * 2));
+        if (e == k::Epilogue::kPlain) {
+          k::quant_gemv(bf(want.get()), bf(normed.get()), dev_r.m, T, nullptr);
+        } else {
+          k::quant_gemv_silu(bf(want.get()), bf(normed.get()), dev_r.m, T, nullptr);
+        }
+        k::quant_gemv_few_tokens(e, bf(got.get()), {}, nullptr, dev_r.m, T, nullptr, input);
+        const auto w = want.download(), g = got.download();
+        float scale = 0.0f;
+        for (const uint16_t v : w) scale = std::max(scale, std::fabs(bf16_to_f32(v)));
+        int far = 0, differ = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const float a = bf16_to_f32(g[i]), b = bf16_to_f32(w[i]);
+          differ += a != b;
+          far += !(std::fabs(a - b) <= 0x1p-7f * std::fabs(b) + 1e-3f * scale);
+        }
+        EXPECT_EQ(far, 0) << differ << " of " << n << " outputs differ";
+        EXPECT_LE(differ, static_cast<int>(n / 20) + 1) << "more than a few outputs moved";
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
 TEST(QuantGemv, DequantizedTilesAreTheCpuValuesInBf16) {
   PAGODA_SKIP_WITHOUT_GPU();
   for (const QuantCase& c : gemv_cases()) {

@@ -211,6 +211,7 @@ void CudaOps::Impl::arena_reset() {
   chunk_used = 0;
   step_bytes = 0;
   normed_fp8 = {};
+  deferred_norm = {};
 }
 
 kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor& x, const Weight& w) {
@@ -222,6 +223,50 @@ kernels::ProductScales CudaOps::Impl::fp8_gemm_unscaled(Tensor out, const Tensor
   const kernels::Fp8Rows rows = fp8_rows(w);
   fp8_gemm->run(static_cast<bf16*>(out.data), q, rows, T, /*scaled=*/false);
   return kernels::ProductScales{rows.scales, q.scales};
+}
+
+namespace {
+
+// Whether w's few-token GEMV can read the rows of `residual` [T, K] as its x (kernels::NormedInput).
+bool few_tokens_reads(const Tensor& residual, const Weight& w) {
+  if (!w.tiled || !w.input_order.empty() || w.cols() != row_elems(residual)) return false;
+  return kernels::quant_gemv_few_tokens_takes(residual.data, quant_matrix(w), rows_of(residual));
+}
+
+}  // namespace
+
+bool CudaOps::Impl::defer_norm(Tensor residual, const Tensor& x, const Weight& w, const Tensor& out, const Weight& norm,
+                               float eps, const Weight& reader) {
+  static const bool enabled = env_flag("PAGODA_DEFERRED_NORM", true);
+  const int T = rows_of(x);
+  if (!enabled || T < 1 || T > kernels::kQuantGemvFewTokensMax || !w.tiled || !w.input_order.empty() ||
+      !norm.output_order.empty() || residual.dtype != DType::kBF16 || rows_of(residual) != T ||
+      w.num_rows() != row_elems(residual) || !few_tokens_reads(residual, reader))
+    return false;
+  const kernels::QuantMatrix m = quant_matrix(w);
+  if (!kernels::quant_gemv_few_tokens_takes(x.data, m, T)) return false;
+  const int tiles = static_cast<int>(m.shape.tiles());
+  auto* squares = static_cast<float*>(arena_alloc(static_cast<size_t>(T) * tiles * sizeof(float)));  // [T, tiles]
+  kernels::quant_gemv_few_tokens(kernels::Epilogue::kPlain, nullptr, {}, bf(x), m, T, stream, {},
+                                 kernels::ResidualAdd{bf(residual), squares});
+  deferred_norm = {out, residual, kernels::NormedInput{bf(residual), squares, bf(norm.data), tiles, eps}};
+  return true;
+}
+
+void CudaOps::Impl::settle_norm(const Tensor& x, const Weight& w) {
+  if (deferred_norm.out.data == nullptr || deferred_norm.out.data != x.data) return;
+  if (few_tokens_reads(deferred_norm.residual, w)) return;  // its GEMV will take it
+  const DeferredNorm d = deferred_norm;
+  deferred_norm = {};
+  kernels::rms_norm(bf(d.out), bf(d.residual), d.input.gamma, rows_of(d.residual), row_elems(d.residual), d.input.eps,
+                    stream);
+}
+
+kernels::NormedInput CudaOps::Impl::take_norm(const Tensor& x) {
+  if (deferred_norm.out.data == nullptr || deferred_norm.out.data != x.data) return {};
+  const kernels::NormedInput input = deferred_norm.input;
+  deferred_norm = {};
+  return input;
 }
 
 Tensor CudaOps::Impl::ordered_input(const Tensor& x, const Weight& w) {
@@ -315,19 +360,25 @@ void CudaOps::embedding(Tensor out, Tensor ids, const Weight& table) {
 
 void CudaOps::rms_norm(Tensor out, Tensor x, const Weight& w, float eps) {
   impl_->normed_fp8 = {};
+  impl_->deferred_norm = {};
   kernels::rms_norm(bf(out), bf(x), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream, {}, output_order(w));
 }
 
 void CudaOps::add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) {
   impl_->normed_fp8 = {};
+  impl_->deferred_norm = {};
   kernels::add_rms_norm(bf(residual), bf(x), bf(out), bf(w.data), rows_of(x), row_elems(x), eps, impl_->stream, {},
                         {}, output_order(w));
 }
 
 void CudaOps::linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out,
-                                  const Weight& norm, float eps) {
+                                  const Weight& norm, float eps, const Weight* reader) {
   PAGODA_CHECK(row_elems(x) == w.cols() && row_elems(proj) == w.num_rows() && rows_of(proj) == rows_of(x),
                "linear_add_rms_norm: x {} w {} proj {}", x.shape_string(), w.data.shape_string(), proj.shape_string());
+  impl_->settle_norm(x, w);  // (x is an attention output or SwiGLU's: never a deferred norm's in the model)
+  impl_->deferred_norm = {};
+  // A decode step of a W4 or W8 model: w's GEMV adds into the residual, and the reader's GEMV normalises it.
+  if (reader != nullptr && impl_->defer_norm(residual, x, w, out, norm, eps, *reader)) return;
   // FP8 W8A8 on cuBLASLt: the sums stay unscaled and the norm kernel applies s_w[n] * s_x[t] as it reads them.
   const kernels::ProductScales scales = impl_->fp8_gemm_unscaled(proj, x, w);
   if (scales.rows == nullptr) linear(proj, x, w);
@@ -344,6 +395,7 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   PAGODA_CHECK(row_elems(x) == K && row_elems(out) == N, "linear: x {} w {} out {}", x.shape_string(),
                w.data.shape_string(), out.shape_string());
   if (T == 0) return;
+  impl_->settle_norm(x, w);
   x = impl_->ordered_input(x, w);  // (qkv_rope_store and gate_up_silu come here with x as it was)
   if (is_fp8_rows(w)) {
     const kernels::Fp8Activations q = impl_->quantize_input(x, w);
@@ -362,6 +414,10 @@ void CudaOps::linear(Tensor out, Tensor x, const Weight& w) {
   const bf16* weights = nullptr;  // bf16 [N, K]
   if (w.tiled) {
     const kernels::QuantMatrix m = quant_matrix(w);
+    if (const kernels::NormedInput normed = impl_->take_norm(x); normed.residual != nullptr) {
+      kernels::quant_gemv_few_tokens(kernels::Epilogue::kPlain, bf(out), {}, nullptr, m, T, impl_->stream, normed);
+      return;
+    }
     if (kernels::quant_gemv_supported(x.data, m, T)) {
       kernels::quant_gemv(bf(out), bf(x), m, T, impl_->stream);
       return;
@@ -442,6 +498,7 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
   PAGODA_CHECK(N == (nh + 2 * nkv) * hd && wqkv.cols() == K, "qkv_rope_store: x {} wqkv {} q_out {}",
                x.shape_string(), wqkv.data.shape_string(), q_out.shape_string());
   if (T == 0) return;
+  impl_->settle_norm(x, wqkv);
   const float* inv_freq = impl_->device_inv_freq(params);
   // Decode: RoPE and the KV store in the GEMM's epilogue. Not for an FP8 cache: a row's exponent needs the
   // amax of the whole row, so the GEMM writes qkv and the FP8 store kernel follows.
@@ -454,6 +511,10 @@ void CudaOps::qkv_rope_store(Tensor q_out, Tensor x, const Weight& wqkv, KvCache
     }
     if (wqkv.tiled) {
       const kernels::QuantMatrix m = quant_matrix(wqkv);
+      if (const kernels::NormedInput normed = impl_->take_norm(x); normed.residual != nullptr) {
+        kernels::quant_gemv_few_tokens(kernels::Epilogue::kRope, nullptr, o, nullptr, m, T, impl_->stream, normed);
+        return;
+      }
       if (kernels::quant_gemv_supported(x.data, m, T)) {
         kernels::quant_gemv_qkv_rope(o, bf(impl_->ordered_input(x, wqkv)), m, T, impl_->stream);
         return;
@@ -551,12 +612,17 @@ void CudaOps::gate_up_silu(Tensor out, Tensor x, const Weight& w_gate_up) {
   PAGODA_CHECK(N % 2 == 0 && row_elems(x) == K && row_elems(out) == N / 2 && rows_of(out) == T,
                "gate_up_silu: x {} w {} out {}", x.shape_string(), w_gate_up.data.shape_string(), out.shape_string());
   if (T == 0) return;
+  impl_->settle_norm(x, w_gate_up);
   if (is_fp8_rows(w_gate_up) && T <= kernels::kFp8GemvMaxTokens) {
     kernels::fp8_gemv_silu(bf(out), impl_->quantize_input(x, w_gate_up), fp8_rows(w_gate_up), T, impl_->stream);
     return;
   }
   if (w_gate_up.tiled) {
     const kernels::QuantMatrix m = quant_matrix(w_gate_up);
+    if (const kernels::NormedInput normed = impl_->take_norm(x); normed.residual != nullptr) {
+      kernels::quant_gemv_few_tokens(kernels::Epilogue::kSilu, bf(out), {}, nullptr, m, T, impl_->stream, normed);
+      return;
+    }
     if (kernels::quant_gemv_supported(x.data, m, T)) {
       kernels::quant_gemv_silu(bf(out), bf(impl_->ordered_input(x, w_gate_up)), m, T, impl_->stream);
       return;

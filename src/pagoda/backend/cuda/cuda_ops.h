@@ -39,7 +39,7 @@ class CudaOps final : public Ops {
   void add_rms_norm(Tensor residual, Tensor x, Tensor out, const Weight& w, float eps) override;
   void linear(Tensor out, Tensor x, const Weight& w) override;
   void linear_add_rms_norm(Tensor residual, Tensor proj, Tensor x, const Weight& w, Tensor out, const Weight& norm,
-                           float eps) override;
+                           float eps, const Weight* reader) override;
   void rope(Tensor q, Tensor k, Tensor positions, const RopeParams& params) override;
   void store_kv(KvCache& cache, int layer, Tensor k, Tensor v, const ForwardBatch& batch) override;
   void attention(Tensor out, Tensor q, const KvCache& cache, int layer, const ForwardBatch& batch,

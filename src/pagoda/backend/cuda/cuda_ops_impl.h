@@ -15,6 +15,7 @@
 #include "pagoda/backend/cuda/step_inputs.h"
 #include "pagoda/kernels/cuda_check.h"
 #include "pagoda/kernels/elementwise.h"
+#include "pagoda/kernels/quant_gemv_few_tokens.h"
 #include "pagoda/kernels/sampling.h"
 
 namespace pagoda {
@@ -84,6 +85,16 @@ struct CudaOps::Impl {
   // For linear_add_rms_norm after an FP8 W8A8 linear with per-token inputs (the next linear takes its input the
   // same way in a W8A8 model): where the norm kernel is to write its output's codes, and remembers them.
   kernels::Fp8Activations quantize_in_norm(const Tensor& out, const Weight& linear);
+  // linear_add_rms_norm with a reader: whether the norm can be left to the reader's kernel (the few-token quantized
+  // GEMV on both sides, no column orders; PAGODA_DEFERRED_NORM=0: never), and if so, w's GEMV adding x · w^T into
+  // the residual (deferred_norm remembers the rest).
+  bool defer_norm(Tensor residual, const Tensor& x, const Weight& w, const Tensor& out, const Weight& norm, float eps,
+                  const Weight& reader);
+  // Before an op of weight w reads x: if x is the deferred norm's output and w's few-token GEMV cannot normalise it
+  // as it loads it, the norm writes x now (rms_norm of the residual, already added to).
+  void settle_norm(const Tensor& x, const Weight& w);
+  // Where w's few-token GEMV reads x: the deferred norm of x (then forgotten), or none (x as it is).
+  kernels::NormedInput take_norm(const Tensor& x);
   // Room in the workspace for [rows, cols] e4m3 codes and their [rows] scales.
   kernels::Fp8Activations fp8_activations(int rows, int cols);
   // An FP8 W8A8 weight on cuBLASLt (more tokens than the GEMV takes): out [T, N] = the unscaled sums of x's codes
@@ -118,6 +129,13 @@ struct CudaOps::Impl {
     int rows = 0, cols = 0;
     kernels::Fp8Activations act;
   } normed_fp8;
+  // A residual norm left to the GEMV that reads its output (defer_norm): `out` is not written; forgotten when taken
+  // (take_norm) or written (settle_norm), at the next norm, and with the workspace.
+  struct DeferredNorm {
+    Tensor out;       // the norm's output [T, K], not written
+    Tensor residual;  // [T, K], the residual after the add
+    kernels::NormedInput input;
+  } deferred_norm;
   bool graph_shapes = false;  // decode attention sized for max_model_len (graph capture and its warm-up)
 
   std::vector<cuda::DeviceBuffer> weight_storage;
