@@ -1,6 +1,7 @@
 """The precision fallback through `pagoda serve`'s flags: with a TPOT target no step can keep, the first judged
 window (64 inter-token latencies) moves the engine to the fp8 weights quantized at start-up; the switch is
-logged, counted in /metrics and drawn in the GPU timeline. Flags that cannot work are refused at start-up."""
+logged, counted in /metrics and drawn in the GPU timeline; with a TTFT target no prompt can keep, the first judged
+window of first tokens (16) does the same. Flags that cannot work are refused at start-up."""
 import json
 import os
 import subprocess
@@ -44,6 +45,26 @@ class ServerFallbackTest(unittest.TestCase):
         tmp.cleanup()
         self.assertEqual(len(lines), 1)
         self.assertEqual(lines[0]["fallback_tokens"], 80 - 65)
+
+    def test_late_first_tokens_switch_with_the_ttft_target(self):
+        # Every inter-token latency is far within --slo-tpot-ms, but no first token can come within --slo-ttft-ms:
+        # the 16th request's first token completes the judged window of first tokens.
+        server = Server("--fallback-quantization", "fp8", "--slo-tpot-ms", "10000", "--slo-ttft-ms", "0.001")
+        try:
+            for i in range(15):
+                status, out = server.post("/v1/completions", {"prompt": f"Once upon a time {i}", "max_tokens": 2,
+                                                               "temperature": 0})
+                self.assertEqual(status, 200, out)
+            self.assertEqual(server.metric("pagoda:precision_fallback_active"), 0)
+            self.assertGreater(server.metric("pagoda:precision_fallback_first_token_p99_seconds"), 0.000001)
+            status, out = server.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 2, "temperature": 0})
+            self.assertEqual(status, 200, out)
+            self.assertEqual(server.metric("pagoda:precision_fallback_active"), 1)
+            self.assertEqual(server.metric("pagoda:precision_fallback_switches_total", 'direction="to_fallback"'), 1)
+            self.assertGreaterEqual(server.metric("pagoda:precision_fallback_primary_prompt_load"), 0)
+            self.assertIn("P99 time to first token", "".join(server.log))
+        finally:
+            server.stop()
 
     def test_refused_flags(self):
         for flags, message in [(["--fallback-quantization", "fp8"], "need --slo-tpot-ms"),

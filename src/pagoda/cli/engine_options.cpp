@@ -89,8 +89,10 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--fallback-quantization", fallback_quantization,
                  "automatic precision fallback: a second copy of the weights, the decoder linears quantized at start-up "
                  "(fp8: W8A8 per channel and token; int8: W8A16 per channel; w4: W4A16 groups of 128), which steps "
-                 "run on while the P99 time per output token over --fallback-window-s exceeds --slo-tpot-ms, back to "
-                 "the served weights once they are predicted within 80% of it (default none)")
+                 "run on while the P99 time per output token over --fallback-window-s exceeds --slo-tpot-ms (or the "
+                 "P99 time to first token --slo-ttft-ms, when given), back to the served weights once they are "
+                 "predicted within 80% of it (and to take the arriving prompts in 80% of the time the decodes leave "
+                 "them) (default none)")
       ->check(CLI::IsMember({"fp8", "int8", "w4", "awq"}));
   cmd.add_option("--fallback-model", fallback_model,
                  "as --fallback-quantization, with the linears of this quantized checkpoint of the same model (AWQ, GPTQ, "
@@ -162,7 +164,8 @@ LlmOptions EngineCliOptions::llm_options() const {
     throw Error("--fallback-quantization and --fallback-model need --slo-tpot-ms (the P99 time per output token they keep)");
   o.fallback_quantization = fallback_quantization;
   o.fallback_model = fallback_model;
-  o.fallback = FallbackOptions{.tpot_target_s = slo_tpot_ms / 1000.0, .window_s = fallback_window_s};
+  o.fallback = FallbackOptions{.tpot_target_s = slo_tpot_ms / 1000.0, .ttft_target_s = slo_ttft_ms / 1000.0,
+                               .window_s = fallback_window_s};
   o.seed = seed;
   o.use_mmap = mmap;
   o.device = device;

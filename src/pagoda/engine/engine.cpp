@@ -3,6 +3,7 @@
 #include "pagoda/engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "pagoda/core/error.h"
@@ -414,15 +415,17 @@ void Engine::complete(LaunchedStep& step) {
   const std::vector<SequenceOutput> outputs = scheduler_.update(step.plan, out.sampled, stop);
   generation_tokens_ += outputs.size();
 
-  // Inter-token latencies (each output token after a request's first), for the precision fallback.
-  std::vector<double> latencies;
+  // Inter-token latencies (each output token after a request's first) and first-token latencies, for the precision
+  // fallback.
+  std::vector<double> latencies, first_tokens;
   for (const SequenceOutput& o : outputs) {
     Active& a = active_.at(o.seq_id);
     if (o.num_output_tokens >= 2 && fallback_) latencies.push_back(seconds_between(a.last_token_at, collected_at));
+    if (o.num_output_tokens == 1 && fallback_) first_tokens.push_back(seconds_between(a.submitted_at, collected_at));
     a.last_token_at = collected_at;
     if (record.weights == WeightSet::kFallback) ++a.times.fallback_tokens;
   }
-  if (fallback_) update_fallback(record, latencies, collected_at);
+  if (fallback_) update_fallback(record, latencies, first_tokens, collected_at);
 
   // Stats first, so that a client woken by its final event sees the engine as it is after this step.
   publish_stats();
@@ -475,7 +478,8 @@ void Engine::complete(LaunchedStep& step) {
                   record.execute_seconds * 1e3, record.decode_seqs, record.prefill_tokens, step.prompt_chunks);
 }
 
-void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now) {
+void Engine::update_fallback(const StepRecord& record, const std::vector<double>& latencies,
+                             const std::vector<double>& first_tokens, Clock::time_point now) {
   const double now_s = seconds_between(started_at_, now);
   // What the step would have taken on the primary weights, relative to the fallback's (a latency on the
   // fallback is judged as the primary set would have served it); 0 until both models can tell.
@@ -490,6 +494,10 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
     }
   }
   for (double latency : latencies) fallback_->observe(now_s, record.weights, latency, primary_ratio);
+  for (double latency : first_tokens) fallback_->observe_first_token(now_s, record.weights, latency);
+  fallback_->observe_load(predicted_prompt_load(step_time_model_, arrival_rates_, now_s, shape_of(record),
+                                                options_.scheduler.max_num_batched_tokens,
+                                                fallback_->options().tpot_target_s, BatchController::kMinModelSteps));
   fallback_->observe_step(record.weights, record.execute_seconds, on_primary);
   {
     std::lock_guard lock(mutex_);
@@ -502,15 +510,20 @@ void Engine::update_fallback(const StepRecord& record, const std::vector<double>
     spdlog::warn("precision fallback: the fallback weights' steps took {:.0f}% of the time the primary's step-time "
                  "model predicts for them (not faster): steps run on the primary weights, and stay there for {:.0f} s",
                  f.fallback_speedup > 0 ? 100 / f.fallback_speedup : 0.0, f.cooldown_until_s - now_s);
+  } else if (f.current == WeightSet::kFallback && f.first_tokens_switched) {
+    spdlog::warn("precision fallback: P99 time to first token {:.1f} ms over {} requests is above --slo-ttft-ms {:.1f} "
+                 "(primary prompt load {:.2f}); steps now run on the fallback weights",
+                 1e3 * f.first_token_p99_s, f.first_token_count, 1e3 * fallback_->options().ttft_target_s,
+                 f.primary_load);
   } else if (f.current == WeightSet::kFallback) {
     spdlog::warn("precision fallback: P99 inter-token latency {:.1f} ms over {} tokens is above --slo-tpot-ms {:.1f}; "
                  "steps now run on the fallback weights",
                  1e3 * f.window_p99_s, f.window_count, 1e3 * fallback_->options().tpot_target_s);
   } else {
     spdlog::info("precision fallback: the primary weights are predicted at P99 {:.1f} ms over {} tokens, within {:.0f}% "
-                 "of --slo-tpot-ms {:.1f}; steps run on the primary weights again",
+                 "of --slo-tpot-ms {:.1f} (prompt load {:.2f}); steps run on the primary weights again",
                  1e3 * f.window_p99_s, f.window_count, 100 * PrecisionFallback::kRecoverFraction,
-                 1e3 * fallback_->options().tpot_target_s);
+                 1e3 * fallback_->options().tpot_target_s, f.primary_load);
   }
 }
 

@@ -217,7 +217,8 @@ class Engine {
   void publish_stats();
   void record_step(const StepRecord& record);  // completes the step's stats and tells the observer
   // Feeds the step's inter-token latencies to the precision fallback and applies its rule.
-  void update_fallback(const StepRecord& record, const std::vector<double>& latencies, Clock::time_point now);
+  void update_fallback(const StepRecord& record, const std::vector<double>& latencies,
+                       const std::vector<double>& first_tokens, Clock::time_point now);
   // The step-time model of a weight set's steps, and of the set steps run on now.
   StepTimeModel& step_model(WeightSet weights);
   const StepTimeModel& step_model(WeightSet weights) const;

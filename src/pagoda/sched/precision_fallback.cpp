@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pagoda {
 namespace {
@@ -80,7 +81,23 @@ void LatencyWindow::clear() {
   total_count_ = 0;
 }
 
-PrecisionFallback::PrecisionFallback(FallbackOptions options) : options_(options), window_(options.window_s) {
+double predicted_prompt_load(const StepTimeModel& primary, const ArrivalRates& rates, double now_s,
+                             const StepShape& decodes, int64_t max_chunk, double tpot_target_s, int64_t min_steps) {
+  const double prompt = rates.mean_prompt_tokens();
+  if (primary.snapshot().num_steps < min_steps || !(tpot_target_s > 0) || !(prompt > 0)) return -1;
+  const double demand = rates.rate(now_s) * prompt;  // prompt tokens a second
+  if (demand <= 0) return 0;
+  const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(prompt), 1, std::max<int64_t>(1, max_chunk));
+  const StepShape alone{0, decodes.decode_seqs, decodes.decode_kv_tokens, 0};
+  const StepShape with_chunk{chunk, decodes.decode_seqs, decodes.decode_kv_tokens, chunk * (chunk + 1) / 2};
+  const double decode_s = std::max(primary.predict(alone), 0.0);
+  const double per_token = std::max(primary.predict(with_chunk) - decode_s, 0.0) / static_cast<double>(chunk);
+  const double left = 1.0 - decode_s / tpot_target_s;
+  return left > 0 ? demand * per_token / left : std::numeric_limits<double>::infinity();
+}
+
+PrecisionFallback::PrecisionFallback(FallbackOptions options)
+    : options_(options), window_(options.window_s), first_tokens_(options.window_s) {
   if (options_.min_dwell_s < 0) options_.min_dwell_s = options_.window_s / 4;
 }
 
@@ -91,6 +108,11 @@ void PrecisionFallback::observe(double now_s, WeightSet set, double latency_s, d
     return;
   }
   if (primary_ratio > 0) window_.add(now_s, latency_s * primary_ratio);
+}
+
+void PrecisionFallback::observe_first_token(double now_s, WeightSet set, double latency_s) {
+  if (set == WeightSet::kPrimary && stats_.current == WeightSet::kPrimary && options_.ttft_target_s > 0)
+    first_tokens_.add(now_s, latency_s);
 }
 
 void PrecisionFallback::observe_step(WeightSet set, double measured_s, double primary_predicted_s) {
@@ -107,6 +129,7 @@ void PrecisionFallback::switch_to(WeightSet set, double now_s) {
   ++(set == WeightSet::kFallback ? stats_.switches_to_fallback : stats_.switches_to_primary);
   switched_at_s_ = now_s;
   window_.clear();
+  first_tokens_.clear();
   measured_s_ = primary_predicted_s_ = 0;
   checked_steps_ = 0;
   if (set == WeightSet::kFallback) stats_.fallback_speedup = 0;  // the last episode's stays shown until the next
@@ -115,11 +138,15 @@ void PrecisionFallback::switch_to(WeightSet set, double now_s) {
 bool PrecisionFallback::update(double now_s) {
   stats_.window_count = window_.count(now_s);
   stats_.window_p99_s = window_.quantile(now_s, 0.99);
+  stats_.first_token_count = first_tokens_.count(now_s);
+  stats_.first_token_p99_s = first_tokens_.quantile(now_s, 0.99);
   if (options_.tpot_target_s <= 0) return false;
   if (stats_.current == WeightSet::kPrimary) {
-    if (stats_.window_count < options_.min_samples || stats_.window_p99_s <= options_.tpot_target_s ||
-        now_s < stats_.cooldown_until_s)
-      return false;
+    const bool tpot = stats_.window_count >= options_.min_samples && stats_.window_p99_s > options_.tpot_target_s;
+    const bool ttft = options_.ttft_target_s > 0 && stats_.first_token_count >= options_.min_first_tokens &&
+                      stats_.first_token_p99_s > options_.ttft_target_s;
+    if ((!tpot && !ttft) || now_s < stats_.cooldown_until_s) return false;
+    stats_.first_tokens_switched = !tpot;
     switch_to(WeightSet::kFallback, now_s);
     return true;
   }
@@ -137,6 +164,7 @@ bool PrecisionFallback::update(double now_s) {
   }
   if (stats_.window_count < options_.min_samples || stats_.window_p99_s > kRecoverFraction * options_.tpot_target_s)
     return false;
+  if (options_.ttft_target_s > 0 && stats_.primary_load > kRecoverFraction) return false;
   cooldown_s_ = 0;  // this episode helped: a later decline starts from one window again
   switch_to(WeightSet::kPrimary, now_s);
   return true;

@@ -3,11 +3,16 @@
 // in full (docs/ARCHITECTURE.md repeats it):
 //
 //   on the primary set   switch to the fallback when the P99 of the inter-token latencies observed since the
-//                        last switch, over the sliding window (--fallback-window-s), exceeds --slo-tpot-ms;
+//                        last switch, over the sliding window (--fallback-window-s), exceeds --slo-tpot-ms, or
+//                        (with --slo-ttft-ms) when the P99 of the first-token latencies does that target;
 //   on the fallback set  switch back when the P99 of what those latencies would have been on the primary set
 //                        (each one scaled by the step-time models' primary / fallback prediction for the step
-//                        that produced it) is at most kRecoverFraction of the target, after at least
-//                        min_dwell_s on the fallback.
+//                        that produced it) is at most kRecoverFraction of the target, and (with --slo-ttft-ms)
+//                        the primary's prompt load is at most kRecoverFraction, after at least min_dwell_s on the
+//                        fallback. The prompt load is the engine's prediction (observe_load): the prompt tokens
+//                        arriving per second times the primary's time per prompt token, over the share of each
+//                        step the decodes leave at the TPOT target's pace (above 1: prompts arrive faster than
+//                        the primary set can take them without slowing the decodes, so first tokens come late).
 //
 //   and, measured: on the fallback, switch back at once ("declined") when, after min_dwell_s and at least
 //                  kMinCheckSteps steps, the fallback's steps took at least as long in all as the primary's
@@ -19,7 +24,8 @@
 // A window is judged only once it holds min_samples latencies, and it starts empty at each switch: latencies
 // of the other precision say nothing about this one. Going back is judged on a prediction of the primary set
 // at the load the fallback is serving, not on the fallback's own latencies, which are low precisely because
-// it is the faster set: that is the hysteresis that keeps a steady load from flapping between the two. The
+// it is the faster set: that is the hysteresis that keeps a steady load from flapping between the two (and for
+// first tokens, whose latency is mostly queueing, the prompt load stands in for that prediction). The
 // measured check guards that prediction: it compares the fallback's measured step times with the primary
 // model, which has learned from every step before the switch, over the same steps (so a load that grows
 // after the switch does not count against the fallback, as comparing the fallback's latencies with the
@@ -29,6 +35,9 @@
 #include <cstdint>
 #include <string_view>
 #include <vector>
+
+#include "pagoda/sched/arrival_rate.h"
+#include "pagoda/sched/step_time_model.h"
 
 namespace pagoda {
 
@@ -63,8 +72,10 @@ class LatencyWindow {
 
 struct FallbackOptions {
   double tpot_target_s = 0;  // --slo-tpot-ms (required)
+  double ttft_target_s = 0;  // --slo-ttft-ms: first tokens watched too; 0: not
   double window_s = 60;      // --fallback-window-s
   int64_t min_samples = 64;  // inter-token latencies a window needs before it is judged
+  int64_t min_first_tokens = 16;  // first-token latencies a window needs before it is judged
   double min_dwell_s = -1;   // time on the fallback before going back is considered; < 0: window_s / 4
 };
 
@@ -75,11 +86,23 @@ struct FallbackStats {
   uint64_t switches_declined = 0;  // of switches_to_primary: fallbacks measured no faster (the measured check)
   double window_p99_s = 0;  // the P99 being judged: observed on the primary, predicted for the primary on the fallback
   int64_t window_count = 0;
+  double first_token_p99_s = 0;  // of the first tokens observed on the primary in the window (--slo-ttft-ms)
+  int64_t first_token_count = 0;
+  double primary_load = -1;  // the primary's predicted prompt load (observe_load); < 0: not known
+  bool first_tokens_switched = false;  // the latest switch to the fallback came from first tokens, not TPOT
   // On the fallback: the primary model's predicted time for the fallback's steps over their measured time (above
   // 1: the fallback is faster); 0 before kMinCheckSteps steps.
   double fallback_speedup = 0;
   double cooldown_until_s = 0;  // after a decline: no switch to the fallback before this time
 };
+
+// The primary set's prompt load (PrecisionFallback::observe_load) at `now_s`: prompt tokens arriving per second
+// (`rates`) times the primary model's time per prompt token (a mean prompt's chunk, at most `max_chunk`, beside the
+// step's decodes, less the decodes alone), over the share of a step at the TPOT target's pace that those decodes
+// leave. Steps at that pace run 1 / target a second, each paying for the decodes, so the primary takes the prompts
+// without slowing the decodes while this is at most 1. < 0 while the model has learned fewer than `min_steps`.
+double predicted_prompt_load(const StepTimeModel& primary, const ArrivalRates& rates, double now_s,
+                             const StepShape& decodes, int64_t max_chunk, double tpot_target_s, int64_t min_steps);
 
 class PrecisionFallback {
  public:
@@ -94,6 +117,11 @@ class PrecisionFallback {
   // step-time models' predicted primary / fallback time for that step (0 when a model cannot tell yet: such a
   // latency on the fallback is not counted).
   void observe(double now_s, WeightSet set, double latency_s, double primary_ratio);
+  // One request's first-token latency (arrival to first token), observed at `now_s` after a step on `set`; counted
+  // on the primary set only (on the fallback, going back is judged on the prompt load).
+  void observe_first_token(double now_s, WeightSet set, double latency_s);
+  // The primary set's prompt load as the engine predicts it now (see the rule above); < 0: it cannot tell yet.
+  void observe_load(double primary_load) { stats_.primary_load = primary_load; }
   // One step run on `set`: its measured seconds and the primary step-time model's prediction for its shape
   // (0 when the model cannot tell yet: not counted). On the fallback these feed the measured check.
   void observe_step(WeightSet set, double measured_s, double primary_predicted_s);
@@ -107,6 +135,7 @@ class PrecisionFallback {
 
   FallbackOptions options_;
   LatencyWindow window_;
+  LatencyWindow first_tokens_;
   double switched_at_s_ = 0;
   // On the fallback since the switch: its steps' measured seconds, the primary model's for the same steps.
   double measured_s_ = 0, primary_predicted_s_ = 0;

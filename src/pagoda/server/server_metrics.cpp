@@ -119,6 +119,13 @@ ServerMetrics::ServerMetrics(const std::string& model_name) : labels_{{"model_na
   fallback_p99_ = &r.gauge("pagoda:precision_fallback_window_p99_seconds",
                            "The P99 time per output token the precision fallback judges: measured on the served weights, "
                            "predicted for them while on the fallback weights.", labels_);
+  fallback_first_token_p99_ = &r.gauge("pagoda:precision_fallback_first_token_p99_seconds",
+                                       "The P99 time to first token the precision fallback judges on the served weights "
+                                       "(with --slo-ttft-ms).", labels_);
+  fallback_prompt_load_ = &r.gauge("pagoda:precision_fallback_primary_prompt_load",
+                                   "Prompt tokens arriving per second times the served weights' time per prompt token, "
+                                   "over the share of a step at the --slo-tpot-ms pace the decodes leave (above 1: "
+                                   "prompts arrive faster than the served weights take them); -1 until known.", labels_);
   const auto direction = [&](const char* d) {
     metrics::Labels l = labels_;
     l.emplace_back("direction", d);
@@ -215,6 +222,8 @@ std::string ServerMetrics::render(const EngineStats& s) {
   token_budget_->set(s.batch_controller.token_budget);
   fallback_active_->set(s.fallback.current == WeightSet::kFallback ? 1 : 0);
   fallback_p99_->set(s.fallback.window_p99_s);
+  fallback_first_token_p99_->set(s.fallback.first_token_p99_s);
+  fallback_prompt_load_->set(s.fallback.primary_load);
   fallback_to_->set_total(static_cast<double>(s.fallback.switches_to_fallback));
   fallback_back_->set_total(static_cast<double>(s.fallback.switches_to_primary));
   fallback_declined_->set_total(static_cast<double>(s.fallback.switches_declined));

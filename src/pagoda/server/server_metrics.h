@@ -55,7 +55,8 @@ class ServerMetrics {
   metrics::Gauge *step_model_error_ = nullptr, *step_model_steps_ = nullptr;
   metrics::Gauge *arrival_rate_ = nullptr, *token_budget_ = nullptr;
   // The precision fallback (sched/precision_fallback.h): which weights steps run on, switches each way, its P99.
-  metrics::Gauge *fallback_active_ = nullptr, *fallback_p99_ = nullptr;
+  metrics::Gauge *fallback_active_ = nullptr, *fallback_p99_ = nullptr, *fallback_first_token_p99_ = nullptr,
+                 *fallback_prompt_load_ = nullptr;
   metrics::Counter *fallback_to_ = nullptr, *fallback_back_ = nullptr, *fallback_declined_ = nullptr, *fallback_steps_ = nullptr;
 
   // Per-tenant series (pagoda:tenant_*): at most kMaxTenantLabels tenants by name, the rest as kOtherTenantsLabel

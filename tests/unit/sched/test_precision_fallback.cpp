@@ -170,6 +170,50 @@ TEST(PrecisionFallback, DeclinesAFallbackMeasuredNoFasterAndWaitsBeforeTryingAga
   EXPECT_EQ(g.current(), WeightSet::kFallback);
 }
 
+// With --slo-ttft-ms: late first tokens switch to the fallback even while every inter-token latency is within its
+// target (a batch controller keeps the decodes on pace while prompts queue); going back then also needs the primary's
+// predicted prompt load at most kRecoverFraction. First tokens on the fallback are not judged; without the TTFT
+// target they are not watched at all.
+TEST(PrecisionFallback, LateFirstTokensSwitchAndThePromptLoadHoldsTheFallback) {
+  FallbackOptions o = options();  // TPOT 40 ms, window 20 s, dwell 2 s, 50 samples
+  o.ttft_target_s = 0.2;
+  PrecisionFallback f(o);
+  feed(f, 1.0, WeightSet::kPrimary, 0.030, 200);  // decodes on pace
+  for (int i = 0; i < 15; ++i) f.observe_first_token(1.0, WeightSet::kPrimary, 0.5);
+  EXPECT_FALSE(f.update(1.0));  // 15 first tokens: fewer than min_first_tokens, not judged yet
+  f.observe_first_token(1.0, WeightSet::kPrimary, 0.5);
+  EXPECT_TRUE(f.update(1.0));
+  EXPECT_EQ(f.current(), WeightSet::kFallback);
+  EXPECT_TRUE(f.stats().first_tokens_switched);
+  EXPECT_GT(f.stats().first_token_p99_s, 0.45);
+  // On the fallback: the decodes predicted well within their target on the primary (20 ms x 1.2 = 24 ms), but
+  // prompts arrive faster than the primary takes them (load 1.3, then 0.85): it stays.
+  for (int i = 0; i < 100; ++i) f.observe_first_token(3.0, WeightSet::kFallback, 5.0);  // not counted
+  for (const double load : {1.3, 0.85}) {
+    f.observe_load(load);
+    feed(f, 3.5, WeightSet::kFallback, 0.020, 100, 1.2);
+    EXPECT_FALSE(f.update(3.5)) << load;
+    EXPECT_EQ(f.stats().first_token_count, 0);
+  }
+  f.observe_load(0.7);  // the burst is over
+  EXPECT_TRUE(f.update(3.6));
+  EXPECT_EQ(f.current(), WeightSet::kPrimary);
+  // A load the engine cannot predict yet (< 0) does not hold the fallback.
+  PrecisionFallback g(o);
+  feed(g, 1.0, WeightSet::kPrimary, 0.050, 100);
+  ASSERT_TRUE(g.update(1.0));
+  EXPECT_FALSE(g.stats().first_tokens_switched);  // this one came from the TPOT
+  g.observe_load(-1);
+  feed(g, 3.5, WeightSet::kFallback, 0.020, 100, 1.2);
+  EXPECT_TRUE(g.update(3.5));
+  // Without the TTFT target, late first tokens do nothing and the load is not asked.
+  PrecisionFallback h(options());
+  feed(h, 1.0, WeightSet::kPrimary, 0.030, 200);
+  for (int i = 0; i < 100; ++i) h.observe_first_token(1.0, WeightSet::kPrimary, 5.0);
+  EXPECT_FALSE(h.update(1.0));
+  EXPECT_EQ(h.stats().first_token_count, 0);
+}
+
 TEST(PrecisionFallback, NoTargetNeverSwitches) {
   PrecisionFallback f(FallbackOptions{.tpot_target_s = 0, .window_s = 10, .min_samples = 1});
   feed(f, 1.0, WeightSet::kPrimary, 5.0, 1000);
