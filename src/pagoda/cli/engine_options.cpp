@@ -75,7 +75,8 @@ void EngineCliOptions::add_to(CLI::App& cmd) {
                  "learned step time and --slo-tpot-ms / --slo-ttft-ms)")
       ->check(CLI::IsMember({"static", "adaptive"}));
   cmd.add_option("--slo-ttft-ms", slo_ttft_ms,
-                 "time-to-first-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")
+                 "time-to-first-token target for --batch-controller adaptive and --scheduling-policy slo, and one the "
+                 "precision fallback watches (0: none)")
       ->check(kNonNegative);
   cmd.add_option("--slo-tpot-ms", slo_tpot_ms,
                  "time-per-output-token target for --batch-controller adaptive and --scheduling-policy slo (0: none)")

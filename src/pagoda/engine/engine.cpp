@@ -3,7 +3,6 @@
 #include "pagoda/engine/engine.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "pagoda/core/error.h"
