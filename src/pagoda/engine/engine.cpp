@@ -414,12 +414,18 @@ void Engine::complete(LaunchedStep& step) {
   const std::vector<SequenceOutput> outputs = scheduler_.update(step.plan, out.sampled, stop);
   generation_tokens_ += outputs.size();
 
-  // Inter-token latencies (each output token after a request's first) and first-token latencies, for the precision
-  // fallback.
+  // For the precision fallback, each output token after a request's first: on the primary weights its request's time
+  // per output token so far (the SLO's measure: a step longer than the target that the request's earlier steps left
+  // time for, as the batch controller grants, is no miss), on the fallback its own inter-token latency (judged as the
+  // primary would have served it); and first-token latencies.
   std::vector<double> latencies, first_tokens;
   for (const SequenceOutput& o : outputs) {
     Active& a = active_.at(o.seq_id);
-    if (o.num_output_tokens >= 2 && fallback_) latencies.push_back(seconds_between(a.last_token_at, collected_at));
+    if (o.num_output_tokens >= 2 && fallback_) {
+      latencies.push_back(record.weights == WeightSet::kPrimary
+                              ? seconds_between(a.times.prefill_done, collected_at) / (o.num_output_tokens - 1)
+                              : seconds_between(a.last_token_at, collected_at));
+    }
     if (o.num_output_tokens == 1 && fallback_) first_tokens.push_back(seconds_between(a.submitted_at, collected_at));
     a.last_token_at = collected_at;
     if (record.weights == WeightSet::kFallback) ++a.times.fallback_tokens;

@@ -2,12 +2,13 @@
 // model, the served one (primary) and a quantized copy (fallback), and runs each step on one of them. The rule,
 // in full (docs/ARCHITECTURE.md repeats it):
 //
-//   on the primary set   switch to the fallback when the P99 of the inter-token latencies observed since the
-//                        last switch, over the sliding window (--fallback-window-s), exceeds --slo-tpot-ms, or
+//   on the primary set   switch to the fallback when the P99 of the output tokens' TPOT (each token's request's
+//                        time per output token so far, the SLO's measure) observed since the last switch, over
+//                        the sliding window (--fallback-window-s), exceeds --slo-tpot-ms, or
 //                        (with --slo-ttft-ms) when the P99 of the first-token latencies does that target;
-//   on the fallback set  switch back when the P99 of what those latencies would have been on the primary set
-//                        (each one scaled by the step-time models' primary / fallback prediction for the step
-//                        that produced it) is at most kRecoverFraction of the target, and (with --slo-ttft-ms)
+//   on the fallback set  switch back when the P99 of what the inter-token latencies would have been on the
+//                        primary set (each one scaled by the step-time models' primary / fallback prediction for
+//                        the step that produced it) is at most kRecoverFraction of the target, and (with --slo-ttft-ms)
 //                        the primary's prompt load is at most kRecoverFraction, after at least min_dwell_s on the
 //                        fallback. The prompt load is the engine's prediction (observe_load): the prompt tokens
 //                        arriving per second times the primary's time per prompt token, over the share of each
@@ -113,9 +114,11 @@ class PrecisionFallback {
   explicit PrecisionFallback(FallbackOptions options);
 
   WeightSet current() const { return stats_.current; }
-  // One output token's inter-token latency, observed at `now_s` after a step on `set`; `primary_ratio` is the
-  // step-time models' predicted primary / fallback time for that step (0 when a model cannot tell yet: such a
-  // latency on the fallback is not counted).
+  // One output token (a request's second or later), observed at `now_s` after a step on `set`. On the primary set
+  // `latency_s` is its request's time per output token so far (the mean inter-token time since its first token: the
+  // batch controller lets a step run past the target when a request's earlier steps left time for it, and such a
+  // step is no miss); on the fallback, the token's own inter-token latency, and `primary_ratio` the step-time
+  // models' predicted primary / fallback time for its step (0 when a model cannot tell yet: not counted).
   void observe(double now_s, WeightSet set, double latency_s, double primary_ratio);
   // One request's first-token latency (arrival to first token), observed at `now_s` after a step on `set`; counted
   // on the primary set only (on the fallback, going back is judged on the prompt load).
