@@ -2,7 +2,8 @@
 // and step-time ratios. The latency window against exact quantiles and as time slides; the switch to the
 // fallback once the P99 passes the target (not before a window is judged), the way back only on a primary
 // prediction within 80% of the target and after the dwell, no flapping under a steady load; a fallback whose
-// steps are measured no faster than the primary's model predicts declined, with a cool-down.
+// steps are measured no faster than the primary's model predicts declined, with a cool-down; with a TTFT target,
+// late first tokens switching and the primary's predicted prompt load holding the fallback, and that load's formula.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -212,6 +213,28 @@ TEST(PrecisionFallback, LateFirstTokensSwitchAndThePromptLoadHoldsTheFallback) {
   for (int i = 0; i < 100; ++i) h.observe_first_token(1.0, WeightSet::kPrimary, 5.0);
   EXPECT_FALSE(h.update(1.0));
   EXPECT_EQ(h.stats().first_token_count, 0);
+}
+
+// predicted_prompt_load against a model taught a known linear cost: 2 ms a step, 10 us a prompt token, 50 us a
+// decode (no KV or pair terms). 20 decodes cost 3 ms of a 10 ms pace, leaving 0.7; 40 prompts of 100 tokens a second
+// need 4,000 x 10 us = 40 ms of each second: a load of 0.04 / 0.7.
+TEST(PrecisionFallback, PromptLoadIsThePromptWorkOverWhatThePaceLeaves) {
+  StepTimeModel model;
+  for (int i = 0; i < 300; ++i) {
+    const StepShape s{(i * 37) % 1500, (i * 11) % 64, 0, 0};
+    model.update(s, 2e-3 + 10e-6 * static_cast<double>(s.prefill_tokens) + 50e-6 * static_cast<double>(s.decode_seqs));
+  }
+  ArrivalRates rates(5.0);
+  for (int i = 0; i < 1200; ++i) rates.arrive(i * 0.025, "", 100);  // 40 req/s for 30 s
+  const StepShape decodes{0, 20, 0, 0};
+  const double load = predicted_prompt_load(model, rates, 30.0, decodes, 2048, 0.010, 8);
+  EXPECT_NEAR(load, 40.0 * 100 * 10e-6 / 0.7, 0.06 * 0.04 / 0.7);  // the rate's EWMA reads within a few percent
+  // The decodes alone overrun the pace: no prompt can be taken without slowing them.
+  EXPECT_TRUE(std::isinf(predicted_prompt_load(model, rates, 30.0, StepShape{0, 200, 0, 0}, 2048, 0.010, 8)));
+  // Not known before the model has learned, nor without a target; when arrivals stop, the load decays to nothing.
+  EXPECT_LT(predicted_prompt_load(StepTimeModel{}, rates, 30.0, decodes, 2048, 0.010, 8), 0);
+  EXPECT_LT(predicted_prompt_load(model, rates, 30.0, decodes, 2048, 0.0, 8), 0);
+  EXPECT_LT(predicted_prompt_load(model, rates, 300.0, decodes, 2048, 0.010, 8), 1e-9);
 }
 
 TEST(PrecisionFallback, NoTargetNeverSwitches) {
