@@ -464,7 +464,11 @@ void Scheduler::admit_waiting(TokenBudget& budget, StepPlan& plan) {
 }
 
 Scheduler::Admission Scheduler::admit(Sequence& seq, TokenBudget& budget, StepPlan& plan) {
-  // Preempted while its last step was in flight: that step's update() comes before the next plan.
+  // Preempted in this plan (reclaim_for_share's victims are waiting by now): it waits for the next one. Admitting it
+  // again would undo the preemption, and with a step in flight it holds that step's placeholders.
+  if (std::find(plan.preempted.begin(), plan.preempted.end(), seq.seq_id) != plan.preempted.end())
+    return Admission::kWaitsForStep;
+  // Preempted in an earlier plan while its last step was in flight: that step's update() came before this plan.
   PAGODA_CHECK(seq.num_output_placeholders == 0, "waiting sequence {} has placeholders", seq.seq_id);
   const std::span<const TokenId> tokens(seq.token_ids);
   // Never the whole sequence: the last token must be computed to have logits to sample.

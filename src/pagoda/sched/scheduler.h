@@ -180,7 +180,7 @@ class Scheduler {
   // batch_wait_seconds, or, with a TTFT target, plus that target less the first-token estimate if earlier.
   bool hold_new_requests(const TokenBudget& budget, const StepPlan& plan);
   // kSkipped: its tenant is at its KV cap; kWaitsForStep: a long prefill (after its prefix hit) past the step's
-  // limit, or its tenant's prompt tokens for the step are spent (TokenBudget).
+  // limit, its tenant's prompt tokens for the step are spent (TokenBudget), or it was preempted in this plan.
   enum class Admission { kAdmitted, kSkipped, kWaitsForStep, kNoBlocks };
   Admission admit(Sequence& seq, TokenBudget& budget, StepPlan& plan);
   // The waiting sequences in the order they are admitted. Policy order, except under deadline_first(): within

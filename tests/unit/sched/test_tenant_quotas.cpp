@@ -148,6 +148,46 @@ TEST(TenantQuotas, AnArrivingTenantBelowItsShareIsAdmittedPastAFlood) {
   }
 }
 
+// The same arrival with a step in flight (async scheduling): the flood's sequences that B's claim preempts hold
+// placeholders, the tokens of that step. They wait for the next plan, after the step's update() has given them
+// their tokens, and are not admitted again in the plan that preempted them. Before, the plan admitted them straight
+// back and the server aborted ("waiting sequence has placeholders": issue 16's flood with kv_share 0.2, H100,
+// 2026-12-07).
+TEST(TenantQuotas, SequencesPreemptedForAShareWithAStepInFlightWaitForTheNextPlan) {
+  for (const SchedulingPolicy policy :
+       {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority, SchedulingPolicy::kSlo, SchedulingPolicy::kFair}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64,
+                                  .policy = policy});
+    const TenantKv a{"a", 1.0f}, b{"b", 1.0f, 0.5};
+    for (SeqId id = 1; id <= 10; ++id) s.add(tenant_request(id, a, 8, 40, static_cast<TokenId>(100 * id)));
+    StepPlan in_flight;  // planned and launched, its tokens not applied yet
+    std::vector<TokenId> in_flight_tokens;
+    const auto step = [&] {  // plans the next step, then applies the one in flight
+      StepPlan next = s.schedule();
+      test::expect_plan_valid(s, next);
+      EXPECT_EQ(s.check_invariants(), "");
+      s.update(in_flight, in_flight_tokens, {});
+      EXPECT_EQ(s.check_invariants(), "");
+      in_flight_tokens = fake_sample(next);
+      in_flight = std::move(next);
+      return in_flight;
+    };
+    for (int i = 0; i < 12; ++i) step();
+    s.add(tenant_request(11, b, 12, 4, 5000));  // 4 blocks of its 16
+    const StepPlan plan = step();
+    ASSERT_FALSE(plan.preempted.empty()) << "B's claim preempted nothing";
+    bool admitted = false;
+    for (const ScheduledSequence& e : plan.seqs) {
+      admitted = admitted || e.seq_id == 11;
+      for (SeqId id : plan.preempted) EXPECT_NE(e.seq_id, id) << "preempted and planned in the same step";
+    }
+    EXPECT_TRUE(admitted) << "B waited behind A's flood";
+    for (int i = 0; i < 600 && (s.has_unfinished() || !in_flight.empty()); ++i) step();
+    EXPECT_FALSE(s.has_unfinished());
+  }
+}
+
 TEST(TenantQuotas, ARequestLargerThanItsTenantsCapIsRejected) {
   Scheduler s = make_scheduler({.num_blocks = 64, .block_size = 4});
   const TenantKv a{"a", 1.0f, 0, 16};  // 16 tokens: 4 blocks
