@@ -124,8 +124,8 @@ class Ops {
     PAGODA_CHECK(host_batch.num_tokens_from_prev_sample == 0, "this backend reads every input token from the host");
     return forward(host_batch);
   }
-  // The calling thread will run no more kernels (the engine calls this on the thread that built and warmed it
-  // up, before its own thread takes over): what the backend keeps for that thread can go.
+  // The calling thread will run no more kernels (the engine calls this on the thread that built it, before its own
+  // thread warms up and takes over): what the backend keeps for that thread can go.
   virtual void release_calling_thread() {}
   // The padded batch size of the CUDA graph the last run_step replayed; 0 when it ran eagerly.
   virtual int last_graph_batch_size() const { return 0; }

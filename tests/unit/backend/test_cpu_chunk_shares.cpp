@@ -1,6 +1,7 @@
 // ChunkShares (backend/cpu/chunk_shares.h): every chunk is taken exactly once, whatever the thread count, when the
 // region has fewer threads than shares, when one thread is slow (the others take its share from the end), and when
-// there are fewer chunks than threads; each thread starts on its own share in address order.
+// there are fewer chunks than threads; each thread starts on its own share in address order. The region helpers
+// (backend/cpu/parallel.h) visit every index once, and open no OpenMP region for serial work or one thread.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/chunk_shares.h"
+#include "pagoda/backend/cpu/parallel.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -62,6 +64,33 @@ TEST(ChunkShares, OneThreadTakesItsShareInOrder) {
   s.run(0, [&](int64_t c) { order.push_back(c); });
   const std::vector<int64_t> want = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   EXPECT_EQ(order, want);
+}
+
+TEST(ParallelFor, EveryIndexOnceAndNoRegionForSerialWork) {
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (const bool parallel : {false, true}) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, parallel " << parallel);
+      constexpr int64_t n = 37;
+      std::vector<std::atomic<int>> seen(n), level(n);
+      const auto visit = [&](int64_t i) {
+        seen[static_cast<size_t>(i)].fetch_add(1);
+        level[static_cast<size_t>(i)].store(omp_get_level());
+      };
+      parallel_for(n, parallel, visit);
+      parallel_for_dynamic(n, parallel, visit);
+      std::atomic<int> bodies{0};
+      parallel_region(parallel, [&] { bodies.fetch_add(1); });
+      const bool region = parallel && threads > 1;
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 2) << i;
+        EXPECT_EQ(level[static_cast<size_t>(i)].load(), region ? 1 : 0) << i;  // 0: on the caller, no region
+      }
+      EXPECT_EQ(bodies.load(), region ? threads : 1);
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/fp16_rounding.h"
+#include "pagoda/backend/cpu/parallel.h"
 #include "pagoda/core/dtype.h"
 
 namespace pagoda::cpu {
@@ -109,97 +110,94 @@ void paged_attention(float* out, const float* q, const KV* k_cache, const KV* v_
 
   const int32_t* seq_of_token = batch.token_seq.ptr<int32_t>();
 
-#pragma omp parallel if (num_work * batch.max_seq_len * hd * group >= (1 << 16))
-  {
+  // A decode step has a few items (TinyLlama: 4 a token): one a thread at a time.
+  parallel_for_dynamic(num_work, num_work * batch.max_seq_len * hd * group >= (1 << 16), [&](int64_t w) {
     thread_local std::vector<float> scores;    // [group, num_keys]
     thread_local std::vector<float> q_rounded;  // kF16: the group's queries as fp16 values [group, hd]
-#pragma omp for schedule(dynamic, 1)  // a decode step has a few items (TinyLlama: 4 a token): one a thread at a time
-    for (int64_t w = 0; w < num_work; ++w) {
-      const int64_t t = w / num_kv_heads;
-      const int64_t kvh = w % num_kv_heads;
-      const int s = seq_of_token[t];
-      // Causal: the token at position p sees keys 0..p (its own key is already stored).
-      const int64_t num_keys = std::min<int64_t>(positions[t] + 1, seq_lens[s]);
-      const int32_t* seq_pages = pages + page_start[s];
-      const float* q0 = q + t * token_stride + kvh * group * hd;  // the group's first query head
-      if constexpr (kF16) {
-        q_rounded.resize(static_cast<size_t>(group * hd));
-        for (int64_t i = 0; i < group * hd; ++i) q_rounded[i] = round_to_fp16(q0[i]);
-        q0 = q_rounded.data();
-      }
-      scores.resize(static_cast<size_t>(group * num_keys));
+    const int64_t t = w / num_kv_heads;
+    const int64_t kvh = w % num_kv_heads;
+    const int s = seq_of_token[t];
+    // Causal: the token at position p sees keys 0..p (its own key is already stored).
+    const int64_t num_keys = std::min<int64_t>(positions[t] + 1, seq_lens[s]);
+    const int32_t* seq_pages = pages + page_start[s];
+    const float* q0 = q + t * token_stride + kvh * group * hd;  // the group's first query head
+    if constexpr (kF16) {
+      q_rounded.resize(static_cast<size_t>(group * hd));
+      for (int64_t i = 0; i < group * hd; ++i) q_rounded[i] = round_to_fp16(q0[i]);
+      q0 = q_rounded.data();
+    }
+    scores.resize(static_cast<size_t>(group * num_keys));
 
-      float max_score[64];
-      std::fill(max_score, max_score + group, -INFINITY);
-      for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
-        const KV* k_page = k_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
-        const int64_t n = std::min(bs, num_keys - j0);
-        int64_t j = 0;
+    float max_score[64];
+    std::fill(max_score, max_score + group, -INFINITY);
+    for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
+      const KV* k_page = k_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+      const int64_t n = std::min(bs, num_keys - j0);
+      int64_t j = 0;
 #ifdef __AVX2__
-        if (hd % 8 == 0) {
-          for (; j + 8 <= n; j += 8) {
-            for (int64_t g = 0; g < group; ++g) {
-              const __m256 sc = _mm256_mul_ps(dot8(q0 + g * hd, k_page + j * slot_stride, slot_stride, hd),
-                                              _mm256_set1_ps(scale));
-              _mm256_storeu_ps(&scores[g * num_keys + j0 + j], sc);
-              alignas(32) float tmp[8];
-              _mm256_store_ps(tmp, sc);
-              for (float v : tmp) max_score[g] = std::max(max_score[g], v);
-            }
-          }
-        }
-#endif
-        for (; j < n; ++j) {
-          const KV* kv = k_page + j * slot_stride;
+      if (hd % 8 == 0) {
+        for (; j + 8 <= n; j += 8) {
           for (int64_t g = 0; g < group; ++g) {
-            const float sc = dot(q0 + g * hd, kv, hd) * scale;
-            scores[g * num_keys + j0 + j] = sc;
-            max_score[g] = std::max(max_score[g], sc);
+            const __m256 sc = _mm256_mul_ps(dot8(q0 + g * hd, k_page + j * slot_stride, slot_stride, hd),
+                                            _mm256_set1_ps(scale));
+            _mm256_storeu_ps(&scores[g * num_keys + j0 + j], sc);
+            alignas(32) float tmp[8];
+            _mm256_store_ps(tmp, sc);
+            for (float v : tmp) max_score[g] = std::max(max_score[g], v);
           }
         }
       }
-      for (int64_t g = 0; g < group; ++g) {
-        float* sg = scores.data() + g * num_keys;
-        float sum = 0.0f;
-        int64_t j = 0;
-#ifdef __AVX2__
-        __m256 sum8 = _mm256_setzero_ps();
-        const __m256 mx = _mm256_set1_ps(max_score[g]);
-        for (; j + 8 <= num_keys; j += 8) {
-          const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mx));
-          _mm256_storeu_ps(sg + j, e);
-          sum8 = _mm256_add_ps(sum8, e);
-        }
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, sum8);
-        for (float v : lanes) sum += v;
 #endif
-        for (; j < num_keys; ++j) {
-          sg[j] = std::exp(sg[j] - max_score[g]);
-          sum += sg[j];
-        }
-        const float inv_sum = 1.0f / sum;
-        for (int64_t j = 0; j < num_keys; ++j) sg[j] = kF16 ? round_to_fp16(sg[j] * inv_sum) : sg[j] * inv_sum;
-        float* o = out + t * token_stride + (kvh * group + g) * hd;
-        std::fill(o, o + hd, 0.0f);
-      }
-      for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
-        const KV* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
-        const int64_t n = std::min(bs, num_keys - j0);
+      for (; j < n; ++j) {
+        const KV* kv = k_page + j * slot_stride;
         for (int64_t g = 0; g < group; ++g) {
-          float* o = out + t * token_stride + (kvh * group + g) * hd;
-          const float* p = scores.data() + g * num_keys + j0;
-#ifdef __AVX2__
-          if (hd == 8) { accumulate_values<1>(o, p, v_page, slot_stride, n); continue; }
-          if (hd == 16) { accumulate_values<2>(o, p, v_page, slot_stride, n); continue; }
-          if (hd == 32) { accumulate_values<4>(o, p, v_page, slot_stride, n); continue; }
-          if (hd == 64) { accumulate_values<8>(o, p, v_page, slot_stride, n); continue; }
-#endif
-          for (int64_t j = 0; j < n; ++j) axpy(o, p[j], v_page + j * slot_stride, hd);
+          const float sc = dot(q0 + g * hd, kv, hd) * scale;
+          scores[g * num_keys + j0 + j] = sc;
+          max_score[g] = std::max(max_score[g], sc);
         }
       }
     }
-  }
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores.data() + g * num_keys;
+      float sum = 0.0f;
+      int64_t j = 0;
+#ifdef __AVX2__
+      __m256 sum8 = _mm256_setzero_ps();
+      const __m256 mx = _mm256_set1_ps(max_score[g]);
+      for (; j + 8 <= num_keys; j += 8) {
+        const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mx));
+        _mm256_storeu_ps(sg + j, e);
+        sum8 = _mm256_add_ps(sum8, e);
+      }
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, sum8);
+      for (float v : lanes) sum += v;
+#endif
+      for (; j < num_keys; ++j) {
+        sg[j] = std::exp(sg[j] - max_score[g]);
+        sum += sg[j];
+      }
+      const float inv_sum = 1.0f / sum;
+      for (int64_t j = 0; j < num_keys; ++j) sg[j] = kF16 ? round_to_fp16(sg[j] * inv_sum) : sg[j] * inv_sum;
+      float* o = out + t * token_stride + (kvh * group + g) * hd;
+      std::fill(o, o + hd, 0.0f);
+    }
+    for (int64_t j0 = 0; j0 < num_keys; j0 += bs) {
+      const KV* v_page = v_cache + static_cast<int64_t>(seq_pages[j0 / bs]) * bs * slot_stride + kvh * hd;
+      const int64_t n = std::min(bs, num_keys - j0);
+      for (int64_t g = 0; g < group; ++g) {
+        float* o = out + t * token_stride + (kvh * group + g) * hd;
+        const float* p = scores.data() + g * num_keys + j0;
+#ifdef __AVX2__
+        if (hd == 8) { accumulate_values<1>(o, p, v_page, slot_stride, n); continue; }
+        if (hd == 16) { accumulate_values<2>(o, p, v_page, slot_stride, n); continue; }
+        if (hd == 32) { accumulate_values<4>(o, p, v_page, slot_stride, n); continue; }
+        if (hd == 64) { accumulate_values<8>(o, p, v_page, slot_stride, n); continue; }
+#endif
+        for (int64_t j = 0; j < n; ++j) axpy(o, p[j], v_page + j * slot_stride, hd);
+      }
+    }
+  });
 }
 
 }  // namespace

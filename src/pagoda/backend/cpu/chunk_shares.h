@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "pagoda/backend/cpu/parallel.h"
+
 namespace pagoda::cpu {
 
 // Chunks [0, n) shared by the threads of a parallel region: thread i streams the i-th contiguous share in address
@@ -74,9 +76,9 @@ class ChunkShares {
 // else on the calling thread. Per-thread scratch belongs in a thread_local inside take.
 template <class Take>
 void for_each_chunk(int64_t num_chunks, bool parallel, const Take& take) {
-  const ChunkShares shares(num_chunks, parallel ? omp_get_max_threads() : 1);
-#pragma omp parallel if (parallel)
-  shares.run(omp_get_thread_num(), take);
+  const bool threads = use_threads(parallel);
+  const ChunkShares shares(num_chunks, threads ? omp_get_max_threads() : 1);
+  parallel_region(threads, [&] { shares.run(omp_get_thread_num(), take); });
 }
 
 }  // namespace pagoda::cpu

@@ -14,6 +14,7 @@
 #include "pagoda/backend/cpu/cpu_kernels.h"
 #include "pagoda/backend/cpu/fp16_rounding.h"
 #include "pagoda/backend/cpu/linear_quant.h"
+#include "pagoda/backend/cpu/parallel.h"
 #include "pagoda/core/dtype.h"
 #include "pagoda/kv/kv_fp8.h"
 
@@ -39,9 +40,10 @@ Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
 
 // OpenMP keeps a pool of worker threads per thread that opened a parallel region, and libgomp counts them all:
 // once they outnumber the cores, every worker sleeps on a futex after about 1,000 spins between regions
-// instead of 300,000. The thread that loaded and warmed the model up had one pool and the engine's thread has
-// another, so on 2 vCPUs each of a decode step's ~110 regions woke a sleeping worker (410 context switches a
-// token on TinyLlama): freeing the first pool keeps the engine's worker spinning (docs/PERFORMANCE.md).
+// instead of 300,000. The thread that loaded the model (and, until 2026-12-07, warmed it up) had one pool and the
+// engine's thread has another, so on 2 vCPUs each of a decode step's ~110 regions woke a sleeping worker (410
+// context switches a token on TinyLlama): freeing the first pool keeps the engine's worker spinning
+// (docs/PERFORMANCE.md).
 void CpuOps::release_calling_thread() { omp_pause_resource_all(omp_pause_soft); }
 
 void CpuOps::reset_workspace() {
@@ -103,12 +105,11 @@ void CpuOps::linear(Tensor out, Tensor x, const Weight& w) {
   if (!w.input_order.empty()) {  // act-order columns sorted by group (backend/cpu/act_order.h): x[:, order]
     Tensor ordered = alloc(DType::kF32, {num_tokens, k});
     const int32_t* order = w.input_order.ptr<const int32_t>();
-#pragma omp parallel for if (num_tokens > 1)
-    for (int64_t t = 0; t < num_tokens; ++t) {
+    cpu::parallel_for(num_tokens, num_tokens > 1, [&](int64_t t) {
       const float* in = x.ptr<float>() + t * k;
       float* o = ordered.ptr<float>() + t * k;
       for (int64_t j = 0; j < k; ++j) o[j] = in[order[j]];
-    }
+    });
     x = ordered;
   }
   if (w.quantized()) return cpu::linear_quant_f32(out.ptr<float>(), x.ptr<float>(), num_tokens, w);
@@ -241,8 +242,7 @@ void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, co
     fp8_pages_.resize(static_cast<size_t>(2 * unique.size() * page_floats));
     float* kf = fp8_pages_.data();
     float* vf = kf + unique.size() * page_floats;
-#pragma omp parallel for if (unique.size() * page_floats >= (1 << 16))
-    for (int64_t u = 0; u < static_cast<int64_t>(unique.size()); ++u) {
+    cpu::parallel_for(static_cast<int64_t>(unique.size()), unique.size() * page_floats >= (1 << 16), [&](int64_t u) {
       for (int64_t r = 0; r < rows_per_page; ++r) {
         const int64_t src = unique[u] * rows_per_page + r, dst = u * rows_per_page + r;
         const int64_t e = spec.exponent_index(src / spec.num_kv_heads, static_cast<int>(src % spec.num_kv_heads));
@@ -251,7 +251,7 @@ void CpuOps::attention(Tensor out, Tensor q, const KvCache& cache, int layer, co
         dequantize_fp8_kv_row(cache.v[layer].ptr<uint8_t>() + src * spec.head_dim, cache.v_exp[layer].ptr<int8_t>()[e],
                               spec.head_dim, vf + dst * spec.head_dim);
       }
-    }
+    });
     // The group's tokens are rows [query_start[s0], query_start[s1]) of the batch.
     const int t0 = query_start[s0], t1 = query_start[s1];
     local_token_seq.resize(static_cast<size_t>(t1 - t0));
@@ -277,8 +277,7 @@ void CpuOps::silu_mul(Tensor out, Tensor gate, Tensor up) {
   float* o = out.ptr<float>();
   const float* g = gate.ptr<float>();
   const float* u = up.ptr<float>();
-#pragma omp parallel for if (n >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  cpu::parallel_for(n, n >= (1 << 16), [&](int64_t i) { o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i]; });
 }
 
 void CpuOps::gather_rows(Tensor out, Tensor x, Tensor rows) {
