@@ -86,7 +86,7 @@ struct CudaOps::Impl {
   // same way in a W8A8 model): where the norm kernel is to write its output's codes, and remembers them.
   kernels::Fp8Activations quantize_in_norm(const Tensor& out, const Weight& linear);
   // linear_add_rms_norm with a reader: whether the norm can be left to the reader's kernel (the few-token quantized
-  // GEMV on both sides, no column orders; PAGODA_DEFERRED_NORM=1: on; off by default until measured), and if so, w's GEMV adding x · w^T into
+  // GEMV on both sides, no column orders; PAGODA_DEFERRED_NORM=0 turns it off), and if so, w's GEMV adding x · w^T into
   // the residual (deferred_norm remembers the rest).
   bool defer_norm(Tensor residual, const Tensor& x, const Weight& w, const Tensor& out, const Weight& norm, float eps,
                   const Weight& reader);
