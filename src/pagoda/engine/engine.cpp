@@ -52,7 +52,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, 
   if (options.slo) controller_.emplace(*options.slo, options.scheduler.max_num_batched_tokens);
   if (fallback_model) fallback_.emplace(options.fallback);
   // The loader may have run kernels on this thread; the steps run on thread_, which warms up first, so that what
-  // a backend keeps per thread (the CPU's OpenMP workers and their scratch, the sampler's) is the steps' own
+  // a backend keeps per thread (the CPU kernels' scratch, the sampler's) is the steps' own
   // before the first request: on 2 vCPUs, a first 256-token prompt of stories260K ran 10-38 ms when the engine's
   // OpenMP workers started with it, against 5.3-5.7 ms a prompt after (docs/PERFORMANCE.md). A warm-up failure
   // (out of memory) is rethrown here.

@@ -1,7 +1,8 @@
 // ChunkShares (backend/cpu/chunk_shares.h): every chunk is taken exactly once, whatever the thread count, when the
 // region has fewer threads than shares, when one thread is slow (the others take its share from the end), and when
 // there are fewer chunks than threads; each thread starts on its own share in address order. The region helpers
-// (backend/cpu/parallel.h) visit every index once, and open no OpenMP region for serial work or one thread.
+// (backend/cpu/parallel.h) visit every index once, run serial work on the caller, and run a nested region or a
+// second caller's on that caller.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -66,30 +67,52 @@ TEST(ChunkShares, OneThreadTakesItsShareInOrder) {
   EXPECT_EQ(order, want);
 }
 
-TEST(ParallelFor, EveryIndexOnceAndNoRegionForSerialWork) {
+TEST(ParallelFor, EveryIndexOnceAndSerialWorkOnTheCaller) {
   const int saved = omp_get_max_threads();
-  for (const int threads : {1, 2, 3}) {
+  for (const int threads : {1, 2, 3, 2}) {
     omp_set_num_threads(threads);
     for (const bool parallel : {false, true}) {
       SCOPED_TRACE(testing::Message() << threads << " threads, parallel " << parallel);
       constexpr int64_t n = 37;
-      std::vector<std::atomic<int>> seen(n), level(n);
+      std::vector<std::atomic<int>> seen(n);
+      std::vector<std::thread::id> by(n);
       const auto visit = [&](int64_t i) {
         seen[static_cast<size_t>(i)].fetch_add(1);
-        level[static_cast<size_t>(i)].store(omp_get_level());
+        by[static_cast<size_t>(i)] = std::this_thread::get_id();
       };
       parallel_for(n, parallel, visit);
       parallel_for_dynamic(n, parallel, visit);
-      std::atomic<int> bodies{0};
-      parallel_region(parallel, [&] { bodies.fetch_add(1); });
+      std::vector<std::atomic<int>> bodies(static_cast<size_t>(threads));
+      parallel_region(parallel, [&](int me) { bodies[static_cast<size_t>(me)].fetch_add(1); });
       const bool region = parallel && threads > 1;
       for (int64_t i = 0; i < n; ++i) {
         EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 2) << i;
-        EXPECT_EQ(level[static_cast<size_t>(i)].load(), region ? 1 : 0) << i;  // 0: on the caller, no region
+        if (!region) {
+          EXPECT_EQ(by[static_cast<size_t>(i)], std::this_thread::get_id()) << i;
+        }
       }
-      EXPECT_EQ(bodies.load(), region ? threads : 1);
+      for (int me = 0; me < threads; ++me) EXPECT_EQ(bodies[static_cast<size_t>(me)].load(), me == 0 || region ? 1 : 0);
     }
   }
+  omp_set_num_threads(saved);
+}
+
+// A region opened inside another runs on its caller; one opened from a second thread while the pool is busy too.
+TEST(ParallelFor, NestedRegionsAndASecondCallerRunOnTheirCaller) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  constexpr int64_t n = 64;
+  std::vector<std::atomic<int>> seen(static_cast<size_t>(n * n));
+  parallel_for(n, true, [&](int64_t i) {
+    parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(i * n + j)].fetch_add(1); });
+  });
+  std::thread other([&] {
+    omp_set_num_threads(2);
+    for (int r = 0; r < 200; ++r) parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(j)].fetch_add(1); });
+  });
+  for (int r = 0; r < 200; ++r) parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(n + j)].fetch_add(1); });
+  other.join();
+  for (int64_t k = 0; k < n * n; ++k) EXPECT_EQ(seen[static_cast<size_t>(k)].load(), k < 2 * n ? 201 : 1) << k;
   omp_set_num_threads(saved);
 }
 

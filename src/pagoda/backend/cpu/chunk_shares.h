@@ -72,13 +72,13 @@ class ChunkShares {
   int count_;
 };
 
-// take(chunk) for every chunk of [0, num_chunks): over the threads of an OpenMP region in shares when `parallel`,
+// take(chunk) for every chunk of [0, num_chunks): over the threads of a region (parallel.h) in shares when `parallel`,
 // else on the calling thread. Per-thread scratch belongs in a thread_local inside take.
 template <class Take>
 void for_each_chunk(int64_t num_chunks, bool parallel, const Take& take) {
   const bool threads = use_threads(parallel);
-  const ChunkShares shares(num_chunks, threads ? omp_get_max_threads() : 1);
-  parallel_region(threads, [&] { shares.run(omp_get_thread_num(), take); });
+  const ChunkShares shares(num_chunks, threads ? region_threads() : 1);
+  parallel_region(threads, [&](int me) { shares.run(me, take); });
 }
 
 }  // namespace pagoda::cpu

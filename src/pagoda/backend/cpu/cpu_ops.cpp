@@ -39,11 +39,10 @@ Tensor CpuOps::alloc(DType dtype, std::initializer_list<int64_t> dims) {
 }
 
 // OpenMP keeps a pool of worker threads per thread that opened a parallel region, and libgomp counts them all:
-// once they outnumber the cores, every worker sleeps on a futex after about 1,000 spins between regions
-// instead of 300,000. The thread that loaded the model (and, until 2026-12-07, warmed it up) had one pool and the
-// engine's thread has another, so on 2 vCPUs each of a decode step's ~110 regions woke a sleeping worker (410
-// context switches a token on TinyLlama): freeing the first pool keeps the engine's worker spinning
-// (docs/PERFORMANCE.md).
+// once they outnumber the cores, every worker sleeps on a futex after about 1,000 spins between regions instead of
+// 300,000. The kernels' regions run on ThreadPool now (parallel.h), but loading may still open OpenMP regions on
+// the loading thread: freeing that pool leaves no idle OpenMP workers beside the steps' (on 2 vCPUs, two pools had
+// each of a TinyLlama decode step's ~110 regions wake a sleeping worker: docs/PERFORMANCE.md).
 void CpuOps::release_calling_thread() { omp_pause_resource_all(omp_pause_soft); }
 
 void CpuOps::reset_workspace() {
