@@ -120,18 +120,25 @@ TEST(TenantQuotas, AFloodDoesNotPushAnotherTenantBelowItsShare) {
 // share) then asks, holding nothing. Under every policy B's request is admitted within a step, A's sequences
 // preempted for its blocks, never below B's claim; before, it waited for A's
 // decodes to finish, behind A's queued requests (11 s against 0.13 alone, through the server).
+constexpr SchedulingPolicy kEveryPolicy[] = {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority,
+                                             SchedulingPolicy::kSlo, SchedulingPolicy::kFair};
+const TenantKv kFlood{"a", 1.0f}, kHalfShare{"b", 1.0f, 0.5};
+
+// 32 blocks of 4 tokens, and tenant A's flood queued: 10 x (8 prompt + 40 new), 12 blocks each at the end, 120 in all.
+Scheduler flooded_scheduler(SchedulingPolicy policy) {
+  Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64,
+                                .policy = policy});
+  for (SeqId id = 1; id <= 10; ++id) s.add(tenant_request(id, kFlood, 8, 40, static_cast<TokenId>(100 * id)));
+  return s;
+}
+
 TEST(TenantQuotas, AnArrivingTenantBelowItsShareIsAdmittedPastAFlood) {
-  for (const SchedulingPolicy policy :
-       {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority, SchedulingPolicy::kSlo, SchedulingPolicy::kFair}) {
+  for (const SchedulingPolicy policy : kEveryPolicy) {
     SCOPED_TRACE(static_cast<int>(policy));
-    Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64,
-                                  .policy = policy});
-    const TenantKv a{"a", 1.0f}, b{"b", 1.0f, 0.5};
+    Scheduler s = flooded_scheduler(policy);
+    const TenantKv& b = kHalfShare;
     std::map<SeqId, std::string> owner;
-    for (SeqId id = 1; id <= 10; ++id) {  // 10 x (8 prompt + 40 new): 12 blocks each at the end, 120 in all
-      s.add(tenant_request(id, a, 8, 40, static_cast<TokenId>(100 * id)));
-      owner[id] = "a";
-    }
+    for (SeqId id = 1; id <= 10; ++id) owner[id] = "a";
     for (int i = 0; i < 12; ++i) run_step(s);
     ASSERT_GT(blocks_of(s, owner, "a"), 24) << "the flood does not fill the pool";
     s.add(tenant_request(11, b, 12, 4, 5000));  // 4 blocks of its 16
@@ -154,13 +161,9 @@ TEST(TenantQuotas, AnArrivingTenantBelowItsShareIsAdmittedPastAFlood) {
 // back and the server aborted ("waiting sequence has placeholders": issue 16's flood with kv_share 0.2, H100,
 // 2026-12-07).
 TEST(TenantQuotas, SequencesPreemptedForAShareWithAStepInFlightWaitForTheNextPlan) {
-  for (const SchedulingPolicy policy :
-       {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority, SchedulingPolicy::kSlo, SchedulingPolicy::kFair}) {
+  for (const SchedulingPolicy policy : kEveryPolicy) {
     SCOPED_TRACE(static_cast<int>(policy));
-    Scheduler s = make_scheduler({.num_blocks = 32, .block_size = 4, .max_num_seqs = 16, .max_num_batched_tokens = 64,
-                                  .policy = policy});
-    const TenantKv a{"a", 1.0f}, b{"b", 1.0f, 0.5};
-    for (SeqId id = 1; id <= 10; ++id) s.add(tenant_request(id, a, 8, 40, static_cast<TokenId>(100 * id)));
+    Scheduler s = flooded_scheduler(policy);
     StepPlan in_flight;  // planned and launched, its tokens not applied yet
     std::vector<TokenId> in_flight_tokens;
     const auto step = [&] {  // plans the next step, then applies the one in flight
@@ -174,7 +177,7 @@ TEST(TenantQuotas, SequencesPreemptedForAShareWithAStepInFlightWaitForTheNextPla
       return in_flight;
     };
     for (int i = 0; i < 12; ++i) step();
-    s.add(tenant_request(11, b, 12, 4, 5000));  // 4 blocks of its 16
+    s.add(tenant_request(11, kHalfShare, 12, 4, 5000));  // 4 blocks of its 16
     const StepPlan plan = step();
     ASSERT_FALSE(plan.preempted.empty()) << "B's claim preempted nothing";
     bool admitted = false;
