@@ -59,7 +59,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, 
   ops.release_calling_thread();
   std::promise<void> warmed;
   std::future<void> warm_up_done = warmed.get_future();
-  thread_ = std::thread([this, &warmed] {
+  thread_ = std::thread([this, warmed = std::move(warmed)]() mutable {  // the thread owns the promise it sets
     try {
       runner_.warm_up(std::min(options_.warm_up_tokens, options_.scheduler.max_num_batched_tokens));
       publish_stats();
