@@ -51,10 +51,13 @@ asan: deps
 #   them). gtest's names do not say the model, so the stories260K scenarios run through ctest, whose names do.
 #   Measured on 2 cores, 2026-12-06: 7.5 min to build them cold after the above (68 objects: the binary's cli, bench,
 #   plan and eval files and the 4 suites), 26 s to run the 4 suites, 4.0 min the 9 e2e suites: about 12 min added.
+# - since 2026-12-07 the backend suite (the CPU kernels, act-order and compact weight forms, the thread pool): a
+#   use-after-free at load (act_order.cpp) had gone unseen as no sanitizer job ran it; 26 objects, 1.9 min to build
+#   after the above, 3 s to run.
 # The e2e tests keep the servers' stderr to themselves, so ASan writes its reports (leaks too) to ASAN_E2E_LOGS, and a
 # file there fails the target. UBSan halts the process (exit 1): a server stops answering and its test fails, and
 # Server.stop() in tests/e2e/test_server.py fails on any sanitizer report in a server's stderr (at shutdown too).
-ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall test_core test_kv test_sched
+ASAN_CI_SUITES := test_tokenizer test_loader test_server test_structured test_toolcall test_core test_kv test_sched test_backend
 ASAN_CI_ENGINE_FILTER := -*BatchInvariance*:*TinyLlama3*:*EngineScenarios*
 ASAN_E2E_LOGS := build/asan/e2e-sanitizer-logs
 asan-ci: deps

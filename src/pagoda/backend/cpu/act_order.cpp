@@ -39,11 +39,11 @@ std::optional<Weight> sort_columns_by_group(const Weight& w, std::vector<HostTen
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < k; ++j) dst[r * row_bytes + j] = src[r * row_bytes + order[j]];
   }
+  Weight sorted = w;
+  sorted.data = codes.view();  // before the next emplace_back, which may move `storage` (and `codes` with it)
   HostTensor& input_order = storage.emplace_back(DType::kI32, std::initializer_list<int64_t>{k});
   std::copy(order.begin(), order.end(), input_order.ptr<int32_t>());
 
-  Weight sorted = w;
-  sorted.data = codes.view();
   sorted.g_idx = Tensor{};
   sorted.input_order = input_order.view();
   return sorted;
