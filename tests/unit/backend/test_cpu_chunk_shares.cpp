@@ -1,8 +1,6 @@
 // ChunkShares (backend/cpu/chunk_shares.h): every chunk is taken exactly once, whatever the thread count, when the
 // region has fewer threads than shares, when one thread is slow (the others take its share from the end), and when
-// there are fewer chunks than threads; each thread starts on its own share in address order. The region helpers
-// (backend/cpu/parallel.h) visit every index once, run serial work on the caller, and run a nested region or a
-// second caller's on that caller.
+// there are fewer chunks than threads; each thread starts on its own share in address order.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,7 +10,6 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/chunk_shares.h"
-#include "pagoda/backend/cpu/parallel.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -65,55 +62,6 @@ TEST(ChunkShares, OneThreadTakesItsShareInOrder) {
   s.run(0, [&](int64_t c) { order.push_back(c); });
   const std::vector<int64_t> want = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   EXPECT_EQ(order, want);
-}
-
-TEST(ParallelFor, EveryIndexOnceAndSerialWorkOnTheCaller) {
-  const int saved = omp_get_max_threads();
-  for (const int threads : {1, 2, 3, 2}) {
-    omp_set_num_threads(threads);
-    for (const bool parallel : {false, true}) {
-      SCOPED_TRACE(testing::Message() << threads << " threads, parallel " << parallel);
-      constexpr int64_t n = 37;
-      std::vector<std::atomic<int>> seen(n);
-      std::vector<std::thread::id> by(n);
-      const auto visit = [&](int64_t i) {
-        seen[static_cast<size_t>(i)].fetch_add(1);
-        by[static_cast<size_t>(i)] = std::this_thread::get_id();
-      };
-      parallel_for(n, parallel, visit);
-      parallel_for_dynamic(n, parallel, visit);
-      std::vector<std::atomic<int>> bodies(static_cast<size_t>(threads));
-      parallel_region(parallel, [&](int me) { bodies[static_cast<size_t>(me)].fetch_add(1); });
-      const bool region = parallel && threads > 1;
-      for (int64_t i = 0; i < n; ++i) {
-        EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 2) << i;
-        if (!region) {
-          EXPECT_EQ(by[static_cast<size_t>(i)], std::this_thread::get_id()) << i;
-        }
-      }
-      for (int me = 0; me < threads; ++me) EXPECT_EQ(bodies[static_cast<size_t>(me)].load(), me == 0 || region ? 1 : 0);
-    }
-  }
-  omp_set_num_threads(saved);
-}
-
-// A region opened inside another runs on its caller; one opened from a second thread while the pool is busy too.
-TEST(ParallelFor, NestedRegionsAndASecondCallerRunOnTheirCaller) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(2);
-  constexpr int64_t n = 64;
-  std::vector<std::atomic<int>> seen(static_cast<size_t>(n * n));
-  parallel_for(n, true, [&](int64_t i) {
-    parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(i * n + j)].fetch_add(1); });
-  });
-  std::thread other([&] {
-    omp_set_num_threads(2);
-    for (int r = 0; r < 200; ++r) parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(j)].fetch_add(1); });
-  });
-  for (int r = 0; r < 200; ++r) parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(n + j)].fetch_add(1); });
-  other.join();
-  for (int64_t k = 0; k < n * n; ++k) EXPECT_EQ(seen[static_cast<size_t>(k)].load(), k < 2 * n ? 201 : 1) << k;
-  omp_set_num_threads(saved);
 }
 
 }  // namespace

@@ -13,17 +13,12 @@
 
 #include "pagoda/backend/cpu/cpu_ops.h"
 #include "pagoda/runner/batch_builder.h"
+#include "random_values.h"
 
 namespace pagoda {
 namespace {
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_values;
 
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.ptr<float>(), t.ptr<float>() + t.numel()); }
 
