@@ -61,6 +61,7 @@ Engine::Engine(const LlamaModel& model, Ops& ops, const EngineOptions& options, 
   std::future<void> warm_up_done = warmed.get_future();
   thread_ = std::thread([this, warmed = std::move(warmed)]() mutable {  // the thread owns the promise it sets
     try {
+      if (options_.fail_warm_up) throw Error("injected failure of the warm-up (EngineOptions::fail_warm_up)");
       runner_.warm_up(std::min(options_.warm_up_tokens, options_.scheduler.max_num_batched_tokens));
       publish_stats();
     } catch (...) {

@@ -58,6 +58,9 @@ struct EngineOptions {
   // Fault injection for the reliability tests: every Nth step fails as if its forward had thrown (0: off;
   // LLM sets it from the environment variable PAGODA_INJECT_STEP_FAILURE).
   int fail_every_nth_step = 0;
+  // Fault injection for the tests: the warm-up fails as an out-of-memory at start-up would (the constructor rethrows
+  // it after the engine thread has ended).
+  bool fail_warm_up = false;
   // The SLO-aware batch controller (sched/batch_controller.h): set, each step's token budget is its choice
   // within scheduler.max_num_batched_tokens; unset, the budget is max_num_batched_tokens. (The slo scheduling
   // policy reads its own copy, scheduler.slo.)

@@ -1,6 +1,7 @@
 // The engine's contract with its clients: one final event per request with the right finish reason and
 // usage, cancellation frees the request's blocks, a request that can never run is an error event while
-// the others go on, and stop token ids / EOS end generation.
+// the others go on, and stop token ids / EOS end generation; a warm-up that fails (on the engine's thread) fails the
+// engine's construction with its error, after that thread has ended.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +11,11 @@
 
 #include "../model/golden_helpers.h"
 #include "pagoda/core/error.h"
+#include "pagoda/backend/cpu/cpu_ops.h"
+#include "pagoda/engine/engine.h"
 #include "pagoda/engine/llm.h"
+#include "pagoda/loader/model_loader.h"
+#include "pagoda/model/llama_model.h"
 
 namespace pagoda {
 namespace {
@@ -37,6 +42,35 @@ TEST(EngineEvents, UsageAndFinishReasons) {
   outs = llm.generate({stop});
   EXPECT_EQ(outs[0].finish_reason, FinishReason::kStop);
   EXPECT_EQ(outs[0].output_ids, std::vector<TokenId>{first});
+}
+
+TEST(EngineEvents, AWarmUpFailureFailsTheConstructionAndEndsTheThread) {
+  const LoadedModel m = load_model(LoadOptions{.model_path = testing::bundled_model_path(), .show_progress = false});
+  const LlamaModel model(m.config, m.weights);
+  CpuOps ops;
+  EngineOptions options;
+  options.num_kv_blocks = 8;
+  options.scheduler.max_model_len = 128;
+  options.fail_warm_up = true;
+  try {
+    Engine engine(model, ops, options);
+    FAIL() << "the engine was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("warm-up"), std::string::npos) << e.what();
+  }
+  options.fail_warm_up = false;  // the same backend serves an engine built after the failure
+  Engine engine(model, ops, options);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool finished = false;
+  engine.submit(greedy_request({1, 403, 407}, 3), [&](const RequestEvent& e) {
+    if (!e.finished) return;
+    std::lock_guard lock(mutex);
+    finished = true;
+    cv.notify_one();
+  });
+  std::unique_lock lock(mutex);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished; }));
 }
 
 TEST(EngineEvents, ImpossibleRequestIsAnErrorAndOthersContinue) {
