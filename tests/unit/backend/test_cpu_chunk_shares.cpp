@@ -1,8 +1,8 @@
 // ChunkShares (backend/cpu/chunk_shares.h): every chunk is taken exactly once, whatever the thread count, when the
 // region has fewer threads than shares, when one thread is slow (the others take its share from the end), and when
-// there are fewer chunks than threads; each thread starts on its own share in address order.
+// there are fewer chunks than threads; each thread starts on its own share in address order. The regions run on the
+// kernels' ThreadPool, as CpuOps's do (and so under ThreadSanitizer: libgomp's barriers are not instrumented).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pagoda/backend/cpu/chunk_shares.h"
+#include "pagoda/backend/cpu/thread_pool.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -21,12 +22,16 @@ struct Taken {
 };
 
 void run_region(const ChunkShares& shares, int threads, Taken& taken, int slow_thread = -1) {
-#pragma omp parallel num_threads(threads)
-  shares.run(omp_get_thread_num(), [&](int64_t c) {
-    taken.count[static_cast<size_t>(c)].fetch_add(1);
-    taken.by[static_cast<size_t>(c)].store(omp_get_thread_num());
-    if (omp_get_thread_num() == slow_thread) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  });
+  const auto body = [&](int me) {
+    shares.run(me, [&](int64_t c) {
+      taken.count[static_cast<size_t>(c)].fetch_add(1);
+      taken.by[static_cast<size_t>(c)].store(me);
+      if (me == slow_thread) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+  };
+  ThreadPool::instance().run(
+      threads, [](void* context, int me, int) { (*static_cast<decltype(body)*>(context))(me); },
+      const_cast<void*>(static_cast<const void*>(&body)));
 }
 
 TEST(ChunkShares, EveryChunkOnceForAnyThreadCount) {
