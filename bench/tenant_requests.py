@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One tenant's requests in each multi-tenant run of a device results folder (the runs of scripts/kv_policy_bench.sh:
-DIR/probe*-out/kv_*/bench-*.json.xz, each holding every request, beside the server's log):
+DIR/*probe*/kv_*/bench-*.json.xz, each holding every request, beside the server's log):
   python3 bench/tenant_requests.py bench/results/DATE-sessionNN [--tenant tenant-0] > .../tenant0_requests.txt
 Per run: the tenant's requests, its P99 TTFT as the bench reports it, its five slowest TTFTs with their cached tokens
 (0: its cold first request), its warm requests' mean TTFT, the server's five slowest (TTFT, queue: submission to first
@@ -12,7 +12,7 @@ parser.add_argument("dir")
 parser.add_argument("--tenant", default="tenant-0")
 args = parser.parse_args()
 
-for path in sorted(glob.glob(os.path.join(args.dir, "probe*-out", "kv_*", "bench-*.json.xz"))):
+for path in sorted(glob.glob(os.path.join(args.dir, "*probe*", "kv_*", "bench-*.json.xz"))):
     d = json.load(lzma.open(path))
     reqs = d["requests"]
     mine = [r for r in reqs if r["tenant"] == args.tenant]
