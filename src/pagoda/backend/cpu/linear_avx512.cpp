@@ -72,14 +72,23 @@ struct BF16Row {
   }
 };
 
-// out[t * out_stride + r] = dot(w[r], x[t]) for R rows and T tokens; token t's activations at x + t * k.
-template <class Row, int R, int T>
+// How far ahead of a streamed decode row its bytes are prefetched into L2 (the rows of a thread's share follow one
+// another in memory, so this reaches into the rows after). One core of the AMD EPYC Zen 5 VM streams F16 rows at
+// 22-24 GB/s by itself, and both cores at about 2 x 22: the core's own stream, not the memory, bounds decode there.
+// 12 KB ahead into L2: TinyLlama F16 generation at 2 threads +7.4% (12 alternating rounds), where 1-2 KB ahead into L1
+// changed nothing this VM resolves and 4 KB was no better (docs/PERFORMANCE.md, 2026-12-07).
+constexpr int64_t kStreamedRowL2PrefetchBytes = 12288;
+
+// out[t * out_stride + r] = dot(w[r], x[t]) for R rows and T tokens; token t's activations at x + t * k. kStream
+// (decode, one row streaming from memory): its bytes prefetched kStreamedRowL2PrefetchBytes ahead.
+template <class Row, int R, int T, bool kStream = false>
 inline void dot_tile(const Row (&w)[R], const float* x, int64_t k, float* out, int64_t out_stride) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t k16 = k / 16 * 16;
   for (int64_t i = 0; i < k16; i += 16) {
+    if constexpr (kStream) _mm_prefetch(reinterpret_cast<const char*>(w[0].p + i) + kStreamedRowL2PrefetchBytes, _MM_HINT_T1);
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = w[r].load16(i);
     for (int t = 0; t < T; ++t) {
@@ -104,7 +113,7 @@ void direct_rows(const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t count,
                  int64_t k, float* out) {
   for (int64_t r = r0; r < r0 + count; ++r) {
     const Row row[1] = {Row{reinterpret_cast<decltype(Row::p)>(w + r * row_bytes)}};
-    dot_tile<Row, 1, T>(row, x, k, out + r, n);
+    dot_tile<Row, 1, T, /*kStream=*/true>(row, x, k, out + r, n);
   }
 }
 
