@@ -22,16 +22,14 @@ struct Taken {
 };
 
 void run_region(const ChunkShares& shares, int threads, Taken& taken, int slow_thread = -1) {
-  const auto body = [&](int me) {
+  auto body = [&](int me) {
     shares.run(me, [&](int64_t c) {
       taken.count[static_cast<size_t>(c)].fetch_add(1);
       taken.by[static_cast<size_t>(c)].store(me);
       if (me == slow_thread) std::this_thread::sleep_for(std::chrono::microseconds(200));
     });
   };
-  ThreadPool::instance().run(
-      threads, [](void* context, int me, int) { (*static_cast<decltype(body)*>(context))(me); },
-      const_cast<void*>(static_cast<const void*>(&body)));
+  ThreadPool::instance().run(threads, [](void* context, int me, int) { (*static_cast<decltype(body)*>(context))(me); }, &body);
 }
 
 TEST(ChunkShares, EveryChunkOnceForAnyThreadCount) {
