@@ -22,10 +22,19 @@
 namespace pagoda::cpu {
 namespace {
 
+// Sets OpenMP's thread count (which the regions read) for a scope.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadCount() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
 TEST(ParallelFor, EveryIndexOnceAndSerialWorkOnTheCaller) {
-  const int saved = omp_get_max_threads();
   for (const int threads : {1, 2, 3, 2}) {
-    omp_set_num_threads(threads);
+    const ThreadCount count(threads);
     for (const bool parallel : {false, true}) {
       SCOPED_TRACE(testing::Message() << threads << " threads, parallel " << parallel);
       constexpr int64_t n = 37;
@@ -49,13 +58,11 @@ TEST(ParallelFor, EveryIndexOnceAndSerialWorkOnTheCaller) {
       for (int me = 0; me < threads; ++me) EXPECT_EQ(bodies[static_cast<size_t>(me)].load(), me == 0 || region ? 1 : 0);
     }
   }
-  omp_set_num_threads(saved);
 }
 
 // A region opened inside another runs on its caller; one opened from a second thread while the pool is busy too.
 TEST(ParallelFor, NestedRegionsAndASecondCallerRunOnTheirCaller) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(2);
+  const ThreadCount count(2);
   constexpr int64_t n = 64;
   std::vector<std::atomic<int>> seen(static_cast<size_t>(n * n));
   parallel_for(n, true, [&](int64_t i) {
@@ -68,18 +75,7 @@ TEST(ParallelFor, NestedRegionsAndASecondCallerRunOnTheirCaller) {
   for (int r = 0; r < 200; ++r) parallel_for(n, true, [&](int64_t j) { seen[static_cast<size_t>(n + j)].fetch_add(1); });
   other.join();
   for (int64_t k = 0; k < n * n; ++k) EXPECT_EQ(seen[static_cast<size_t>(k)].load(), k < 2 * n ? 201 : 1) << k;
-  omp_set_num_threads(saved);
 }
-
-// Sets OpenMP's thread count (which the regions read) for a scope.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ThreadCount() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 
 // Each kernel that opens a region, on shapes past its threshold (n x k x tokens >= 2^16 for the products,
