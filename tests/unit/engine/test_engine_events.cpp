@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -59,18 +60,12 @@ TEST(EngineEvents, AWarmUpFailureFailsTheConstructionAndEndsTheThread) {
     EXPECT_NE(std::string(e.what()).find("warm-up"), std::string::npos) << e.what();
   }
   options.fail_warm_up = false;  // the same backend serves an engine built after the failure
+  std::promise<void> finished;  // declared before the engine, whose thread sets it, so it outlives that thread
   Engine engine(model, ops, options);
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool finished = false;
   engine.submit(greedy_request({1, 403, 407}, 3), [&](const RequestEvent& e) {
-    if (!e.finished) return;
-    std::lock_guard lock(mutex);
-    finished = true;
-    cv.notify_one();
+    if (e.finished) finished.set_value();
   });
-  std::unique_lock lock(mutex);
-  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished; }));
+  EXPECT_EQ(finished.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
 }
 
 TEST(EngineEvents, ImpossibleRequestIsAnErrorAndOthersContinue) {
