@@ -74,7 +74,7 @@ struct BF16Row {
 
 // How far ahead of a streamed decode row its bytes are prefetched into L2 (the rows of a thread's share follow one
 // another in memory, so this reaches into the rows after). One core of the AMD EPYC Zen 5 VM streams F16 rows at
-// 22-24 GB/s by itself, and both cores at about 2 x 22: the core's own stream, not the memory, bounds decode there.
+// 20-24 GB/s by itself, and both cores at about 2 x 22: the core's own stream, not the memory, bounds decode there.
 // 12 KB ahead into L2: TinyLlama F16 generation at 2 threads +7.4% (12 alternating rounds), where 1-2 KB ahead into L1
 // changed nothing this VM resolves and 4 KB was no better (docs/PERFORMANCE.md, 2026-12-07).
 constexpr int64_t kStreamedRowL2PrefetchBytes = 12288;
