@@ -265,7 +265,11 @@ inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, 
     for (int t = 0; t < T; ++t) v[t] = token_chunk<kOffsets>(x, t0 + t, c);
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets);
+      Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets);
+      if constexpr (T > 1) {  // one load of each for the T tokens, not one folded into each token's instruction
+        asm("" : "+v"(u.even), "+v"(u.odd), "+v"(u.start), "+v"(u.s));
+        if constexpr (kOffsets) asm("" : "+v"(u.m));
+      }
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(u.start, v[t].even, u.even), v[t].odd, u.odd);

@@ -136,7 +136,11 @@ inline void tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W8A
     }
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets);
+      Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets);
+      if constexpr (T > 1) {  // one load of each for the T tokens, not one folded into each token's instruction
+        asm("" : "+v"(u.q), "+v"(u.start), "+v"(u.s));
+        if constexpr (kOffsets) asm("" : "+v"(u.m));
+      }
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i ints = _mm512_dpbusd_epi32(u.start, xv[t], u.q);
