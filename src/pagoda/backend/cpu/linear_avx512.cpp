@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pagoda/backend/cpu/register_pin.h"
+
 #if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
 #else
@@ -93,10 +95,7 @@ inline void dot_tile(const Row (&w)[R], const float* x, int64_t k, float* out, i
     for (int r = 0; r < R; ++r) wv[r] = w[r].load16(i);
     for (int t = 0; t < T; ++t) {
       __m512 xv = _mm512_loadu_ps(x + t * k + i);
-      // One load of token t's 16 activations for the R rows. Without this GCC 12 folds the load into each of the R
-      // FMAs (R loads where one does): the 4 x 6 tile then issues 28 loads a step for 24 FMAs, and the load ports,
-      // not the FMA units, set its pace (TinyLlama's F16 prefill shapes: 250-290 -> 310-340 GFLOP/s on 2 threads).
-      if constexpr (R > 1) asm("" : "+v"(xv));
+      if constexpr (R > 1) keep_in_registers(xv);  // one load for the R rows
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "pagoda/backend/cpu/register_pin.h"
 #include "pagoda/core/check.h"
 
 #if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
@@ -266,9 +267,9 @@ inline void prepared_tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, 
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW4PreparedBytes, kOffsets);
-      if constexpr (T > 1) {  // one load of each for the T tokens, not one folded into each token's instruction
-        asm("" : "+v"(u.even), "+v"(u.odd), "+v"(u.start), "+v"(u.s));
-        if constexpr (kOffsets) asm("" : "+v"(u.m));
+      if constexpr (T > 1) {  // one load of each for the T tokens
+        keep_in_registers(u.even, u.odd, u.start, u.s);
+        if constexpr (kOffsets) keep_in_registers(u.m);
       }
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {

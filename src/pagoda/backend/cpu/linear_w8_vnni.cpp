@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "pagoda/backend/cpu/linear_w8_int8.h"
+#include "pagoda/backend/cpu/register_pin.h"
 
 #if defined(__clang__)  // clang (the fuzz build) has no `#pragma GCC target`: the same attribute, its way
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), apply_to = function)
@@ -137,9 +138,9 @@ inline void tile(const uint8_t* prepared, int64_t r0, int64_t prep_r0, const W8A
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       Unpacked u = load_prepared(prepared + ((r0 - prep_r0 + r) * x.chunks + c) * kW8PreparedBytes, kOffsets);
-      if constexpr (T > 1) {  // one load of each for the T tokens, not one folded into each token's instruction
-        asm("" : "+v"(u.q), "+v"(u.start), "+v"(u.s));
-        if constexpr (kOffsets) asm("" : "+v"(u.m));
+      if constexpr (T > 1) {  // one load of each for the T tokens
+        keep_in_registers(u.q, u.start, u.s);
+        if constexpr (kOffsets) keep_in_registers(u.m);
       }
       #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "pagoda/backend/cpu/register_pin.h"
 #include "pagoda/core/dtype.h"
 
 namespace pagoda::cpu {
@@ -61,10 +62,9 @@ inline void dot_block(const Row (&w)[R], const float* x, int64_t k, float* out, 
     for (int r = 0; r < R; ++r) wv[r] = w[r].load8(i);
     for (int t = 0; t < T; ++t) {
       __m256 xv = _mm256_loadu_ps(x + t * k + i);
-      // One load of the token's 8 activations for the R rows of 16-bit weights (GCC otherwise folds it into each
-      // row's FMA, as in linear_avx512.cpp's dot_tile: F16 prompts 1.3-1.5x on TinyLlama's shapes). fp32 rows keep the
-      // folded loads: with their own loads in registers too the 16 registers spill (0.8x).
-      if constexpr (R > 1 && sizeof(*w[0].p) == 2) asm("" : "+x"(xv));
+      // One load for the R rows of 16-bit weights. fp32 rows keep the loads folded into their FMAs: with the rows'
+      // own loads in registers too, the 16 registers spill (0.8x).
+      if constexpr (R > 1 && sizeof(*w[0].p) == 2) keep_in_registers(xv);
       for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
