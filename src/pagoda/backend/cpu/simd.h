@@ -63,7 +63,8 @@ inline void dot_block(const Row (&w)[R], const float* x, int64_t k, float* out, 
     for (int t = 0; t < T; ++t) {
       __m256 xv = _mm256_loadu_ps(x + t * k + i);
       // One load for the R rows of 16-bit weights. fp32 rows keep the loads folded into their FMAs: pinned there,
-      // the activations made their large shapes 0.8x (16 registers for 12 sums, 3 rows and the activations).
+      // the activations made three of TinyLlama's four shapes 0.87-0.90x (16 registers for 12 sums, 3 rows and the
+      // activations; docs/PERFORMANCE.md).
       if constexpr (R > 1 && sizeof(*w[0].p) == 2) keep_in_registers(xv);
       for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
